@@ -1,0 +1,29 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "offlinepkg",
+    products: [
+        .library(name: "OfflinePkg", targets: ["OfflinePkg"]),
+        .library(name: "OfflinePkgServer", targets: ["OfflinePkgServer"]),
+        .executable(name: "offlinepkg", targets: ["offlinepkg"]),
+    ],
+    targets: [
+        // System libraries from Debian. Each is imported by exactly one Swift module.
+        .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+
+        .target(name: "CSystemShims"),
+        .target(name: "OfflinePkg", dependencies: ["CArchive", "CCrypto", "CCurl", "CSystemShims"]),
+        .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),
+        .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgServer"]),
+        .executableTarget(name: "offlinepkg", dependencies: ["OfflinePkgCLI"]),
+
+        .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg"], path: "Tests/OfflinePkgTestSupport"),
+        .testTarget(name: "OfflinePkgTests", dependencies: ["OfflinePkg", "OfflinePkgTestSupport"]),
+        .testTarget(name: "OfflinePkgCLITests", dependencies: ["OfflinePkgCLI", "OfflinePkgTestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,152 @@
+internal import CSystemShims
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The few file-system operations the store needs, each a thin wrapper over POSIX calls.
+/// Paths come from `CacheLayout`; nothing here builds paths of its own except to walk a tree.
+package enum FileSystem {
+    package static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    package static func isDirectory(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    package static func fileSize(_ path: String) -> Int64? {
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int64(info.st_size)
+    }
+
+    /// Creates `path` and any missing parents.
+    package static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws {
+        if isDirectory(path) { return }
+        let parent = parentPath(path)
+        if parent != path && !parent.isEmpty { try makeDirectories(parent, mode: mode) }
+        if mkdir(path, mode) != 0 && errno != EEXIST {
+            throw OfflinePkgError.io(path: path, operation: "mkdir", Errno.current)
+        }
+    }
+
+    package static func parentPath(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// Reads a whole small file, refusing one larger than `limit` bytes.
+    package static func read(_ path: String, limit: Int = 16 << 20) throws -> [UInt8] {
+        let fd = try FileDescriptor.open(path, O_RDONLY)
+        return try fd.closeAfter { (fd) throws -> [UInt8] in
+            var result = [UInt8]()
+            var chunk = [UInt8](repeating: 0, count: 64 << 10)
+            while true {
+                let count = try chunk.withUnsafeMutableBytes { (buffer) throws in
+                    try fd.read(into: buffer, path: path)
+                }
+                if count == 0 { return result }
+                result.append(contentsOf: chunk[0..<count])
+                if result.count > limit {
+                    throw OfflinePkgError.sizeMismatch(what: path, reason: "larger than the limit of \(limit) bytes")
+                }
+            }
+        }
+    }
+
+    /// Writes `bytes` so that readers see either the old file or the whole new one, even across a power
+    /// loss: write a temporary sibling, fsync it, rename it over `path`, fsync the folder.
+    package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
+        let temporary = path + ".tmp-\(getpid())"
+        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
+        do {
+            try fd.closeAfter { (fd) throws in
+                try fd.writeAll(bytes, path: temporary)
+                try fd.sync(path: temporary)
+            }
+            try rename(temporary, to: path)
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        try syncDirectory(parentPath(path))
+    }
+
+    package static func rename(_ source: String, to destination: String) throws {
+        if Glibc.rename(source, destination) != 0 {
+            throw OfflinePkgError.io(path: "\(source) -> \(destination)", operation: "rename", Errno.current)
+        }
+    }
+
+    package static func syncDirectory(_ path: String) throws {
+        let fd = try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY)
+        try fd.closeAfter { (fd) throws in try fd.sync(path: path) }
+    }
+
+    /// Flushes the whole file system holding `path` in one call: far cheaper than one fsync per file
+    /// of a freshly unpacked tree, and as safe, since the switch that follows is itself fsynced.
+    package static func syncFileSystem(containing path: String) throws {
+        let fd = try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY)
+        try fd.closeAfter { (fd) throws in
+            if csystemshims_syncfs(fd.rawValue) != 0 { throw OfflinePkgError.io(path: path, operation: "syncfs", Errno.current) }
+        }
+    }
+
+    package static func removeFile(_ path: String) {
+        unlink(path)
+    }
+
+    /// Names in a directory, without `.` and `..`; empty when it does not exist.
+    package static func contents(of path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names = [String]()
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Removes a tree, read-only installed trees included (their folders are made writable first).
+    package static func removeTree(_ path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            chmod(path, 0o755)
+            for name in contents(of: path) { try removeTree(path + "/" + name) }
+            if rmdir(path) != 0 { throw OfflinePkgError.io(path: path, operation: "rmdir", Errno.current) }
+        } else if unlink(path) != 0 {
+            throw OfflinePkgError.io(path: path, operation: "unlink", Errno.current)
+        }
+    }
+
+    /// Makes a finished tree read-only: files 0444, folders 0555. Installed trees never change again.
+    package static func makeReadOnly(_ path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw OfflinePkgError.io(path: path, operation: "stat", Errno.current) }
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            for name in contents(of: path) { try makeReadOnly(path + "/" + name) }
+            if chmod(path, 0o555) != 0 { throw OfflinePkgError.io(path: path, operation: "chmod", Errno.current) }
+        } else if (info.st_mode & 0o222) != 0, chmod(path, 0o444) != 0 {
+            throw OfflinePkgError.io(path: path, operation: "chmod", Errno.current)
+        }
+    }
+
+    /// Bytes available to an unprivileged writer on the file system holding `path`.
+    package static func availableSpace(at path: String) throws -> Int64 {
+        var info = statvfs()
+        if statvfs(path, &info) != 0 { throw OfflinePkgError.io(path: path, operation: "statvfs", Errno.current) }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
+    package static func realPath(_ path: String) throws -> String {
+        guard let resolved = realpath(path, nil) else { throw OfflinePkgError.io(path: path, operation: "realpath", Errno.current) }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}

@@ -1,0 +1,108 @@
+/// Every failure offlinepkg reports. Messages are lowercase and say what, where, expected vs actual.
+/// Only the CLI turns an error into an exit status, through `category`.
+public enum OfflinePkgError: Error, Sendable, Equatable {
+    /// A system call on `path` failed.
+    case io(path: String, operation: String, Errno)
+    /// The manifest breaks a rule of the format: `field` locates the value, e.g. `packages[1].routes[0]`.
+    case invalidManifest(source: String, field: String, reason: String)
+    /// The manifest's `format` is newer than this build understands.
+    case manifestFormatTooNew(source: String, format: Int)
+    /// A replay or rollback: a lower sequence, or the same sequence with other bytes.
+    case manifestRollback(source: String, reason: String)
+    /// The manifest's `expires` time has passed (freeze protection).
+    case manifestExpired(source: String, expires: String)
+    /// The manifest signature is missing, malformed, from an untrusted key, or wrong.
+    case signatureRefused(source: String, reason: String)
+    /// A download did not hash to what the manifest promised.
+    case hashMismatch(what: String, expected: String, actual: String)
+    /// A download or input is larger or smaller than it may be.
+    case sizeMismatch(what: String, reason: String)
+    /// An archive holds something a device never accepts; `entry` names it where there is one.
+    case archiveRefused(archive: String, entry: String?, reason: String)
+    /// An unpacked tree does not hash to the manifest's `tree`.
+    case treeMismatch(package: String, expected: String, actual: String)
+    /// A transfer failed: connection, timeout, stall, or an HTTP status that is not success.
+    case transfer(url: String, reason: String, retryable: Bool)
+    /// Another process holds the lock of the cache root.
+    case locked(root: String)
+    /// The cache root lacks the free space the sync needs.
+    case insufficientSpace(path: String, needed: Int64, available: Int64)
+    /// The cache root holds something this build cannot read.
+    case corruptState(path: String, reason: String)
+    /// A request that cannot be met with what is installed (no previous set, unknown URL, ...).
+    case unavailable(String)
+    /// Some packages of a release failed; the active set was not switched.
+    case releaseIncomplete(failures: [String: OfflinePkgError])
+    /// A caller passed something that is not valid (a bad URL, a bad option value).
+    case invalidArgument(String)
+
+    /// How the failure is classified for exit statuses (SPEC §8).
+    public enum Category: Sendable {
+        /// Network, disk, not found: exit 1.
+        case failure
+        /// Refused input: signature, hash, format, rollback, bad archive: exit 4.
+        case refused
+        /// Another sync holds the lock: exit 3.
+        case locked
+        /// Bad usage: exit 2.
+        case usage
+    }
+
+    public var category: Category {
+        switch self {
+        case .io, .transfer, .insufficientSpace, .corruptState, .unavailable: .failure
+        case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused,
+            .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch:
+            .refused
+        case .locked: .locked
+        case .invalidArgument: .usage
+        case .releaseIncomplete(let failures):
+            // Refusal wins: a release with a bad archive is a refused release, even if others also timed out.
+            failures.values.contains { $0.category == .refused } ? .refused : .failure
+        }
+    }
+}
+
+extension OfflinePkgError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .io(let path, let operation, let errno):
+            "\(operation) \(path): \(errno)"
+        case .invalidManifest(let source, let field, let reason):
+            "invalid manifest \(source): \(field): \(reason)"
+        case .manifestFormatTooNew(let source, let format):
+            "manifest \(source) has format \(format), which needs a newer offlinepkg (this one reads format 1)"
+        case .manifestRollback(let source, let reason):
+            "rollback protection refused manifest \(source): \(reason)"
+        case .manifestExpired(let source, let expires):
+            "freeze protection refused manifest \(source): it expired at \(expires)"
+        case .signatureRefused(let source, let reason):
+            "signature check refused manifest \(source): \(reason)"
+        case .hashMismatch(let what, let expected, let actual):
+            "sha256 mismatch for \(what): expected \(expected), got \(actual)"
+        case .sizeMismatch(let what, let reason):
+            "size check refused \(what): \(reason)"
+        case .archiveRefused(let archive, let entry, let reason):
+            if let entry { "archive \(archive) refused: entry \"\(entry)\": \(reason)" } else {
+                "archive \(archive) refused: \(reason)"
+            }
+        case .treeMismatch(let package, let expected, let actual):
+            "tree hash mismatch for package \(package): expected \(expected), got \(actual)"
+        case .transfer(let url, let reason, _):
+            "download \(url) failed: \(reason)"
+        case .locked(let root):
+            "another sync holds the lock of \(root) (use --wait to wait for it)"
+        case .insufficientSpace(let path, let needed, let available):
+            "not enough free space in \(path): needs \(needed) bytes, \(available) available"
+        case .corruptState(let path, let reason):
+            "unreadable cache state \(path): \(reason)"
+        case .unavailable(let reason):
+            reason
+        case .releaseIncomplete(let failures):
+            "release not activated; \(failures.count) package(s) failed: "
+                + failures.keys.sorted().map { "\($0): \(failures[$0]!)" }.joined(separator: "; ")
+        case .invalidArgument(let reason):
+            reason
+        }
+    }
+}

@@ -1,0 +1,64 @@
+internal import CCrypto
+
+/// Incremental SHA-256 over OpenSSL's EVP interface (SHA-NI accelerated where the CPU has it).
+package final class SHA256 {
+    private let context: OpaquePointer
+
+    package init() {
+        // EVP_MD_CTX_new only fails on allocation failure, which Swift treats as fatal everywhere else too.
+        context = EVP_MD_CTX_new()!
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    package func update(_ buffer: UnsafeRawBufferPointer) {
+        guard buffer.count > 0 else { return }
+        EVP_DigestUpdate(context, buffer.baseAddress, buffer.count)
+    }
+
+    package func update(_ bytes: some Sequence<UInt8>) {
+        let array = Array(bytes)
+        array.withUnsafeBytes { update($0) }
+    }
+
+    /// Finishes the digest; the hasher must not be used afterwards.
+    package func finalize() -> Digest {
+        var bytes = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &bytes, &length)
+        return Digest(bytes: bytes)
+    }
+
+    package static func hash(_ bytes: some Sequence<UInt8>) -> Digest {
+        let hasher = SHA256()
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+
+    package struct Digest: Equatable, Hashable, Sendable, CustomStringConvertible {
+        package let bytes: [UInt8]
+        package var hex: String { Hex.encode(bytes) }
+        package var description: String { hex }
+    }
+}
+
+/// Lowercase hexadecimal, as the manifest and coreutils write hashes.
+package enum Hex {
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    package static func encode(_ bytes: some Collection<UInt8>) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Whether `text` is exactly `count` lowercase hex digits (64 for a sha256).
+    package static func isLowercase(_ text: String, count: Int) -> Bool {
+        text.utf8.count == count && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+}

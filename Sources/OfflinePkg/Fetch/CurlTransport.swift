@@ -1,0 +1,159 @@
+internal import CCurl
+import Foundation
+import Synchronization
+
+/// The transport for http, https and file URLs, on libcurl. Each transfer runs `curl_easy_perform` on
+/// a thread of its own, so a slow server never ties up Swift's cooperative pool.
+package struct CurlTransport: Transport {
+    package init() { _ = CurlTransport.globalInit }
+
+    // curl_global_init must run once, before any other thread uses libcurl; Swift runs this lazily, once.
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    package func get(
+        _ request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
+        onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void
+    ) async throws -> TransferResponseHead {
+        let transfer = CurlTransfer(request: request, onResponse: onResponse, onBody: onBody)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let thread = Thread { continuation.resume(with: transfer.perform()) }
+                thread.stackSize = 1 << 20
+                thread.start()
+            }
+        } onCancel: {
+            transfer.cancelled.store(true, ordering: .relaxed)
+        }
+    }
+}
+
+/// One transfer's state, shared with libcurl's callbacks through an unretained pointer.
+private final class CurlTransfer: @unchecked Sendable {
+    // Only the transfer's own thread touches the mutable fields; `cancelled` is atomic.
+    let request: TransferRequest
+    let onResponse: @Sendable (TransferResponseHead) throws -> Void
+    let onBody: @Sendable (UnsafeRawBufferPointer) throws -> Void
+    let cancelled = Atomic<Bool>(false)
+    var headers: [String: String] = [:]
+    var status = 0
+    var announced = false
+    var callbackError: Error?
+    var handle: UnsafeMutableRawPointer?
+
+    init(request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
+         onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) {
+        self.request = request
+        self.onResponse = onResponse
+        self.onBody = onBody
+    }
+
+    var urlText: String { request.url.absoluteString }
+    var isFile: Bool { request.url.isFileURL }
+
+    func perform() -> Result<TransferResponseHead, Error> {
+        guard let curl = curl_easy_init() else {
+            return .failure(OfflinePkgError.transfer(url: urlText, reason: "libcurl could not start", retryable: false))
+        }
+        handle = curl
+        defer { curl_easy_cleanup(curl) }
+        var list: UnsafeMutablePointer<curl_slist>?
+        for (name, value) in request.headers { list = curl_slist_append(list, "\(name): \(value)") }
+        defer { curl_slist_free_all(list) }
+
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        ccurl_setopt_string(curl, CURLOPT_URL, urlText)
+        ccurl_setopt_slist(curl, CURLOPT_HTTPHEADER, list)
+        ccurl_setopt_long(curl, CURLOPT_NOSIGNAL, 1)
+        ccurl_setopt_long(curl, CURLOPT_FOLLOWLOCATION, 1)
+        ccurl_setopt_long(curl, CURLOPT_MAXREDIRS, 8)
+        // https never redirects to http: a redirect may only keep or raise the scheme's protection.
+        let scheme = request.url.scheme?.lowercased() ?? ""
+        ccurl_setopt_string(curl, CURLOPT_PROTOCOLS_STR, scheme == "file" ? "file" : "http,https")
+        ccurl_setopt_string(curl, CURLOPT_REDIR_PROTOCOLS_STR, scheme == "https" ? "https" : "http,https")
+        ccurl_setopt_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
+        // A stall: fewer than 1 byte per second for the whole stall window.
+        ccurl_setopt_long(curl, CURLOPT_LOW_SPEED_LIMIT, 1)
+        ccurl_setopt_long(curl, CURLOPT_LOW_SPEED_TIME, max(1, Int(request.stallTimeout.rounded(.up))))
+        ccurl_setopt_string(curl, CURLOPT_USERAGENT, "offlinepkg/\(OfflinePkgVersion.current)")
+        ccurl_setopt_string(curl, CURLOPT_ACCEPT_ENCODING, "identity")
+        ccurl_setopt_pointer(curl, CURLOPT_WRITEDATA, context)
+        ccurl_setopt_data_callback(curl, CURLOPT_WRITEFUNCTION) { data, size, count, context in
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+            return transfer.receive(UnsafeRawBufferPointer(start: data, count: size * count)) ? size * count : 0
+        }
+        ccurl_setopt_pointer(curl, CURLOPT_HEADERDATA, context)
+        ccurl_setopt_data_callback(curl, CURLOPT_HEADERFUNCTION) { data, size, count, context in
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+            transfer.header(UnsafeRawBufferPointer(start: data, count: size * count))
+            return size * count
+        }
+        ccurl_setopt_long(curl, CURLOPT_NOPROGRESS, 0)
+        ccurl_setopt_pointer(curl, CURLOPT_XFERINFODATA, context)
+        ccurl_setopt_xferinfo_callback(curl) { context, _, _, _, _ in
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+            return transfer.cancelled.load(ordering: .relaxed) ? 1 : 0
+        }
+
+        let code = curl_easy_perform(curl)
+        if let callbackError { return .failure(callbackError) }
+        var responseCode = 0
+        ccurl_getinfo_long(curl, CURLINFO_RESPONSE_CODE, &responseCode)
+        if code != CURLE_OK { return .failure(error(for: code)) }
+        let head = TransferResponseHead(status: isFile ? 200 : responseCode, headers: headers)
+        if !announced {
+            // An empty body: the response was never announced from the write callback.
+            do { try onResponse(head) } catch { return .failure(error) }
+        }
+        return .success(head)
+    }
+
+    /// Headers arrive line by line; a new status line (after a redirect or a 100) starts over.
+    func header(_ line: UnsafeRawBufferPointer) {
+        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if text.hasPrefix("HTTP/") {
+            headers = [:]
+            let parts = text.split(separator: " ")
+            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            return
+        }
+        guard let colon = text.firstIndex(of: ":") else { return }
+        let name = text[..<colon].lowercased()
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        headers[name] = value
+    }
+
+    func receive(_ data: UnsafeRawBufferPointer) -> Bool {
+        do {
+            if !announced {
+                announced = true
+                try onResponse(TransferResponseHead(status: isFile ? 200 : status, headers: headers))
+            }
+            try onBody(data)
+            return true
+        } catch {
+            callbackError = error
+            return false
+        }
+    }
+
+    func error(for code: CURLcode) -> OfflinePkgError {
+        let text = String(cString: curl_easy_strerror(code))
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT:
+            let reason = announced
+                ? "stalled: no byte for \(Int(request.stallTimeout)) s" : "timed out (\(text))"
+            return .transfer(url: urlText, reason: reason, retryable: true)
+        case CURLE_ABORTED_BY_CALLBACK:
+            return .transfer(url: urlText, reason: "cancelled", retryable: false)
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
+            CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_SSL_CONNECT_ERROR, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+            return .transfer(url: urlText, reason: text, retryable: true)
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return .transfer(url: urlText, reason: "redirect to a disallowed scheme (https never goes to http)", retryable: false)
+        case CURLE_FILE_COULDNT_READ_FILE:
+            return .transfer(url: urlText, reason: "no such file", retryable: false)
+        default:
+            return .transfer(url: urlText, reason: text, retryable: false)
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+
+/// Retries with exponential backoff for connection errors, timeouts, stalls and 5xx/429 answers,
+/// honouring a server's `Retry-After` (capped, so a hostile server cannot park a sync for days).
+public struct RetryPolicy: Sendable, Equatable {
+    public var attempts: Int
+    public var baseDelay: TimeInterval
+    public var maxDelay: TimeInterval
+
+    public init(attempts: Int = 4, baseDelay: TimeInterval = 0.5, maxDelay: TimeInterval = 30) {
+        self.attempts = attempts
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+    }
+
+    package func delay(afterAttempt attempt: Int, retryAfter: TimeInterval?) -> TimeInterval {
+        if let retryAfter { return min(retryAfter, maxDelay) }
+        let exponential = baseDelay * pow(2, Double(attempt))
+        return min(maxDelay, exponential * Double.random(in: 0.75...1.25))
+    }
+
+    /// Runs `operation` until it succeeds, fails for good, or runs out of attempts.
+    package func run<T>(_ operation: (_ attempt: Int) async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try await operation(attempt)
+            } catch let failure as RetryableFailure where attempt + 1 < attempts {
+                let wait = delay(afterAttempt: attempt, retryAfter: failure.retryAfter)
+                attempt += 1
+                try await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
+            } catch let failure as RetryableFailure {
+                throw failure.error
+            }
+        }
+    }
+}
+
+/// Wraps an error that another attempt may cure, with the server's `Retry-After` if it sent one.
+package struct RetryableFailure: Error {
+    package var error: OfflinePkgError
+    package var retryAfter: TimeInterval?
+
+    /// Sorts an error thrown by one attempt: retryable ones are wrapped, the rest pass through.
+    package static func classify(_ error: Error) -> Error {
+        if case .transfer(_, _, true) = error as? OfflinePkgError {
+            return RetryableFailure(error: error as! OfflinePkgError, retryAfter: nil)
+        }
+        return error
+    }
+
+    /// The error for an HTTP status that is not success; 408, 429 and 5xx are worth another try.
+    package static func status(_ head: TransferResponseHead, url: String) -> Error {
+        let error = OfflinePkgError.transfer(url: url, reason: "HTTP status \(head.status)", retryable: false)
+        if head.status == 408 || head.status == 429 || head.status >= 500 {
+            return RetryableFailure(error: error, retryAfter: head.retryAfter)
+        }
+        return error
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+
+/// Moves bytes from a URL to the caller. The engine sees only this protocol, so tests and hosts can put
+/// their own transport in; `CurlTransport` is the real one (http, https and file URLs).
+package protocol Transport: Sendable {
+    /// Performs one GET. Response headers reach `onResponse` before the first body byte, with the
+    /// status; `onBody` gets the body in chunks and returns false to abort the transfer.
+    func get(_ request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
+             onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws -> TransferResponseHead
+}
+
+/// One GET: the URL, extra request headers, and timeouts.
+package struct TransferRequest: Sendable {
+    package var url: URL
+    package var headers: [(String, String)]
+    /// Abort when no byte arrives for this long.
+    package var stallTimeout: TimeInterval
+    package var connectTimeout: TimeInterval
+
+    package init(url: URL, headers: [(String, String)] = [], stallTimeout: TimeInterval = 30, connectTimeout: TimeInterval = 15) {
+        self.url = url
+        self.headers = headers
+        self.stallTimeout = stallTimeout
+        self.connectTimeout = connectTimeout
+    }
+}
+
+/// The status line and headers of a response (names lowercased). File URLs report status 200.
+package struct TransferResponseHead: Sendable {
+    package var status: Int
+    package var headers: [String: String]
+
+    package init(status: Int, headers: [String: String]) {
+        self.status = status
+        self.headers = headers
+    }
+
+    package var isSuccess: Bool { (200..<300).contains(status) }
+
+    /// `Retry-After` in seconds (the delta-seconds form, or an HTTP date), if the server sent one.
+    package var retryAfter: TimeInterval? {
+        guard let value = headers["retry-after"]?.trimmingCharacters(in: .whitespaces) else { return nil }
+        if let seconds = TimeInterval(value) { return max(0, seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
+    }
+}

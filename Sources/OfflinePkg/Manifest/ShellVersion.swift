@@ -1,0 +1,32 @@
+/// A dotted numeric version such as `3.2` or `10.0.1`, compared component by component
+/// (missing components count as zero, so `3.2 == 3.2.0`).
+public struct ShellVersion: Comparable, Sendable, CustomStringConvertible {
+    public let components: [Int]
+
+    public init?(_ text: String) {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard !parts.isEmpty, parts.count <= 8 else { return nil }
+        var components = [Int]()
+        for part in parts {
+            guard !part.isEmpty, part.utf8.count <= 9, part.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+                let value = Int(part)
+            else { return nil }
+            components.append(value)
+        }
+        self.components = components
+    }
+
+    public var description: String { components.map(String.init).joined(separator: ".") }
+
+    public static func < (lhs: ShellVersion, rhs: ShellVersion) -> Bool {
+        let count = max(lhs.components.count, rhs.components.count)
+        for index in 0..<count {
+            let left = index < lhs.components.count ? lhs.components[index] : 0
+            let right = index < rhs.components.count ? rhs.components[index] : 0
+            if left != right { return left < right }
+        }
+        return false
+    }
+
+    public static func == (lhs: ShellVersion, rhs: ShellVersion) -> Bool { !(lhs < rhs) && !(rhs < lhs) }
+}

@@ -1,0 +1,86 @@
+import Foundation
+
+/// One installed package as the active set records it: everything a lookup needs, without the manifest.
+public struct InstalledPackage: Codable, Sendable, Equatable {
+    public var id: String
+    public var version: String
+    public var tree: String
+    public var routes: [String]
+    public var entry: String
+    public var fallback: String?
+
+    package init(_ entry: PackageEntry) {
+        id = entry.id
+        version = entry.version
+        tree = entry.tree
+        routes = entry.routes
+        self.entry = entry.entry
+        fallback = entry.fallback
+    }
+}
+
+/// The set of package versions being served. Switching it is the one atomic step of a release.
+public struct ActiveSet: Codable, Sendable, Equatable {
+    /// Raised by one at every switch, rollbacks included; readers compare it to notice a switch.
+    public var generation: Int
+    /// The manifest sequence this set came from (0 for none).
+    public var sequence: Int
+    public var activatedAt: Date
+    public var packages: [InstalledPackage]
+
+    public init(generation: Int, sequence: Int, activatedAt: Date, packages: [InstalledPackage]) {
+        self.generation = generation
+        self.sequence = sequence
+        self.activatedAt = activatedAt
+        self.packages = packages
+    }
+
+    package static let empty = ActiveSet(generation: 0, sequence: 0, activatedAt: Date(timeIntervalSince1970: 0), packages: [])
+
+    package func package(_ id: String) -> InstalledPackage? { packages.first { $0.id == id } }
+
+    /// Same packages at the same versions and trees, whatever the generation.
+    package func hasSameContent(as other: ActiveSet) -> Bool {
+        packages.sorted { $0.id < $1.id } == other.packages.sorted { $0.id < $1.id }
+    }
+}
+
+/// The record in `active.json`: the active set and the one before it, kept for `rollback` and GC.
+package struct ActiveRecord: Codable, Sendable, Equatable {
+    package var current: ActiveSet
+    package var previous: ActiveSet?
+
+    package static let empty = ActiveRecord(current: .empty, previous: nil)
+
+    package static func load(_ layout: CacheLayout) throws -> ActiveRecord {
+        guard FileSystem.exists(layout.activeSet) else { return .empty }
+        let bytes = try FileSystem.read(layout.activeSet)
+        do {
+            return try JSONCoding.decoder.decode(ActiveRecord.self, from: Data(bytes))
+        } catch {
+            throw OfflinePkgError.corruptState(path: layout.activeSet, reason: "\(error)")
+        }
+    }
+
+    /// Writes the record with write, fsync, rename, fsync-folder: a crash leaves the old or the new one.
+    package func save(_ layout: CacheLayout) throws {
+        try FileSystem.writeAtomically(JSONCoding.encode(self), to: layout.activeSet)
+    }
+}
+
+/// Shared JSON settings for the files offlinepkg writes into a cache root.
+package enum JSONCoding {
+    package static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+
+    package static func encode(_ value: some Encodable, pretty: Bool = true) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding our own plain structs cannot fail; a failure here is a programming error.
+        return Array(try! encoder.encode(value))
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// The one authority on where things live in a cache root. Nothing else builds on-disk paths.
+///
+///     root/
+///       active.json             the active set (and the one before it), switched by atomic rename
+///       state.json              manifest validators, accepted sequence, last check time
+///       manifest.json           the last accepted manifest, byte for byte (+ manifest.json.minisig)
+///       device-id               random UUID, for rollout buckets
+///       lock                    flock'd by the one sync at a time
+///       history.jsonl           one line per activation
+///       trees/<id>/<version>-<tree prefix>/          installed trees, read-only
+///       trees/<id>/<version>-<tree prefix>.index     "<sha256> <size> <path>" per file
+///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable
+///       staging/<name>/         unpacking in progress, same file system as trees/
+///       leases/<pid>            one per reader process, flock'd while it lives
+public struct CacheLayout: Sendable, Equatable {
+    public let root: String
+
+    public init(root: String) {
+        var root = root
+        while root.count > 1 && root.hasSuffix("/") { root.removeLast() }
+        self.root = root
+    }
+
+    package var activeSet: String { root + "/active.json" }
+    package var state: String { root + "/state.json" }
+    package var storedManifest: String { root + "/manifest.json" }
+    package var storedSignature: String { root + "/manifest.json.minisig" }
+    package var deviceID: String { root + "/device-id" }
+    package var lock: String { root + "/lock" }
+    package var history: String { root + "/history.jsonl" }
+    package var trees: String { root + "/trees" }
+    package var downloads: String { root + "/downloads" }
+    package var staging: String { root + "/staging" }
+    package var leases: String { root + "/leases" }
+
+    package func packageTrees(_ id: String) -> String { trees + "/" + id }
+
+    /// The installed tree of one version of a package. The tree hash prefix tells apart two publishes
+    /// that reused a version string for other content.
+    package func tree(id: String, version: String, treeHash: String) -> String {
+        packageTrees(id) + "/" + version + "-" + treeHash.prefix(16)
+    }
+
+    package func treeIndex(id: String, version: String, treeHash: String) -> String {
+        tree(id: id, version: version, treeHash: treeHash) + ".index"
+    }
+
+    package func partialDownload(sha256: String) -> String { downloads + "/" + sha256 + ".part" }
+    package func partialDownloadMeta(sha256: String) -> String { downloads + "/" + sha256 + ".meta" }
+    package func stagingDirectory(_ name: String) -> String { staging + "/" + name }
+    package func lease(pid: Int32) -> String { leases + "/\(pid)" }
+
+    /// The default root: `$OFFLINEPKG_ROOT`, else `$XDG_DATA_HOME/offlinepkg`, else `~/.local/share/offlinepkg`.
+    public static func defaultRoot(environment: [String: String]) -> String {
+        if let root = environment["OFFLINEPKG_ROOT"], !root.isEmpty { return root }
+        if let data = environment["XDG_DATA_HOME"], !data.isEmpty { return data + "/offlinepkg" }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return home + "/.local/share/offlinepkg"
+    }
+
+    /// Creates the folders of a fresh root.
+    package func prepare() throws {
+        for path in [root, trees, downloads, staging, leases] { try FileSystem.makeDirectories(path) }
+    }
+}

@@ -1,0 +1,210 @@
+internal import CArchive
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Unpacks an archive (any format libarchive reads, recognised by content) into a staging folder,
+/// streaming, hashing each file as it is written, and refusing the whole archive on anything SPEC §3
+/// forbids. Each entry is checked here first; libarchive's secure-extraction flags stand behind that
+/// as a second line of defence.
+package struct ArchiveUnpacker {
+    package var limits: UnpackLimits
+    /// The archive's name in error messages (its URL as the manifest wrote it).
+    package var archiveName: String
+    /// Deltas carry `.offlinepkg-delta.json` at their root; full archives may not.
+    package var isDelta: Bool = false
+
+    package init(limits: UnpackLimits, archiveName: String, isDelta: Bool = false) {
+        self.limits = limits
+        self.archiveName = archiveName
+        self.isDelta = isDelta
+    }
+
+    private func refuse(_ entry: String?, _ reason: String) -> OfflinePkgError {
+        .archiveRefused(archive: archiveName, entry: entry, reason: reason)
+    }
+
+    /// Unpacks the archive at `archivePath` into `destination`, an existing folder. For a delta,
+    /// `destination` already holds the old tree (hard-linked) and changed files replace their links.
+    package func unpack(archivePath: String, into destination: String) throws -> UnpackedTree {
+        guard let reader = archive_read_new() else { throw refuse(nil, "libarchive could not allocate a reader") }
+        defer { archive_read_free(reader) }
+        archive_read_support_filter_all(reader)
+        archive_read_support_format_all(reader)
+        // Raw and empty formats would accept any file as "an archive of one entry"; leave them out.
+        guard archive_read_open_filename(reader, archivePath, 256 << 10) == ARCHIVE_OK else {
+            throw refuse(nil, "not a readable archive: \(Self.errorString(reader))")
+        }
+        guard let writer = archive_write_disk_new() else { throw refuse(nil, "libarchive could not allocate a writer") }
+        defer { archive_write_free(writer) }
+        let flags = ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_UNLINK
+        archive_write_disk_set_options(writer, flags)
+
+        var state = UnpackState()
+        while true {
+            var entryPointer: OpaquePointer?
+            let status = archive_read_next_header(reader, &entryPointer)
+            if status == ARCHIVE_EOF { break }
+            guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry = entryPointer else {
+                throw refuse(nil, "damaged archive: \(Self.errorString(reader))")
+            }
+            let raw = archive_entry_pathname(entry).map { String(cString: $0) } ?? ""
+            let path = try check(entry: entry, raw: raw, state: &state)
+            guard let path else { continue }  // the archive root "./"
+
+            if archive_entry_filetype(entry) == EntryType.directory {
+                try makeDirectory(destination + "/" + path, entry: raw)
+                continue
+            }
+            if path == ArchivePath.deltaControlName {
+                state.deltaControl = try readControl(reader, entry: raw)
+                continue
+            }
+            let file = try writeFile(reader, writer, entry: entry, raw: raw, target: destination + "/" + path, state: &state)
+            state.files[path] = file
+        }
+        if isDelta && state.deltaControl == nil {
+            throw refuse(nil, "a delta must hold \(ArchivePath.deltaControlName) at its root")
+        }
+        if state.entries == 0 { throw refuse(nil, "not an archive, or an empty one") }
+        return UnpackedTree(files: state.files, deltaControl: state.deltaControl)
+    }
+
+    /// Applies every per-entry rule; returns the clean path, or nil for the archive's root folder.
+    private func check(entry: OpaquePointer, raw: String, state: inout UnpackState) throws -> String? {
+        state.entries += 1
+        if state.entries > limits.maxEntries {
+            throw refuse(raw, "more than \(limits.maxEntries) entries")
+        }
+        let path: String
+        switch ArchivePath.normalize(raw) {
+        case .failure(let reason): throw refuse(raw, reason)
+        case .success(let clean): path = clean
+        }
+        let type = archive_entry_filetype(entry)
+        if archive_entry_hardlink(entry) != nil { throw refuse(raw, "hard link") }
+        switch type {
+        case EntryType.regular, EntryType.directory: break
+        case EntryType.symlink: throw refuse(raw, "symbolic link")
+        case EntryType.character, EntryType.block: throw refuse(raw, "device node")
+        case EntryType.fifo: throw refuse(raw, "FIFO")
+        case EntryType.socket: throw refuse(raw, "socket")
+        default: throw refuse(raw, "unsupported entry type")
+        }
+        if archive_entry_mode(entry) & 0o7000 != 0 { throw refuse(raw, "setuid, setgid or sticky bit") }
+        let isDirectory = type == EntryType.directory
+        if path.isEmpty {
+            if isDirectory { return nil }
+            throw refuse(raw, "empty path")
+        }
+        if path == ArchivePath.deltaControlName && (!isDelta || isDirectory) {
+            throw refuse(raw, "reserved name outside a delta")
+        }
+        if path.hasSuffix("/" + ArchivePath.deltaControlName) { throw refuse(raw, "reserved name") }
+        if let previous = state.kinds[path] {
+            if previous == isDirectory && isDirectory { return path }  // a folder listed twice is harmless
+            throw refuse(raw, previous == isDirectory ? "duplicate path" : "path is both a file and a folder")
+        }
+        // Every parent must be (or become) a folder, never a file.
+        var parent = path[...]
+        while let slash = parent.lastIndex(of: "/") {
+            parent = parent[..<slash]
+            let key = String(parent)
+            if let kind = state.kinds[key] {
+                if !kind { throw refuse(raw, "path is both a file and a folder") }
+                break
+            }
+            state.kinds[key] = true
+        }
+        state.kinds[path] = isDirectory
+        return path
+    }
+
+    private func makeDirectory(_ path: String, entry: String) throws {
+        do { try FileSystem.makeDirectories(path) } catch { throw refuse(entry, "cannot create folder: \(error)") }
+    }
+
+    private func readControl(_ reader: OpaquePointer, entry: String) throws -> [UInt8] {
+        var control = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { archive_read_data(reader, $0.baseAddress, $0.count) }
+            if count == 0 { return control }
+            if count < 0 { throw refuse(entry, "damaged data: \(Self.errorString(reader))") }
+            control.append(contentsOf: chunk[0..<count])
+            if control.count > 16 << 20 { throw refuse(entry, "delta control file larger than 16 MiB") }
+        }
+    }
+
+    private func writeFile(
+        _ reader: OpaquePointer, _ writer: OpaquePointer, entry: OpaquePointer, raw: String, target: String,
+        state: inout UnpackState
+    ) throws -> TreeFile {
+        // Parents may be implied rather than listed; create them as plain folders.
+        try makeDirectory(FileSystem.parentPath(target), entry: raw)
+        // A delta replaces a hard link to the old tree: unlink first so the old tree is never written through.
+        FileSystem.removeFile(target)
+        archive_entry_set_pathname(entry, target)
+        archive_entry_set_perm(entry, 0o444)
+        archive_entry_set_uid(entry, 0)
+        archive_entry_set_gid(entry, 0)
+        archive_entry_set_uname(entry, nil as UnsafePointer<CChar>?)
+        archive_entry_set_gname(entry, nil as UnsafePointer<CChar>?)
+        archive_entry_unset_size(entry)
+        guard archive_write_header(writer, entry) == ARCHIVE_OK else {
+            throw refuse(raw, "cannot write: \(Self.errorString(writer))")
+        }
+        var hasher = SHA256()
+        var size: Int64 = 0
+        var block: UnsafeRawPointer?
+        var blockSize = 0
+        var offset: la_int64_t = 0
+        while true {
+            let status = archive_read_data_block(reader, &block, &blockSize, &offset)
+            if status == ARCHIVE_EOF { break }
+            guard status == ARCHIVE_OK || status == ARCHIVE_WARN else {
+                throw refuse(raw, "damaged data: \(Self.errorString(reader))")
+            }
+            // Sparse members carry holes: the offset jumps ahead. Unpacked files are plain, so refuse them.
+            guard offset == size else { throw refuse(raw, "sparse file") }
+            size += Int64(blockSize)
+            state.bytes += Int64(blockSize)
+            if state.bytes > limits.maxBytes {
+                throw refuse(raw, "unpacks to more than \(limits.maxBytes) bytes")
+            }
+            let buffer = UnsafeRawBufferPointer(start: block, count: blockSize)
+            hasher.update(buffer)
+            guard archive_write_data_block(writer, block, blockSize, offset) >= 0 else {
+                throw refuse(raw, "cannot write: \(Self.errorString(writer))")
+            }
+        }
+        guard archive_write_finish_entry(writer) == ARCHIVE_OK else {
+            throw refuse(raw, "cannot finish: \(Self.errorString(writer))")
+        }
+        return TreeFile(sha256: hasher.finalize().hex, size: size)
+    }
+
+    private static func errorString(_ archive: OpaquePointer) -> String {
+        archive_error_string(archive).map { String(cString: $0) } ?? "unknown error"
+    }
+}
+
+private struct UnpackState {
+    var entries = 0
+    var bytes: Int64 = 0
+    /// Every path seen, true for folders: finds duplicates and file/folder conflicts in one pass.
+    var kinds: [String: Bool] = [:]
+    var files: [String: TreeFile] = [:]
+    var deltaControl: [UInt8]?
+}
+
+/// libarchive's `AE_IF*` file types. They are macros with a cast, which Swift does not import.
+private enum EntryType {
+    static let regular: mode_t = 0o100000
+    static let directory: mode_t = 0o040000
+    static let symlink: mode_t = 0o120000
+    static let character: mode_t = 0o020000
+    static let block: mode_t = 0o060000
+    static let fifo: mode_t = 0o010000
+    static let socket: mode_t = 0o140000
+}

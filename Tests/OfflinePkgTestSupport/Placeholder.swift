@@ -1,0 +1,1 @@
+// Test support: temp roots, fixture servers.
