@@ -1,1 +1,4 @@
-print("offlinepkg")
+import Foundation
+import OfflinePkgCLI
+
+exit(await OfflinePkgCommand.main(Array(CommandLine.arguments.dropFirst())))

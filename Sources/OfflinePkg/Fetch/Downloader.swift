@@ -88,19 +88,7 @@ package struct Downloader: Sendable {
         return fetched
     }
 
-    private func hashFile(_ path: String) throws -> String {
-        let fd = try FileDescriptor.open(path, O_RDONLY)
-        return try fd.closeAfter { fd in
-            var hasher = SHA256()
-            var buffer = [UInt8](repeating: 0, count: 256 << 10)
-            while true {
-                let count = try buffer.withUnsafeMutableBytes { try fd.read(into: $0, path: path) }
-                if count == 0 { break }
-                buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            }
-            return hasher.finalize().hex
-        }
-    }
+    private func hashFile(_ path: String) throws -> String { try FileHasher.sha256(ofFile: path) }
 }
 
 /// Where an interrupted download can continue: the bytes already on disk and the validator

@@ -1,0 +1,1 @@
+document.getElementById("status").textContent = "served offline by offlinepkg";

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Remakes Fixtures/demo-repo from Fixtures/demo-site with stock tools only (bsdtar, sha256sum, stat),
+# the way an outside publisher would. See Fixtures/README.md.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+site="$here/demo-site"
+repo="$here/demo-repo"
+rm -rf "$repo"
+mkdir -p "$repo/archives"
+
+tree_hash() {  # SPEC §4, verbatim
+  (cd "$1" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+}
+
+entry() {  # id version route...
+  local id=$1 version=$2; shift 2
+  local archive="archives/$id-$version.tar.gz"
+  # Reproducible: no gzip timestamp, numeric root owner, fixed modes.
+  bsdtar --options gzip:!timestamp --uid 0 --gid 0 --numeric-owner -czf "$repo/$archive" -C "$site/$id" .
+  local sha size tree routes
+  sha=$(sha256sum "$repo/$archive" | cut -d' ' -f1)
+  size=$(stat -c %s "$repo/$archive")
+  tree=$(tree_hash "$site/$id")
+  routes=$(printf '"%s",' "$@"); routes=${routes%,}
+  printf '    {"id": "%s", "version": "%s", "routes": [%s], "entry": "index.html",\n' "$id" "$version" "$routes"
+  printf '     "archive": {"url": "%s", "sha256": "%s", "size": %s},\n' "$archive" "$sha" "$size"
+  printf '     "tree": "%s"}' "$tree"
+}
+
+{
+  echo '{'
+  echo '  "format": 1,'
+  echo '  "sequence": 1,'
+  echo '  "packages": ['
+  entry home 1.0.0 "https://demo.offlinepkg.test/"
+  echo ','
+  entry docs 1.0.0 "https://demo.offlinepkg.test/docs/"
+  echo
+  echo '  ]'
+  echo '}'
+} > "$repo/manifest.json"
+echo "wrote $repo"

@@ -1,0 +1,44 @@
+# offlinepkg — the two commands a fresh machine needs: `make demo` and `make test`.
+SHELL := /bin/bash
+SWIFT ?= swift
+# Debian packages: build libraries, then the real parts the tests run against.
+APT_PACKAGES := libarchive-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev pkg-config \
+	libarchive-tools zstd curl nginx minisign chromium hyperfine wrk time
+DEMO_URL := https://demo.offlinepkg.test/
+
+.PHONY: deps build release demo test fuzz bench clean
+
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+demo: build
+	@root=$$(mktemp -d /tmp/offlinepkg-demo.XXXXXX); \
+	bin=$$($(SWIFT) build --show-bin-path)/offlinepkg; \
+	echo "\$$ offlinepkg sync file://$(CURDIR)/Fixtures/demo-repo/manifest.json --root $$root"; \
+	$$bin sync "file://$(CURDIR)/Fixtures/demo-repo/manifest.json" --root "$$root" && \
+	echo && echo "\$$ offlinepkg lookup $(DEMO_URL) --root $$root --json" && \
+	$$bin lookup "$(DEMO_URL)" --root "$$root" --json && \
+	echo && echo "\$$ offlinepkg lookup $(DEMO_URL)docs/guide/ --root $$root" && \
+	$$bin lookup "$(DEMO_URL)docs/guide/" --root "$$root" && \
+	echo && $$bin status --root "$$root"
+
+test: build
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+bench: release
+	scripts/bench
+
+clean:
+	rm -rf .build

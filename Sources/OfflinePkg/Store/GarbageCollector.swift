@@ -1,0 +1,40 @@
+/// Removes trees no set needs: keeps the active set, the one before it (for `rollback`), and every tree
+/// a live reader still holds a lease on. Also clears downloads and staging. Idempotent.
+package struct GarbageCollector {
+    package var layout: CacheLayout
+
+    package struct Result: Sendable, Equatable {
+        package var removedTrees: [String] = []
+        package var keptForLeases: [String] = []
+    }
+
+    @discardableResult
+    package func collect() throws -> Result {
+        var result = Result()
+        let record = try ActiveRecord.load(layout)
+        var keep = Set<String>()
+        for set in [record.current, record.previous].compactMap({ $0 }) {
+            for package in set.packages {
+                keep.insert(layout.tree(id: package.id, version: package.version, treeHash: package.tree))
+            }
+        }
+        // An unreadable lease means a reader we cannot account for: keep every tree this time.
+        guard let leased = ReaderLease.liveTrees(layout: layout) else { return result }
+        for id in FileSystem.contents(of: layout.trees) {
+            let folder = layout.packageTrees(id)
+            for name in FileSystem.contents(of: folder) {
+                let path = folder + "/" + name
+                let tree = name.hasSuffix(".index") ? String(path.dropLast(".index".count)) : path
+                if keep.contains(tree) { continue }
+                if leased.contains(tree) {
+                    if !name.hasSuffix(".index") { result.keptForLeases.append(tree) }
+                    continue
+                }
+                try FileSystem.removeTree(path)
+                if !name.hasSuffix(".index") { result.removedTrees.append(tree) }
+            }
+        }
+        for name in FileSystem.contents(of: layout.downloads) { FileSystem.removeFile(layout.downloads + "/" + name) }
+        return result
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+
+/// What `status` shows: the active set, the one before it, recent history and the last check.
+public struct StoreStatus: Sendable, Codable {
+    public var root: String
+    public var active: ActiveSet
+    public var previous: ActiveSet?
+    public var history: [ActiveSet]
+    public var manifestURL: String?
+    public var lastCheck: Date?
+    public var acceptedSequence: Int?
+    public var heldBack: [SyncReport.HeldBack]
+    public var reverted: [String: String]
+    public var deviceID: String?
+}
+
+/// A file of an active tree that no longer matches what was installed.
+public struct TreeDamage: Sendable, Codable, Equatable {
+    public var packageID: String
+    public var version: String
+    public var path: String
+    public var problem: String
+}
+
+extension PackageStore {
+    public func status() throws -> StoreStatus {
+        let record = try ActiveRecord.load(layout)
+        let state = try StoreState.load(layout)
+        let deviceID = (try? FileSystem.read(layout.deviceID, limit: 1024)).map {
+            String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        return StoreStatus(
+            root: layout.root, active: record.current, previous: record.previous, history: History.load(layout),
+            manifestURL: state.manifestURL, lastCheck: state.lastCheck, acceptedSequence: state.acceptedSequence,
+            heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID)
+    }
+
+    /// Switches back to the previous active set (SPEC §8 `rollback`). The release rolled back from is
+    /// not installed again until the manifest offers another version of its packages.
+    @discardableResult
+    public func rollback(wait: Bool = false) throws -> ActiveSet {
+        let lock = try RootLock(layout: layout, wait: wait)
+        defer { withExtendedLifetime(lock) {} }
+        let record = try ActiveRecord.load(layout)
+        guard let previous = record.previous, record.current.generation > 0 else {
+            throw OfflinePkgError.unavailable("no previous active set to roll back to in \(layout.root)")
+        }
+        var state = try StoreState.load(layout)
+        var reverted = state.reverted ?? [:]
+        for package in record.current.packages where previous.package(package.id)?.version != package.version {
+            reverted[package.id] = package.version
+        }
+        var restored = previous
+        restored.generation = record.current.generation + 1
+        restored.activatedAt = Date()
+        try ActiveRecord(current: restored, previous: record.current).save(layout)
+        History.append(restored, to: layout)
+        state.reverted = reverted
+        try state.save(layout)
+        activated()
+        return restored
+    }
+
+    /// Removes trees no set needs (see `GarbageCollector`); returns the trees removed.
+    @discardableResult
+    public func collectGarbage(wait: Bool = false) throws -> [String] {
+        let lock = try RootLock(layout: layout, wait: wait)
+        defer { withExtendedLifetime(lock) {} }
+        for name in FileSystem.contents(of: layout.staging) { try FileSystem.removeTree(layout.stagingDirectory(name)) }
+        return try GarbageCollector(layout: layout).collect().removedTrees
+    }
+
+    /// Re-hashes every file of the active trees against what was installed; returns what differs.
+    public func verify() throws -> [TreeDamage] {
+        var damage = [TreeDamage]()
+        for package in try ActiveRecord.load(layout).current.packages {
+            let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
+            let indexPath = layout.treeIndex(id: package.id, version: package.version, treeHash: package.tree)
+            let files = try TreeIndexFile.decode(FileSystem.read(indexPath, limit: 1 << 30), path: indexPath)
+            func report(_ path: String, _ problem: String) {
+                damage.append(TreeDamage(packageID: package.id, version: package.version, path: path, problem: problem))
+            }
+            if TreeHash.compute(files) != package.tree { report("", "the tree index does not match the tree hash") }
+            var onDisk = Set<String>()
+            TreeWalker.regularFiles(in: tree) { onDisk.insert($0) }
+            for path in TreeHash.sortedPaths(files) {
+                guard onDisk.contains(path) else {
+                    report(path, "missing")
+                    continue
+                }
+                let actual = try FileHasher.sha256(ofFile: tree + "/" + path)
+                if actual != files[path]!.sha256 { report(path, "sha256 \(actual), expected \(files[path]!.sha256)") }
+            }
+            for path in onDisk.subtracting(files.keys).sorted() { report(path, "not part of the package") }
+        }
+        return damage
+    }
+}

@@ -1,0 +1,134 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A cache root opened for reading: answers URL lookups from the active set, instantly and in process.
+///
+/// `resolve` reads an immutable snapshot swapped under a `Mutex`; it never touches the network and
+/// never waits on a sync. A switch made by another process (a cron `sync`) is picked up within
+/// `Options.watchInterval`; one made by this process's `Updater` at once.
+public final class PackageStore: Sendable {
+    public struct Options: Sendable {
+        /// How often to look for a switch made by another process.
+        public var watchInterval: TimeInterval
+        /// When a newly activated set takes effect for this reader (SPEC §9, launch policy).
+        public var activation: Activation
+        /// Limits applied when a sync through this store unpacks archives.
+        public var unpackLimits: UnpackLimits
+
+        public init(watchInterval: TimeInterval = 0.5, activation: Activation = .immediately, unpackLimits: UnpackLimits = .init()) {
+            self.watchInterval = watchInterval
+            self.activation = activation
+            self.unpackLimits = unpackLimits
+        }
+    }
+
+    /// When a reader switches to a newly activated set.
+    public enum Activation: Sendable {
+        /// Resolves that start after the switch see the new set.
+        case immediately
+        /// The set active when the store opened stays in use until the process opens the store again.
+        case nextLaunch
+    }
+
+    public let layout: CacheLayout
+    public let options: Options
+    private let snapshot: Mutex<LookupIndex>
+    private let lease: ReaderLease
+    private let watcher: ActiveSetWatcher
+
+    /// Opens (and creates, if need be) the cache root at `root`.
+    public convenience init(root: URL, options: Options = .init()) throws {
+        try self.init(layout: CacheLayout(root: root.path), options: options)
+    }
+
+    package init(layout: CacheLayout, options: Options = .init()) throws {
+        try layout.prepare()
+        // libarchive's secure-symlink check walks the whole target path: resolve the root's own links.
+        let layout = CacheLayout(root: try FileSystem.realPath(layout.root))
+        self.layout = layout
+        self.options = options
+        let index = try LookupIndex(set: ActiveRecord.load(layout).current, layout: layout)
+        snapshot = Mutex(index)
+        lease = try ReaderLease(layout: layout)
+        lease.hold(index.trees)
+        watcher = ActiveSetWatcher(path: layout.activeSet)
+        if options.activation == .immediately && options.watchInterval > 0 {
+            watcher.start(interval: options.watchInterval) { [weak self] in self?.reloadIgnoringErrors() }
+        }
+    }
+
+    deinit { watcher.stop() }
+
+    /// The file for `url`, or nil. Synchronous, thread-safe, never touches the network.
+    public func resolve(_ url: URL) -> Resource? { resolve(url.absoluteString) }
+
+    /// The file for an absolute http(s) URL string, or nil.
+    public func resolve(_ url: String) -> Resource? {
+        guard let parsed = LookupURL(url) else { return nil }
+        return current.resolve(parsed)
+    }
+
+    /// The active set this reader is answering from.
+    public var activeSet: ActiveSet { current.set }
+
+    package var current: LookupIndex { snapshot.withLock { $0 } }
+
+    /// Re-reads `active.json` now and swaps the snapshot if it changed.
+    public func reload() throws {
+        let record = try ActiveRecord.load(layout)
+        guard record.current.generation != current.set.generation else { return }
+        let index = try LookupIndex(set: record.current, layout: layout)
+        // Lease the new trees before answering from them; the old ones stay leased until the swap.
+        lease.hold(current.trees + index.trees)
+        snapshot.withLock { $0 = index }
+        lease.hold(index.trees)
+    }
+
+    /// Called by the updater of this process right after it switched the active set.
+    package func activated() {
+        if options.activation == .immediately { reloadIgnoringErrors() }
+    }
+
+    private func reloadIgnoringErrors() {
+        // A half-visible state cannot occur (the switch is one rename); a failure here means the new
+        // set is unreadable, and the reader keeps answering from the set it has.
+        try? reload()
+    }
+}
+
+/// Polls `active.json` for a change of identity (inode, size, mtime). Polling, not inotify, because it
+/// is one `stat` per interval, works on every file system, and keeps the reader free of extra threads.
+private final class ActiveSetWatcher: @unchecked Sendable {
+    // The timer is created and cancelled under `lock`; DispatchSource itself is thread-safe.
+    private let path: String
+    private let lock = NSLock()
+    private var timer: DispatchSourceTimer?
+    private var lastIdentity: [Int] = []
+
+    init(path: String) { self.path = path }
+
+    func start(interval: TimeInterval, onChange: @escaping @Sendable () -> Void) {
+        lastIdentity = identity()
+        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(50))
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            let now = self.identity()
+            if now != self.lastIdentity {
+                self.lastIdentity = now
+                onChange()
+            }
+        }
+        lock.withLock { self.timer = timer }
+        timer.resume()
+    }
+
+    func stop() { lock.withLock { timer?.cancel(); timer = nil } }
+
+    private func identity() -> [Int] {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return [] }
+        return [Int(info.st_ino), Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec)]
+    }
+}

@@ -1,0 +1,11 @@
+import Foundation
+
+/// Runs blocking work (unpacking, hashing a tree) on a thread of its own, so it never ties up a thread
+/// of Swift's cooperative pool that downloads and the host's tasks need.
+package func runBlocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try work() }) }
+        thread.stackSize = 4 << 20
+        thread.start()
+    }
+}

@@ -1,0 +1,21 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Named points where a test can have the process die with SIGKILL, to prove crash safety at each
+/// stage of a sync: `OFFLINEPKG_FAILPOINT=<name>` kills the process the first time it passes there.
+/// Documented in the man page; inert when the variable is unset.
+package enum FailPoint: String, Sendable {
+    case afterManifest = "after-manifest"
+    case midDownload = "mid-download"
+    case afterUnpack = "after-unpack"
+    case beforeSwitch = "before-switch"
+    case afterSwitch = "after-switch"
+
+    private static let armed: String? = ProcessInfo.processInfo.environment["OFFLINEPKG_FAILPOINT"]
+
+    package func hit() {
+        if FailPoint.armed == rawValue { kill(getpid(), SIGKILL) }
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import Synchronization
+
+/// Fetches the manifest (conditionally) and its signature, each into memory under a size cap.
+package struct ManifestFetcher: Sendable {
+    package var transport: any Transport
+    package var retry: RetryPolicy
+    package var stallTimeout: TimeInterval
+
+    /// A manifest response: new bytes, or "not modified" with the stored copy standing.
+    package enum Response: Sendable {
+        case notModified
+        case fetched(bytes: [UInt8], etag: String?, lastModified: String?)
+    }
+
+    package func fetchManifest(_ url: URL, etag: String?, lastModified: String?) async throws -> Response {
+        var headers = [(String, String)]()
+        if let etag { headers.append(("If-None-Match", etag)) }
+        if let lastModified { headers.append(("If-Modified-Since", lastModified)) }
+        let (head, bytes) = try await get(url, headers: headers, limit: Manifest.maximumSize, what: "manifest")
+        if head.status == 304 { return .notModified }
+        return .fetched(bytes: bytes, etag: head.headers["etag"], lastModified: head.headers["last-modified"])
+    }
+
+    /// The `.minisig` beside the manifest; nil when the server has none (404, or no such file).
+    package func fetchSignature(_ manifestURL: URL) async throws -> [UInt8]? {
+        let url = URL(string: manifestURL.absoluteString + ".minisig")!
+        do {
+            return try await get(url, headers: [], limit: 64 << 10, what: "signature").1
+        } catch let error as OfflinePkgError {
+            if case .transfer(_, let reason, false) = error, reason == "HTTP status 404" || reason == "no such file" {
+                return nil
+            }
+            throw error
+        }
+    }
+
+    private func get(_ url: URL, headers: [(String, String)], limit: Int, what: String) async throws -> (TransferResponseHead, [UInt8]) {
+        let urlText = url.absoluteString
+        return try await retry.run { _ in
+            let body = Mutex<[UInt8]>([])
+            do {
+                let head = try await transport.get(TransferRequest(url: url, headers: headers, stallTimeout: stallTimeout)) { head in
+                    if !head.isSuccess && head.status != 304 { throw RetryableFailure.status(head, url: urlText) }
+                } onBody: { buffer in
+                    try body.withLock { bytes in
+                        guard bytes.count + buffer.count <= limit else {
+                            throw OfflinePkgError.sizeMismatch(what: "\(what) \(urlText)", reason: "larger than \(limit) bytes")
+                        }
+                        bytes.append(contentsOf: buffer)
+                    }
+                }
+                return (head, body.withLock { $0 })
+            } catch {
+                throw RetryableFailure.classify(error)
+            }
+        }
+    }
+}

@@ -1,0 +1,258 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One sync, as named stages: lock → check → accept → plan → fetch and install → switch → clean up.
+/// Every stage before the switch leaves the active set untouched; the switch is one atomic rename.
+package struct SyncEngine: Sendable {
+    package var layout: CacheLayout
+    package var manifestURL: URL
+    package var options: Updater.Options
+    package var limits: UnpackLimits
+    package var transport: any Transport
+    package var now: @Sendable () -> Date = { Date() }
+
+    package func run() async throws -> SyncReport {
+        try layout.prepare()
+        let lock = try RootLock(layout: layout, wait: options.waitForLock)
+        defer { withExtendedLifetime(lock) {} }
+        // Staging left by a crashed sync is garbage: only a lock holder writes there.
+        try clearStaging()
+
+        var state = try StoreState.load(layout)
+        let record = try ActiveRecord.load(layout)
+        let inputs = evaluationInputs()
+        let sameSource = state.manifestURL == manifestURL.absoluteString
+        if sameSource, options.minInterval > 0, let lastCheck = state.lastCheck,
+            now().timeIntervalSince(lastCheck) < options.minInterval, state.evaluatedInputs == inputs
+        {
+            options.events?(.skippedRecentCheck)
+            return report(.skipped, record.current)
+        }
+
+        // Check.
+        let fetcher = ManifestFetcher(transport: transport, retry: options.retry, stallTimeout: options.stallTimeout)
+        options.events?(.checking(manifestURL: manifestURL.absoluteString))
+        var requests = 1
+        let response = try await fetcher.fetchManifest(
+            manifestURL, etag: sameSource ? state.etag : nil, lastModified: sameSource ? state.lastModified : nil)
+        let bytes: [UInt8]
+        var signature: [UInt8]?
+        switch response {
+        case .notModified:
+            options.events?(.manifestUnchanged)
+            bytes = try FileSystem.read(layout.storedManifest, limit: Manifest.maximumSize)
+            signature = try? FileSystem.read(layout.storedSignature, limit: 64 << 10)
+            state.lastCheck = now()
+        case .fetched(let fetched, let etag, let lastModified):
+            bytes = fetched
+            if !options.trustedKeys.isEmpty {
+                signature = try await fetcher.fetchSignature(manifestURL)
+                requests += 1
+            }
+            state.etag = etag
+            state.lastModified = lastModified
+        }
+
+        // Accept: signature, format, freeze, rollback.
+        let manifest = try accept(bytes, signature: signature, state: state)
+        FailPoint.afterManifest.hit()
+        let digest = SHA256.hash(bytes).hex
+        let unchanged = digest == state.acceptedManifestSHA256 && state.evaluatedInputs == inputs
+        state.manifestURL = manifestURL.absoluteString
+        state.acceptedSequence = manifest.sequence
+        state.acceptedManifestSHA256 = digest
+        state.lastCheck = now()
+        if case .fetched = response {
+            try FileSystem.writeAtomically(bytes, to: layout.storedManifest)
+            if let signature { try FileSystem.writeAtomically(signature, to: layout.storedSignature) }
+        }
+        if unchanged {
+            // Same bytes, same local inputs, and the last evaluation finished: nothing to do.
+            try state.save(layout)
+            return report(response.isNotModified ? .notModified : .upToDate, record.current, requests: requests)
+        }
+        // Until this release is fully active, a 304 must not count as "evaluated".
+        state.evaluatedInputs = nil
+        try state.save(layout)
+
+        // Plan.
+        let planner = ReleasePlanner(
+            layout: layout, shellVersion: options.shellVersion.flatMap(ShellVersion.init),
+            deviceID: try Rollout.deviceID(layout), reverted: state.reverted ?? [:])
+        let plan = planner.plan(manifest, current: record.current)
+        for held in plan.heldBack {
+            options.events?(.heldBack(packageID: held.id, version: held.version, reason: held.reason))
+        }
+        state.heldBack = plan.heldBack
+        // A reverted release stays blocked only while the manifest still offers that very version.
+        state.reverted = state.reverted?.filter { id, version in manifest.packages.contains { $0.id == id && $0.version == version } }
+        try state.save(layout)
+        try checkFreeSpace(for: plan.toInstall)
+
+        // Fetch and install, in parallel; a failure of one does not stop the others.
+        let installed = try await install(plan.toInstall)
+        requests += installed.requests
+
+        // Switch.
+        var outcome = SyncReport.Outcome.upToDate
+        var current = record.current
+        let candidate = ActiveSet(generation: record.current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)
+        if !candidate.hasSameContent(as: record.current) {
+            try FileSystem.syncFileSystem(containing: layout.root)
+            FailPoint.beforeSwitch.hit()
+            try ActiveRecord(current: candidate, previous: record.current.generation == 0 ? record.previous : record.current).save(layout)
+            FailPoint.afterSwitch.hit()
+            History.append(candidate, to: layout)
+            current = candidate
+            outcome = .activated
+            options.events?(.activated(generation: candidate.generation))
+        }
+        state.evaluatedInputs = inputs
+        try state.save(layout)
+
+        // Clean up: only after success, so a failed sync keeps what it verified.
+        try? GarbageCollector(layout: layout).collect()
+
+        var report = report(outcome, current, requests: requests)
+        report.changes = Self.changes(from: record.current, to: current, via: installed.via)
+        report.heldBack = plan.heldBack
+        report.bytesFetched = installed.bytes
+        return report
+    }
+
+    /// What the stored manifest was judged with: a change of either re-evaluates it after a 304.
+    private func evaluationInputs() -> String {
+        let keys = options.trustedKeys.map(\.keyID).sorted().joined(separator: ",")
+        return "shell=\(options.shellVersion ?? "*");keys=\(keys);limits=\(limits.maxEntries)/\(limits.maxBytes)"
+    }
+
+    private func accept(_ bytes: [UInt8], signature: [UInt8]?, state: StoreState) throws -> Manifest {
+        let source = manifestURL.absoluteString
+        if !options.trustedKeys.isEmpty {
+            guard let signature else {
+                throw OfflinePkgError.signatureRefused(source: source, reason: "no signature at \(source).minisig, and trusted keys are configured")
+            }
+            _ = try SignatureVerifier.verify(message: bytes, signature: signature, keys: options.trustedKeys, source: source)
+        }
+        let manifest = try Manifest(parsing: bytes, source: source)
+        if let expires = manifest.expires, expires <= now() {
+            throw OfflinePkgError.manifestExpired(source: source, expires: RFC3339.format(expires))
+        }
+        if let accepted = state.acceptedSequence {
+            if manifest.sequence < accepted {
+                throw OfflinePkgError.manifestRollback(source: source, reason: "sequence \(manifest.sequence) is lower than the accepted \(accepted)")
+            }
+            if manifest.sequence == accepted, let digest = state.acceptedManifestSHA256, digest != SHA256.hash(bytes).hex {
+                throw OfflinePkgError.manifestRollback(source: source, reason: "sequence \(accepted) was accepted before with other content")
+            }
+        }
+        return manifest
+    }
+
+    private func checkFreeSpace(for entries: [PackageEntry]) throws {
+        guard !entries.isEmpty else { return }
+        // The archive, plus its unpacked tree estimated at twice the archive (web bundles compress about
+        // 2-5x; the unpacker stops cleanly on ENOSPC if the estimate is short).
+        let needed = entries.reduce(Int64(0)) { $0 + $1.archive.size * 3 }
+        let available = try FileSystem.availableSpace(at: layout.root)
+        if needed > available {
+            throw OfflinePkgError.insufficientSpace(path: layout.root, needed: needed, available: available)
+        }
+    }
+
+    private struct InstallResults {
+        var via: [String: String] = [:]
+        var bytes: Int64 = 0
+        var requests = 0
+    }
+
+    private func install(_ entries: [PackageEntry]) async throws -> InstallResults {
+        let installer = PackageInstaller(
+            layout: layout,
+            downloader: Downloader(transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout),
+            limits: limits, events: options.events)
+        let manifestURL = self.manifestURL
+        var results = InstallResults()
+        var failures = [String: OfflinePkgError]()
+        try await withThrowingTaskGroup(of: (String, Result<PackageInstaller.Outcome, OfflinePkgError>).self) { group in
+            var pending = entries[...]
+            func startNext() {
+                guard let entry = pending.popFirst() else { return }
+                group.addTask {
+                    do {
+                        return (entry.id, .success(try await installer.install(entry, manifestURL: manifestURL)))
+                    } catch let error as OfflinePkgError {
+                        return (entry.id, .failure(error))
+                    }
+                }
+            }
+            for _ in 0..<max(1, options.jobs) { startNext() }
+            while let (id, result) = try await group.next() {
+                switch result {
+                case .success(let outcome):
+                    results.via[id] = outcome.via
+                    results.bytes += outcome.bytesFetched
+                    results.requests += 1
+                case .failure(let error):
+                    failures[id] = error
+                    options.events?(.packageFailed(packageID: id, error: error))
+                }
+                startNext()
+            }
+        }
+        if !failures.isEmpty {
+            throw failures.count == 1 ? failures.values.first! : OfflinePkgError.releaseIncomplete(failures: failures)
+        }
+        return results
+    }
+
+    private func clearStaging() throws {
+        for name in FileSystem.contents(of: layout.staging) {
+            try FileSystem.removeTree(layout.stagingDirectory(name))
+        }
+    }
+
+    private func report(_ outcome: SyncReport.Outcome, _ set: ActiveSet, requests: Int = 0) -> SyncReport {
+        SyncReport(outcome: outcome, generation: set.generation, sequence: set.sequence, changes: [], heldBack: [], bytesFetched: 0, requests: requests)
+    }
+
+    private static func changes(from old: ActiveSet, to new: ActiveSet, via: [String: String]) -> [SyncReport.Change] {
+        var changes = [SyncReport.Change]()
+        for package in new.packages {
+            let before = old.package(package.id)
+            if before?.version != package.version || before?.tree != package.tree {
+                changes.append(.init(id: package.id, from: before?.version, to: package.version, via: via[package.id] ?? "cache"))
+            }
+        }
+        for package in old.packages where new.package(package.id) == nil {
+            changes.append(.init(id: package.id, from: package.version, to: nil, via: nil))
+        }
+        return changes
+    }
+}
+
+extension ManifestFetcher.Response {
+    fileprivate var isNotModified: Bool {
+        if case .notModified = self { return true }
+        return false
+    }
+}
+
+/// `history.jsonl`: one line per activation, for `status`. Not part of the crash-safe switch: losing
+/// its last line in a power cut costs a line of history, never the active set.
+package enum History {
+    package static func append(_ set: ActiveSet, to layout: CacheLayout) {
+        var line = JSONCoding.encode(set, pretty: false)
+        line.append(0x0a)
+        guard let fd = try? FileDescriptor.open(layout.history, O_WRONLY | O_CREAT | O_APPEND) else { return }
+        try? fd.closeAfter { try $0.writeAll(line, path: layout.history) }
+    }
+
+    package static func load(_ layout: CacheLayout, limit: Int = 20) -> [ActiveSet] {
+        guard let bytes = try? FileSystem.read(layout.history, limit: 64 << 20) else { return [] }
+        let sets = bytes.split(separator: 0x0a).compactMap { try? JSONCoding.decoder.decode(ActiveSet.self, from: Data($0)) }
+        return Array(sets.suffix(limit))
+    }
+}

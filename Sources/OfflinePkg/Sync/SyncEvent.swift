@@ -1,0 +1,25 @@
+/// What a sync reports while it runs. The library never prints: the CLI turns these into bars, lines
+/// or JSON, and a host app into whatever its UI wants.
+public enum SyncEvent: Sendable {
+    /// The manifest request is about to go out.
+    case checking(manifestURL: String)
+    /// The server answered 304 (or the same bytes): the stored manifest stands.
+    case manifestUnchanged
+    /// No request at all: the last successful check is younger than `minInterval`.
+    case skippedRecentCheck
+    /// A package will be fetched: `bytes` is what will be downloaded (archive or delta size).
+    case downloadStarted(packageID: String, version: String, bytes: Int64, isDelta: Bool)
+    /// More bytes of a package arrived (cumulative for that package).
+    case downloadProgress(packageID: String, received: Int64, total: Int64)
+    /// A package's tree was verified and installed (not yet active).
+    case installed(packageID: String, version: String)
+    /// A package was held back by gating (`minShellVersion`, `rollout`, a reverted release).
+    case heldBack(packageID: String, version: String, reason: String)
+    /// One package failed; the others go on, and the release will not be activated.
+    case packageFailed(packageID: String, error: OfflinePkgError)
+    /// The new active set was switched in.
+    case activated(generation: Int)
+}
+
+/// Receives sync events, on whatever thread the sync runs on.
+public typealias SyncEventHandler = @Sendable (SyncEvent) -> Void

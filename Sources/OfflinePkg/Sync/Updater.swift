@@ -1,0 +1,66 @@
+import Foundation
+
+/// Keeps a cache root up to date from one manifest URL (SPEC §9). At most one sync runs at a time per
+/// updater; a `sync()` called while one is in flight joins it.
+public actor Updater {
+    public let store: PackageStore
+    public let manifestURL: URL
+    public let options: Options
+    private let transport: any Transport
+    private var inFlight: Task<SyncReport, Error>?
+    private var background: Task<Void, Never>?
+
+    public init(store: PackageStore, manifestURL: URL, options: Options = .init()) {
+        self.init(store: store, manifestURL: manifestURL, options: options, transport: CurlTransport())
+    }
+
+    package init(store: PackageStore, manifestURL: URL, options: Options, transport: any Transport) {
+        self.store = store
+        self.manifestURL = manifestURL
+        self.options = options
+        self.transport = transport
+    }
+
+    /// Checks the manifest and, if it asks for something new, downloads, verifies and activates it.
+    public func sync() async throws -> SyncReport {
+        if let inFlight { return try await inFlight.value }
+        let engine = SyncEngine(
+            layout: store.layout, manifestURL: manifestURL, options: options, limits: store.options.unpackLimits,
+            transport: transport)
+        let task = Task { try await engine.run() }
+        inFlight = task
+        defer { inFlight = nil }
+        let report = try await task.value
+        if report.outcome == .activated { store.activated() }
+        return report
+    }
+
+    /// Starts background updates: a sync now, then every `minInterval` (at least a minute) plus jitter.
+    /// Failures are reported through `options.events` and retried at the next period.
+    nonisolated public func start() {
+        Task { await self.startLoop() }
+    }
+
+    /// Ends background updates; a sync in flight finishes.
+    nonisolated public func stop() {
+        Task { await self.stopLoop() }
+    }
+
+    private func startLoop() {
+        guard background == nil else { return }
+        let period = max(60, options.minInterval)
+        let jitter = options.jitter
+        background = Task { [weak self] in
+            while !Task.isCancelled {
+                _ = try? await self?.sync()
+                let wait = period + (jitter > 0 ? Double.random(in: 0...jitter) : 0)
+                try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
+            }
+        }
+    }
+
+    private func stopLoop() {
+        background?.cancel()
+        background = nil
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+extension Updater {
+    /// How an updater syncs. The defaults suit a CLI run; a host app sets `minInterval` and `trustedKeys`.
+    public struct Options: Sendable {
+        /// Minisign public keys; when non-empty, the manifest must carry a valid signature by one of them.
+        public var trustedKeys: [TrustedKey]
+        /// Skip the network when the last successful check is younger than this (seconds); also the
+        /// period of background updates.
+        public var minInterval: TimeInterval
+        /// Random extra delay, up to this many seconds, before a background check, so a fleet does not
+        /// hit the server in step.
+        public var jitter: TimeInterval
+        /// Parallel downloads.
+        public var jobs: Int
+        /// This shell's version, compared with `minShellVersion`; nil means "newer than any".
+        public var shellVersion: String?
+        /// Abort a transfer that receives no byte for this long.
+        public var stallTimeout: TimeInterval
+        public var retry: RetryPolicy
+        /// Wait for another sync of the same root instead of failing with `.locked`.
+        public var waitForLock: Bool
+        /// Reverts a new set that the host has not confirmed within this many launches (0: never).
+        public var launchesBeforeRevert: Int
+        /// Receives progress; called on the sync's threads.
+        public var events: SyncEventHandler?
+
+        public init(
+            trustedKeys: [TrustedKey] = [], minInterval: TimeInterval = 0, jitter: TimeInterval = 0, jobs: Int = 4,
+            shellVersion: String? = nil, stallTimeout: TimeInterval = 30, retry: RetryPolicy = .init(),
+            waitForLock: Bool = false, launchesBeforeRevert: Int = 0, events: SyncEventHandler? = nil
+        ) {
+            self.trustedKeys = trustedKeys
+            self.minInterval = minInterval
+            self.jitter = jitter
+            self.jobs = jobs
+            self.shellVersion = shellVersion
+            self.stallTimeout = stallTimeout
+            self.retry = retry
+            self.waitForLock = waitForLock
+            self.launchesBeforeRevert = launchesBeforeRevert
+            self.events = events
+        }
+    }
+}
+
+/// Turns what a user typed as a manifest location into a URL: http, https and file URLs as they are,
+/// anything else as a file path.
+public enum ManifestLocation {
+    public static func url(from text: String) throws -> URL {
+        let lower = text.lowercased()
+        if lower.hasPrefix("http://") || lower.hasPrefix("https://") || lower.hasPrefix("file://") {
+            guard let url = URL(string: text), url.host != nil || url.isFileURL else {
+                throw OfflinePkgError.invalidArgument("not a valid manifest URL: \(text)")
+            }
+            return url
+        }
+        if lower.contains("://") {
+            throw OfflinePkgError.invalidArgument("unsupported manifest URL scheme: \(text) (use http, https, file or a path)")
+        }
+        return URL(fileURLWithPath: text).standardizedFileURL
+    }
+
+    /// An archive or delta URL of the manifest, resolved against the manifest's own URL.
+    package static func resolve(_ reference: String, against manifest: URL) throws -> URL {
+        guard let url = URL(string: reference, relativeTo: manifest)?.absoluteURL,
+            ["http", "https", "file"].contains(url.scheme?.lowercased() ?? "")
+        else {
+            throw OfflinePkgError.invalidManifest(source: manifest.absoluteString, field: "url", reason: "\"\(reference)\" is not an http, https or file URL")
+        }
+        return url
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import OfflinePkg
+
+enum VerifyCommand {
+    static let spec = CommandSpec(
+        name: "verify", arguments: [], options: [.root, .json],
+        summary: "re-hash the active trees; exit 4 naming each damaged file", run: run)
+
+    static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
+        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)), options: .init(watchInterval: 0))
+        let damage = try store.verify()
+        if arguments.flag("json") {
+            context.output.json(["damaged": damage])
+        } else if damage.isEmpty {
+            context.output.print("ok: \(store.activeSet.packages.count) active package(s) match their tree hashes")
+        }
+        for item in damage {
+            context.output.error("damaged: \(item.packageID) \(item.version): \(item.path.isEmpty ? "(index)" : item.path): \(item.problem)")
+        }
+        return damage.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused
+    }
+}
+
+enum GCCommand {
+    static let spec = CommandSpec(
+        name: "gc", arguments: [], options: [.root, .json],
+        summary: "remove trees that neither the active nor the previous set needs and no reader leases",
+        run: run)
+
+    static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
+        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)), options: .init(watchInterval: 0))
+        let removed = try store.collectGarbage()
+        if arguments.flag("json") {
+            context.output.json(["removed": removed])
+        } else {
+            context.output.print(removed.isEmpty ? "nothing to remove" : removed.map { "removed \($0)" }.joined(separator: "\n"))
+        }
+        return OfflinePkgCommand.ExitStatus.success
+    }
+}
+
+enum RollbackCommand {
+    static let spec = CommandSpec(
+        name: "rollback", arguments: [], options: [.root, .json],
+        summary: "switch back to the previous active set", run: run)
+
+    static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
+        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)), options: .init(watchInterval: 0))
+        let set = try store.rollback()
+        if arguments.flag("json") {
+            context.output.json(set)
+        } else {
+            context.output.print("active: set \(set.generation): " + set.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
+        }
+        return OfflinePkgCommand.ExitStatus.success
+    }
+}

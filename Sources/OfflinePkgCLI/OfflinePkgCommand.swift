@@ -1,0 +1,77 @@
+import Foundation
+import OfflinePkg
+
+/// The `offlinepkg` command line: finds the command, parses its table, runs it, and is the one place
+/// where an error becomes an exit status (SPEC §8).
+public enum OfflinePkgCommand {
+    /// Exit statuses of SPEC §8.
+    public enum ExitStatus {
+        public static let success: Int32 = 0
+        public static let failure: Int32 = 1
+        public static let usage: Int32 = 2
+        public static let locked: Int32 = 3
+        public static let refused: Int32 = 4
+    }
+
+    static let commands: [CommandSpec] = [
+        SyncCommand.spec, StatusCommand.spec, LookupCommand.spec, VerifyCommand.spec, GCCommand.spec,
+        RollbackCommand.spec,
+    ]
+
+    /// Runs the command line `arguments` (without the program name) and returns the exit status.
+    public static func main(_ arguments: [String]) async -> Int32 {
+        await run(arguments, context: .live())
+    }
+
+    static func run(_ arguments: [String], context: CLIContext) async -> Int32 {
+        guard let name = arguments.first, !["-h", "--help", "help"].contains(name) else {
+            context.output.print(overview)
+            return arguments.isEmpty ? ExitStatus.usage : ExitStatus.success
+        }
+        if name == "--version" {
+            context.output.print("offlinepkg \(OfflinePkgVersion.current)")
+            return ExitStatus.success
+        }
+        guard let command = commands.first(where: { $0.name == name }) else {
+            context.output.error("offlinepkg: unknown command \"\(name)\"\n\n\(overview)")
+            return ExitStatus.usage
+        }
+        let rest = Array(arguments.dropFirst())
+        if rest.contains("--help") || rest.contains("-h") {
+            context.output.print(command.help)
+            return ExitStatus.success
+        }
+        do {
+            let parsed = try command.parse(rest)
+            return try await command.run(parsed, context)
+        } catch let error as UsageError {
+            context.output.error("offlinepkg \(name): \(error)\nusage: \(command.usage)")
+            return ExitStatus.usage
+        } catch let error as OfflinePkgError {
+            context.output.error("offlinepkg \(name): \(error)")
+            return status(for: error)
+        } catch {
+            context.output.error("offlinepkg \(name): \(error)")
+            return ExitStatus.failure
+        }
+    }
+
+    static func status(for error: OfflinePkgError) -> Int32 {
+        switch error.category {
+        case .failure: ExitStatus.failure
+        case .refused: ExitStatus.refused
+        case .locked: ExitStatus.locked
+        case .usage: ExitStatus.usage
+        }
+    }
+
+    static var overview: String {
+        var lines = ["usage: offlinepkg <command> [options]", "", "commands:"]
+        for command in commands {
+            lines.append("  " + command.name.padding(toLength: 10, withPad: " ", startingAt: 0) + command.summary)
+        }
+        lines.append("")
+        lines.append("`offlinepkg <command> --help` shows a command's options.")
+        return lines.joined(separator: "\n")
+    }
+}

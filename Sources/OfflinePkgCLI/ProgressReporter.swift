@@ -1,0 +1,95 @@
+import Foundation
+import OfflinePkg
+import Synchronization
+
+/// Turns sync events into progress on stderr: a redrawn bar on a terminal, plain lines otherwise
+/// (cron mail, journald), nothing with `--quiet`.
+final class ProgressReporter: Sendable {
+    enum Style { case bars, lines, none }
+
+    private let style: Style
+    private let output: Output
+    private let state = Mutex<State>(State())
+
+    private struct State {
+        var totals: [String: Int64] = [:]
+        var received: [String: Int64] = [:]
+        var lastDraw = Date.distantPast
+        var lastLineMarks: [String: Int] = [:]
+    }
+
+    init(style: Style, output: Output) {
+        self.style = style
+        self.output = output
+    }
+
+    func handle(_ event: SyncEvent) {
+        guard style != .none else { return }
+        switch event {
+        case .checking(let url): line("checking \(url)")
+        case .manifestUnchanged: line("manifest not modified")
+        case .skippedRecentCheck: line("skipped: last check is younger than --min-interval")
+        case .downloadStarted(let id, let version, let bytes, let isDelta):
+            state.withLock { $0.totals[id] = bytes }
+            line("fetching \(id) \(version) (\(isDelta ? "delta, " : "")\(Self.format(bytes)))")
+        case .downloadProgress(let id, let received, let total):
+            progress(id: id, received: received, total: total)
+        case .installed(let id, let version): line("installed \(id) \(version)")
+        case .heldBack(let id, let version, let reason): line("held back \(id) \(version): \(reason)")
+        case .packageFailed(let id, let error): line("failed \(id): \(error)")
+        case .activated(let generation): line("activated set \(generation)")
+        }
+    }
+
+    private func line(_ text: String) {
+        if style == .bars { output.errorRaw("\r\u{1B}[K") }
+        output.error(text)
+    }
+
+    private func progress(id: String, received: Int64, total: Int64) {
+        let now = Date()
+        let draw: String? = state.withLock { state in
+            state.received[id] = received
+            switch style {
+            case .bars:
+                guard now.timeIntervalSince(state.lastDraw) > 0.1 || received == total else { return nil }
+                state.lastDraw = now
+                let done = state.received.values.reduce(0, +)
+                let all = max(1, state.totals.values.reduce(0, +))
+                let width = 30
+                let filled = Int(Double(width) * Double(done) / Double(all))
+                return "\r\u{1B}[K[" + String(repeating: "#", count: min(width, filled))
+                    + String(repeating: " ", count: max(0, width - filled)) + "] \(Self.format(done)) / \(Self.format(all))"
+            case .lines:
+                // A line at each quarter, so a log shows movement without a line per chunk.
+                let mark = total > 0 ? Int(4 * received / total) : 4
+                guard mark > state.lastLineMarks[id, default: 0], mark < 4 else { return nil }
+                state.lastLineMarks[id] = mark
+                return "\(id): \(Self.format(received)) of \(Self.format(total))"
+            case .none:
+                return nil
+            }
+        }
+        guard let draw else { return }
+        if style == .bars { output.errorRaw(draw) } else { output.error(draw) }
+    }
+
+    func finish() {
+        if style == .bars { output.errorRaw("\r\u{1B}[K") }
+    }
+
+    static func format(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}
+
+extension Output {
+    func errorRaw(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import OfflinePkg
+
+enum SyncCommand {
+    static let spec = CommandSpec(
+        name: "sync", arguments: ["<manifest-url>"],
+        options: [
+            .root,
+            .init(name: "jobs", value: "N", help: "parallel downloads (default 4)"),
+            .init(name: "trust-key", value: "FILE", repeatable: true, help: "minisign public key; the manifest must be signed by one"),
+            .init(name: "shell-version", value: "V", help: "this shell's version, compared with minShellVersion"),
+            .init(name: "min-interval", value: "S", help: "skip the network if the last check is younger than S seconds"),
+            .init(name: "jitter", value: "S", help: "sleep a random 0..S seconds first (fleets on one timer)"),
+            .init(name: "stall-timeout", value: "S", help: "abort a transfer with no byte for S seconds (default 30)"),
+            .init(name: "wait", value: nil, help: "wait for another sync of the root instead of exiting 3"),
+            .json, .quiet,
+        ],
+        summary: "fetch the manifest, download what changed, verify it, switch the active set atomically",
+        run: run)
+
+    static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
+        let manifestURL = try ManifestLocation.url(from: arguments.positionals[0])
+        var keys = [TrustedKey]()
+        for path in arguments.all("trust-key") { keys.append(try TrustedKey(contentsOfFile: path)) }
+        if let version = arguments.value("shell-version"), ShellVersion(version) == nil {
+            throw UsageError("--shell-version takes a dotted numeric version such as 3.2, got \"\(version)\"")
+        }
+        let style: ProgressReporter.Style =
+            arguments.flag("quiet") || arguments.flag("json") && !context.output.stderrIsTerminal
+            ? .none : (context.output.stderrIsTerminal ? .bars : .lines)
+        let reporter = ProgressReporter(style: style, output: context.output)
+        let options = Updater.Options(
+            trustedKeys: keys, minInterval: try arguments.seconds("min-interval") ?? 0,
+            jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: arguments.value("shell-version"),
+            stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"),
+            events: { reporter.handle($0) })
+        if let jitter = try arguments.seconds("jitter"), jitter > 0 {
+            try await Task.sleep(nanoseconds: UInt64(Double.random(in: 0...jitter) * 1_000_000_000))
+        }
+        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)), options: .init(watchInterval: 0))
+        let report = try await Updater(store: store, manifestURL: manifestURL, options: options).sync()
+        reporter.finish()
+        if arguments.flag("json") {
+            context.output.json(report)
+        } else if !arguments.flag("quiet") {
+            context.output.print(summary(report))
+        }
+        return OfflinePkgCommand.ExitStatus.success
+    }
+
+    static func summary(_ report: SyncReport) -> String {
+        switch report.outcome {
+        case .skipped: return "skipped: checked less than --min-interval ago"
+        case .notModified: return "up to date (not modified)"
+        case .upToDate: return "up to date (set \(report.generation), sequence \(report.sequence))"
+        case .activated:
+            let changes = report.changes.map { "\($0.id) \($0.from ?? "-") -> \($0.to ?? "removed")" }
+            return "activated set \(report.generation) (sequence \(report.sequence), \(ProgressReporter.format(report.bytesFetched)) fetched): "
+                + changes.joined(separator: ", ")
+        }
+    }
+}
