@@ -144,10 +144,13 @@ private struct ManifestReader {
             if required { throw fail(field, "missing") }
             return nil
         }
-        // JSONSerialization hands back Int for whole numbers and Double or Bool for the rest.
-        if type(of: value) == Bool.self { throw fail(field, "expected an integer, got a boolean") }
-        if let integer = value as? Int, type(of: value) != Double.self { return integer }
-        if let double = value as? Double, let integer = Int(exactly: double) { return integer }
+        // JSONSerialization hands back NSNumber for numbers and booleans alike; its type code tells them
+        // apart ("c" for a boolean, "d" for a number written with a fraction or exponent).
+        guard let number = value as? NSNumber else { throw fail(field, "expected an integer") }
+        let code = String(cString: number.objCType)
+        if code == "c" || type(of: value) != NSNumber.self { throw fail(field, "expected an integer, got a boolean") }
+        if code != "d" { return number.intValue }
+        if let integer = Int(exactly: number.doubleValue) { return integer }
         throw fail(field, "expected an integer")
     }
 }
