@@ -1,7 +1,13 @@
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 #include "CSystemShims.h"
 
 int csystemshims_syncfs(int fd) {
     return syncfs(fd);
+}
+
+int csystemshims_exchange(const char *first, const char *second) {
+    return renameat2(AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE);
 }

@@ -3,7 +3,9 @@ import OfflinePkg
 
 enum VerifyCommand {
     static let spec = CommandSpec(
-        name: "verify", arguments: [], options: [.root, .json],
+        name: "verify", arguments: [], options: [
+            .root, .init(name: "repair", value: nil, help: "fetch damaged packages again from the last manifest"), .json,
+        ],
         summary: "re-hash the active trees; exit 4 naming each damaged file", run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
@@ -16,6 +18,12 @@ enum VerifyCommand {
         }
         for item in damage {
             context.output.error("damaged: \(item.packageID) \(item.version): \(item.path.isEmpty ? "(index)" : item.path): \(item.problem)")
+        }
+        if arguments.flag("repair") && !damage.isEmpty {
+            let repaired = try await store.repair(damage)
+            let remaining = try store.verify()
+            for id in repaired { context.output.error("repaired: \(id)") }
+            return remaining.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused
         }
         return damage.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused
     }

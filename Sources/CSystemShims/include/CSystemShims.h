@@ -6,4 +6,8 @@
 // re-exports it under the module's prefix.
 int csystemshims_syncfs(int fd);
 
+// renameat2(2) with RENAME_EXCHANGE swaps two paths atomically: a repaired tree replaces a damaged
+// one in a single step, with no moment where the path is missing. Also GNU-only in glibc's headers.
+int csystemshims_exchange(const char *first, const char *second);
+
 #endif

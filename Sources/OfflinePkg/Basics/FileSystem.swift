@@ -80,6 +80,13 @@ package enum FileSystem {
         }
     }
 
+    /// Swaps two paths in one atomic step (both must exist).
+    package static func exchange(_ first: String, _ second: String) throws {
+        if csystemshims_exchange(first, second) != 0 {
+            throw OfflinePkgError.io(path: "\(first) <-> \(second)", operation: "renameat2(RENAME_EXCHANGE)", Errno.current)
+        }
+    }
+
     package static func syncDirectory(_ path: String) throws {
         let fd = try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY)
         try fd.closeAfter { (fd) throws in try fd.sync(path: path) }

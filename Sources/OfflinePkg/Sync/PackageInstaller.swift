@@ -61,11 +61,16 @@ package struct PackageInstaller: Sendable {
         let tree = layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree)
         let index = layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree)
         try FileSystem.makeDirectories(layout.packageTrees(entry.id))
-        // A leftover tree without its index (a crash between the two renames) is replaced.
-        try FileSystem.removeTree(tree)
         // The index lands first: a tree folder that exists is always complete and indexed.
         try FileSystem.writeAtomically(TreeIndexFile.encode(files), to: index)
-        try FileSystem.rename(staged, to: tree)
+        if FileSystem.exists(tree) {
+            // A repair of a damaged tree, or a leftover from a crash between the index and the rename:
+            // swap in one step, so a reader of an active tree never finds the path missing.
+            try FileSystem.exchange(staged, tree)
+            try FileSystem.removeTree(staged)
+        } else {
+            try FileSystem.rename(staged, to: tree)
+        }
     }
 }
 

@@ -154,7 +154,7 @@ package struct ArchiveUnpacker {
         guard archive_write_header(writer, entry) == ARCHIVE_OK else {
             throw refuse(raw, "cannot write: \(Self.errorString(writer))")
         }
-        var hasher = SHA256()
+        let hasher = SHA256()
         var size: Int64 = 0
         var block: UnsafeRawPointer?
         var blockSize = 0

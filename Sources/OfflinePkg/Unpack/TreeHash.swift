@@ -2,7 +2,7 @@
 /// bytes of the path — what `find | sort | xargs sha256sum | sha256sum` gives.
 package enum TreeHash {
     package static func compute(_ files: [String: TreeFile]) -> String {
-        var hasher = SHA256()
+        let hasher = SHA256()
         for path in sortedPaths(files) {
             hasher.update(Array(files[path]!.sha256.utf8))
             hasher.update([0x20, 0x20])
