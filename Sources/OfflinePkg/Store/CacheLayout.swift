@@ -9,6 +9,7 @@ import Foundation
 ///       device-id               random UUID, for rollout buckets
 ///       lock                    flock'd by the one sync at a time
 ///       history.jsonl           one line per activation
+///       launch.json             launches of the active set and whether the host confirmed it
 ///       trees/<id>/<version>-<tree prefix>/          installed trees, read-only
 ///       trees/<id>/<version>-<tree prefix>.index     "<sha256> <size> <path>" per file
 ///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable
@@ -30,6 +31,7 @@ public struct CacheLayout: Sendable, Equatable {
     package var deviceID: String { root + "/device-id" }
     package var lock: String { root + "/lock" }
     package var history: String { root + "/history.jsonl" }
+    package var launches: String { root + "/launch.json" }
     package var trees: String { root + "/trees" }
     package var downloads: String { root + "/downloads" }
     package var staging: String { root + "/staging" }

@@ -15,11 +15,18 @@ public final class PackageStore: Sendable {
         public var activation: Activation
         /// Limits applied when a sync through this store unpacks archives.
         public var unpackLimits: UnpackLimits
+        /// Reverts a newly activated set that the host has not confirmed (`confirmLaunch`) within this
+        /// many launches (`recordLaunch`); 0 turns launch confirmation off.
+        public var launchesBeforeRevert: Int
 
-        public init(watchInterval: TimeInterval = 0.5, activation: Activation = .immediately, unpackLimits: UnpackLimits = .init()) {
+        public init(
+            watchInterval: TimeInterval = 0.5, activation: Activation = .immediately, unpackLimits: UnpackLimits = .init(),
+            launchesBeforeRevert: Int = 0
+        ) {
             self.watchInterval = watchInterval
             self.activation = activation
             self.unpackLimits = unpackLimits
+            self.launchesBeforeRevert = launchesBeforeRevert
         }
     }
 

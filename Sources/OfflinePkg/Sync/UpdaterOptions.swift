@@ -20,15 +20,13 @@ extension Updater {
         public var retry: RetryPolicy
         /// Wait for another sync of the same root instead of failing with `.locked`.
         public var waitForLock: Bool
-        /// Reverts a new set that the host has not confirmed within this many launches (0: never).
-        public var launchesBeforeRevert: Int
         /// Receives progress; called on the sync's threads.
         public var events: SyncEventHandler?
 
         public init(
             trustedKeys: [TrustedKey] = [], minInterval: TimeInterval = 0, jitter: TimeInterval = 0, jobs: Int = 4,
             shellVersion: String? = nil, stallTimeout: TimeInterval = 30, retry: RetryPolicy = .init(),
-            waitForLock: Bool = false, launchesBeforeRevert: Int = 0, events: SyncEventHandler? = nil
+            waitForLock: Bool = false, events: SyncEventHandler? = nil
         ) {
             self.trustedKeys = trustedKeys
             self.minInterval = minInterval
@@ -38,7 +36,6 @@ extension Updater {
             self.stallTimeout = stallTimeout
             self.retry = retry
             self.waitForLock = waitForLock
-            self.launchesBeforeRevert = launchesBeforeRevert
             self.events = events
         }
     }

@@ -1,0 +1,74 @@
+import Foundation
+
+/// Launch confirmation (CodePush's notifyAppReady): after a switch, the host confirms that the new set
+/// launched. A set still unconfirmed after `launchesBeforeRevert` launches is reverted to the set before
+/// it, and its release is held back until the manifest offers another version.
+///
+/// `launch.json` counts launches of the active generation; it is written atomically like the rest.
+package struct LaunchRecord: Codable, Sendable, Equatable {
+    package var generation: Int
+    package var launches: Int
+    package var confirmed: Bool
+
+    package static func load(_ layout: CacheLayout) -> LaunchRecord? {
+        guard let bytes = try? FileSystem.read(layout.launches, limit: 64 << 10) else { return nil }
+        return try? JSONCoding.decoder.decode(LaunchRecord.self, from: Data(bytes))
+    }
+
+    package func save(_ layout: CacheLayout) throws {
+        try FileSystem.writeAtomically(JSONCoding.encode(self), to: layout.launches)
+    }
+}
+
+/// What `recordLaunch` decided.
+public enum LaunchDecision: Sendable, Equatable {
+    /// The active set is confirmed (or nothing is installed): nothing to do.
+    case confirmed
+    /// The active set awaits confirmation; this is launch number `launch` of it.
+    case awaitingConfirmation(generation: Int, launch: Int)
+    /// The active set was never confirmed and has been reverted; `to` is the generation now active.
+    case reverted(from: Int, to: Int)
+}
+
+extension PackageStore {
+    /// Call once per shell launch, before loading content. Counts the launch of an unconfirmed set and
+    /// reverts it when it has had `options.launchesBeforeRevert` launches without a confirmation.
+    @discardableResult
+    public func recordLaunch() throws -> LaunchDecision {
+        let limit = options.launchesBeforeRevert
+        let record = try ActiveRecord.load(layout)
+        let generation = record.current.generation
+        guard limit > 0, generation > 0 else { return .confirmed }
+        var launch = LaunchRecord.load(layout) ?? LaunchRecord(generation: generation, launches: 0, confirmed: false)
+        if launch.generation != generation {
+            // The very first set has nothing to fall back to; count it as confirmed.
+            launch = LaunchRecord(generation: generation, launches: 0, confirmed: record.previous == nil)
+        }
+        if launch.confirmed {
+            try launch.save(layout)
+            return .confirmed
+        }
+        if launch.launches >= limit, record.previous != nil {
+            let restored = try rollback()
+            try LaunchRecord(generation: restored.generation, launches: 1, confirmed: true).save(layout)
+            return .reverted(from: generation, to: restored.generation)
+        }
+        launch.launches += 1
+        try launch.save(layout)
+        return .awaitingConfirmation(generation: generation, launch: launch.launches)
+    }
+
+    /// Confirms that the set `generation` launched well. A confirmation counts only for the set it
+    /// names: one for an older generation does nothing.
+    public func confirmLaunch(generation: Int) throws {
+        let current = try ActiveRecord.load(layout).current.generation
+        guard generation == current else { return }
+        var launch = LaunchRecord.load(layout) ?? LaunchRecord(generation: generation, launches: 0, confirmed: true)
+        guard launch.generation == generation else {
+            try LaunchRecord(generation: generation, launches: 0, confirmed: true).save(layout)
+            return
+        }
+        launch.confirmed = true
+        try launch.save(layout)
+    }
+}
