@@ -1,0 +1,148 @@
+import Foundation
+
+// Builds test repositories with stock tools (bsdtar, coreutils, JSONSerialization), the way an
+// outside publisher would, so that tests prove offlinepkg reads what others write rather than
+// only what its own code produces.
+
+/// One file of a site folder.
+public struct SiteFile: Sendable, Equatable {
+    /// Relative path with `/` separators.
+    public var path: String
+    public var contents: [UInt8]
+
+    public init(_ path: String, _ text: String) {
+        self.path = path
+        contents = Array(text.utf8)
+    }
+
+    public init(_ path: String, bytes: [UInt8]) {
+        self.path = path
+        contents = bytes
+    }
+}
+
+/// Writes `files` under `directory` (created if needed), with parent folders.
+public func writeSite(_ files: [SiteFile], to directory: String) throws {
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    for file in files {
+        let target = directory + "/" + file.path
+        try FileManager.default.createDirectory(
+            atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data(file.contents).write(to: URL(fileURLWithPath: target))
+    }
+}
+
+/// The archive formats `makeArchive` writes.
+public enum ArchiveFormat: String, Sendable, CaseIterable {
+    case tar, tarGz, tarXz, tarZst, zip
+
+    /// The usual file extension, without the dot.
+    public var fileExtension: String {
+        switch self {
+        case .tar: "tar"
+        case .tarGz: "tar.gz"
+        case .tarXz: "tar.xz"
+        case .tarZst: "tar.zst"
+        case .zip: "zip"
+        }
+    }
+
+    var bsdtarFlags: [String] {
+        switch self {
+        case .tar: ["-cf"]
+        case .tarGz: ["-czf"]
+        case .tarXz: ["-cJf"]
+        case .tarZst: ["--zstd", "-cf"]
+        case .zip: ["--format", "zip", "-cf"]
+        }
+    }
+}
+
+/// Archives the contents of `directory` with `bsdtar -C directory .`, so member names start with
+/// `./` as a publisher's would.
+public func makeArchive(of directory: String, to archivePath: String, format: ArchiveFormat) throws {
+    try run("bsdtar", format.bsdtarFlags + [archivePath, "-C", directory, "."]).checked("bsdtar \(format)")
+}
+
+/// The sha256 of a file in lowercase hex, from coreutils `sha256sum`.
+public func sha256(ofFile path: String) throws -> String {
+    let result = try run("sha256sum", ["--", path]).checked("sha256sum \(path)")
+    return String(result.stdout.prefix(64))
+}
+
+/// The size of a file in bytes, from coreutils `stat`.
+public func fileSize(_ path: String) throws -> Int {
+    let result = try run("stat", ["-c", "%s", "--", path]).checked("stat \(path)")
+    guard let size = Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        throw TestSupportError("stat \(path): unexpected output \(result.stdout)")
+    }
+    return size
+}
+
+/// The tree hash of SPEC §4, from exactly the coreutils pipeline the spec gives. For an empty
+/// folder that pipeline hashes `sha256sum`'s line for empty stdin (xargs still runs it once), not
+/// the empty text: a quirk of the reference command, not of the definition.
+public func treeHash(of directory: String) throws -> String {
+    let pipeline =
+        "set -o pipefail; cd \"$1\" && "
+        + "find . -type f -printf '%P\\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum"
+    let result = try run("bash", ["-c", pipeline, "bash", directory]).checked("tree hash of \(directory)")
+    return String(result.stdout.prefix(64))
+}
+
+/// A `deltas[]` element of SPEC §2 for the archive file at `archivePath`, published at `url`.
+public func makeDeltaEntry(from version: String, archivePath: String, url: String) throws -> [String: Any] {
+    ["from": version, "url": url, "sha256": try sha256(ofFile: archivePath), "size": try fileSize(archivePath)]
+}
+
+/// A `packages[]` element of SPEC §2. The archive's `sha256` and `size` are measured from the file
+/// at `archivePath`; `archiveURL` is what the manifest says (relative to it, or absolute). Optional
+/// fields left nil are omitted; `extra` adds or overrides any field (unknown ones, broken ones).
+public func makeManifestEntry(
+    id: String, version: String, routes: [String], archivePath: String, archiveURL: String, tree: String,
+    entry: String? = nil, fallback: String? = nil, deltas: [[String: Any]] = [], minShellVersion: String? = nil,
+    rollout: Int? = nil, extra: [String: Any] = [:]
+) throws -> [String: Any] {
+    var package: [String: Any] = [
+        "id": id, "version": version, "routes": routes, "tree": tree,
+        "archive": ["url": archiveURL, "sha256": try sha256(ofFile: archivePath), "size": try fileSize(archivePath)],
+    ]
+    if let entry { package["entry"] = entry }
+    if let fallback { package["fallback"] = fallback }
+    if !deltas.isEmpty { package["deltas"] = deltas }
+    if let minShellVersion { package["minShellVersion"] = minShellVersion }
+    if let rollout { package["rollout"] = rollout }
+    package.merge(extra) { _, new in new }
+    return package
+}
+
+/// Writes `manifest.json` (format 1) with sorted keys, and returns its bytes.
+@discardableResult
+public func writeManifest(
+    packages: [[String: Any]], sequence: Int, expires: String? = nil, extra: [String: Any] = [:], to path: String
+) throws -> [UInt8] {
+    var manifest: [String: Any] = ["format": 1, "sequence": sequence, "packages": packages]
+    if let expires { manifest["expires"] = expires }
+    manifest.merge(extra) { _, new in new }
+    let data = try JSONSerialization.data(
+        withJSONObject: manifest, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+    try data.write(to: URL(fileURLWithPath: path))
+    return [UInt8](data)
+}
+
+/// Builds one package the way a publisher would: writes `files` to the folder `site`, archives it
+/// to `<repo>/archives/<id>-<version>.<ext>`, and returns its manifest entry (archive URL relative
+/// to a manifest at the top of `repo`, tree hash from coreutils). Keep `site` outside `repo` when
+/// the repository is served, as a publisher's site folders are not part of what the CDN holds.
+public func buildPackage(
+    id: String, version: String, routes: [String], files: [SiteFile], site: String, repo: String,
+    format: ArchiveFormat = .tarGz
+) throws -> [String: Any] {
+    try writeSite(files, to: site)
+    try FileManager.default.createDirectory(atPath: repo + "/archives", withIntermediateDirectories: true)
+    let name = "archives/\(id)-\(version).\(format.fileExtension)"
+    try makeArchive(of: site, to: "\(repo)/\(name)", format: format)
+    return try makeManifestEntry(
+        id: id, version: version, routes: routes, archivePath: "\(repo)/\(name)", archiveURL: name,
+        tree: try treeHash(of: site))
+}
