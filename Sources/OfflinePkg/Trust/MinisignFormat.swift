@@ -1,0 +1,52 @@
+/// The pieces of minisign's text formats that public keys, secret keys and signatures share.
+///
+/// Every minisign file is a handful of lines: an `untrusted comment: ` line, a base64 line holding a
+/// fixed-size binary record, and for signatures a `trusted comment: ` line and a second base64 line.
+/// Layouts follow jedisct1/minisign (src/minisign.h), checked against the stock 0.11 tool.
+enum MinisignFormat {
+    static let untrustedCommentPrefix = Array("untrusted comment: ".utf8)
+    static let trustedCommentPrefix = Array("trusted comment: ".utf8)
+
+    /// Signature algorithm of keys, and of legacy signatures over the raw message.
+    static let legacyAlgorithm: [UInt8] = Array("Ed".utf8)
+    /// Signature algorithm of signatures over the BLAKE2b-512 hash of the message (minisign's default).
+    static let prehashedAlgorithm: [UInt8] = Array("ED".utf8)
+
+    static let keyIDLength = 8
+    static let publicKeyLength = 32
+    static let signatureLength = 64
+
+    /// minisign reads the trusted comment line with `fgets` into an 8192-byte buffer (prefix, newline and
+    /// NUL included). A longer line would be split by the stock tool and misread, so offlinepkg never
+    /// writes one.
+    static let trustedCommentLineLimit = 8192
+
+    /// Splits a small text file into lines without their `\n` or `\r\n` ending. A missing final newline is
+    /// fine; an empty line anywhere else is kept, so that callers can refuse it.
+    static func lines(_ bytes: some Collection<UInt8>) -> [[UInt8]] {
+        var lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { line in
+            line.last == UInt8(ascii: "\r") ? Array(line.dropLast()) : Array(line)
+        }
+        if lines.last?.isEmpty == true { lines.removeLast() }
+        return lines
+    }
+
+    /// The key ID as minisign prints it: the 8 bytes read as a little-endian integer, 16 upper-case hex
+    /// digits (`%016" PRIX64` of `le64_load(keynum)`), so the bytes appear reversed.
+    static func keyIDText(_ keyID: [UInt8]) -> String {
+        Hex.encode(keyID.reversed()).uppercased()
+    }
+
+    /// A line for messages: printable ASCII as is, anything else escaped, cut at 40 bytes.
+    static func quoted(_ bytes: some Collection<UInt8>) -> String {
+        var text = ""
+        for byte in bytes.prefix(40) {
+            if (0x20...0x7e).contains(byte) && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                text += "\\x" + Hex.encode([byte])
+            }
+        }
+        return "\"" + text + (bytes.count > 40 ? "…" : "") + "\""
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+
+@testable import OfflinePkg
+
+/// Interoperability with the stock `minisign` tool (0.11), in both directions (SPEC §2 "Signature").
+@Suite("minisign interoperability")
+struct TrustMinisignInteropTests {
+    let message = Array("{\"format\": 1, \"sequence\": 7, \"packages\": []}\n".utf8)
+
+    @Test("stock minisign signatures verify", arguments: [MinisignSignature.Algorithm.prehashed, .legacy])
+    func stockSignatureVerifies(algorithm: MinisignSignature.Algorithm) throws {
+        let dir = try TrustTempDir()
+        try TrustMinisignTool.generateKeyPair("stock", in: dir)
+        try dir.write("manifest.json", message)
+        let comment = "timestamp:1700000000\tfile:manifest.json\tsequence:7"
+        let legacyFlag = algorithm == .legacy ? ["-l"] : []
+        try TrustMinisignTool.succeed(["-S"] + legacyFlag + ["-s", "stock.key", "-m", "manifest.json", "-t", comment], in: dir)
+
+        let signature = try dir.read("manifest.json.minisig")
+        #expect(try MinisignSignature(parsing: signature, source: "test").algorithm == algorithm)
+        let key = try TrustedKey(contentsOfFile: dir.file("stock.pub"))
+        let trusted = try SignatureVerifier.verify(message: message, signature: signature, keys: [key], source: "test")
+        #expect(trusted == comment)
+    }
+
+    @Test("the algorithm bytes choose what was signed: a legacy signature relabelled as prehashed is refused")
+    func relabelledLegacySignatureRefused() throws {
+        let dir = try TrustTempDir()
+        try TrustMinisignTool.generateKeyPair("stock", in: dir)
+        try dir.write("manifest.json", message)
+        try TrustMinisignTool.succeed(["-S", "-l", "-s", "stock.key", "-m", "manifest.json"], in: dir)
+        var signature = try MinisignSignature(parsing: try dir.read("manifest.json.minisig"), source: "test")
+        signature.algorithm = .prehashed
+        let key = try TrustedKey(contentsOfFile: dir.file("stock.pub"))
+        let reason = trustRefusalReason {
+            _ = try SignatureVerifier.verify(message: message, signature: signature.fileContents, keys: [key], source: "test-source")
+        }
+        #expect(reason?.hasPrefix("wrong signature: the prehashed (ED) ed25519 signature") == true)
+    }
+
+    @Test("stock key files parse: public key, its base64 line, and the -W secret key")
+    func stockKeysParse() throws {
+        let dir = try TrustTempDir()
+        try TrustMinisignTool.generateKeyPair("stock", in: dir)
+        let publicFile = String(decoding: try dir.read("stock.pub"), as: UTF8.self)
+        let lines = publicFile.split(separator: "\n").map(String.init)
+        let key = try TrustedKey(contentsOfFile: dir.file("stock.pub"))
+        #expect(lines[0] == "untrusted comment: minisign public key \(key.keyID)")
+        #expect(key.minisignPublicKey == lines[1])
+        #expect(try TrustedKey(minisignPublicKey: lines[1]) == key)
+        #expect(try TrustedKey(minisignPublicKey: publicFile) == key)
+
+        let secret = try SigningKey(contentsOfFile: dir.file("stock.key"))
+        #expect(secret.publicKey == key)
+        #expect(secret.keyID == key.keyID)
+    }
+
+    @Test("signatures by offlinepkg pass stock minisign -V, prehashed required (-H)")
+    func ourSignatureVerifiesWithStockMinisign() throws {
+        let dir = try TrustTempDir()
+        let key = SigningKey.generate()
+        try key.write(prefix: dir.file("ours"))
+        try dir.write("manifest.json", message)
+        let comment = "sequence:7\tfile:manifest.json"
+        try dir.write("manifest.json.sig", try key.sign(message, trustedComment: comment))
+
+        let output = try TrustMinisignTool.succeed(
+            ["-V", "-H", "-p", "ours.pub", "-m", "manifest.json", "-x", "manifest.json.sig"], in: dir)
+        #expect(output.contains("Trusted comment: \(comment)"))
+        // -P takes the base64 line alone.
+        try TrustMinisignTool.succeed(
+            ["-V", "-P", key.publicKey.minisignPublicKey, "-m", "manifest.json", "-x", "manifest.json.sig"], in: dir)
+
+        // And minisign notices when the file changes, so the test above can fail.
+        try dir.write("manifest.json", message + [0x20])
+        let tampered = try TrustMinisignTool.run(["-V", "-p", "ours.pub", "-m", "manifest.json", "-x", "manifest.json.sig"], in: dir)
+        #expect(tampered.status != 0)
+    }
+
+    @Test("stock minisign -S signs with a key offlinepkg wrote")
+    func stockMinisignSignsWithOurKey() throws {
+        let dir = try TrustTempDir()
+        let key = SigningKey.generate()
+        try key.write(prefix: dir.file("ours"))
+        try dir.write("manifest.json", message)
+        // -p makes minisign check that the secret key matches our public key file before it writes.
+        try TrustMinisignTool.succeed(["-S", "-s", "ours.key", "-p", "ours.pub", "-m", "manifest.json", "-t", "made by stock"], in: dir)
+        let trusted = try SignatureVerifier.verify(
+            message: message, signature: try dir.read("manifest.json.minisig"), keys: [key.publicKey], source: "test")
+        #expect(trusted == "made by stock")
+        // minisign -R rebuilds the public key from our secret key file: the same key ID and key.
+        try TrustMinisignTool.succeed(["-R", "-s", "ours.key", "-p", "rebuilt.pub"], in: dir)
+        #expect(try TrustedKey(contentsOfFile: dir.file("rebuilt.pub")) == key.publicKey)
+    }
+
+    @Test("a stock -W secret key signs through offlinepkg, and stock minisign accepts the signature")
+    func stockKeySignsThroughOfflinepkg() throws {
+        let dir = try TrustTempDir()
+        try TrustMinisignTool.generateKeyPair("stock", in: dir)
+        let key = try SigningKey(contentsOfFile: dir.file("stock.key"))
+        try dir.write("manifest.json", message)
+        try dir.write("manifest.json.minisig", try key.sign(message, trustedComment: "via offlinepkg"))
+        let output = try TrustMinisignTool.succeed(["-V", "-p", "stock.pub", "-m", "manifest.json"], in: dir)
+        #expect(output.contains("Trusted comment: via offlinepkg"))
+    }
+
+    @Test("offlinepkg verifies its own signatures over any message size", arguments: [0, 1, 64, 200_000])
+    func roundTrip(size: Int) throws {
+        let key = SigningKey.generate()
+        let message = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        let signature = try key.sign(message, trustedComment: "size \(size)")
+        let trusted = try SignatureVerifier.verify(message: message, signature: signature, keys: [key.publicKey], source: "test")
+        #expect(trusted == "size \(size)")
+    }
+
+    @Test("the right key is found among several trusted ones")
+    func severalTrustedKeys() throws {
+        let keys = (0..<3).map { _ in SigningKey.generate() }
+        let signature = try keys[1].sign(message, trustedComment: "second")
+        let trusted = try SignatureVerifier.verify(
+            message: message, signature: signature, keys: keys.map(\.publicKey), source: "test")
+        #expect(trusted == "second")
+    }
+}
