@@ -27,6 +27,10 @@ package struct ArchiveUnpacker {
     /// Unpacks the archive at `archivePath` into `destination`, an existing folder. For a delta,
     /// `destination` already holds the old tree (hard-linked) and changed files replace their links.
     package func unpack(archivePath: String, into destination: String) throws -> UnpackedTree {
+        // libarchive converts member names to the current locale's charset; under the C locale a UTF-8
+        // name (zip sets the UTF-8 flag) fails to convert. Switch this thread alone to UTF-8.
+        let previousLocale = UTF8Locale.activate()
+        defer { UTF8Locale.restore(previousLocale) }
         guard let reader = archive_read_new() else { throw refuse(nil, "libarchive could not allocate a reader") }
         defer { archive_read_free(reader) }
         archive_read_support_filter_all(reader)
@@ -48,7 +52,7 @@ package struct ArchiveUnpacker {
             guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry = entryPointer else {
                 throw refuse(nil, "damaged archive: \(Self.errorString(reader))")
             }
-            let raw = archive_entry_pathname(entry).map { String(cString: $0) } ?? ""
+            let raw = (archive_entry_pathname_utf8(entry) ?? archive_entry_pathname(entry)).map { String(cString: $0) } ?? ""
             let path = try check(entry: entry, raw: raw, state: &state)
             guard let path else { continue }  // the archive root "./"
 
@@ -207,4 +211,19 @@ private enum EntryType {
     static let block: mode_t = 0o060000
     static let fifo: mode_t = 0o010000
     static let socket: mode_t = 0o140000
+}
+
+/// A UTF-8 `LC_CTYPE` for the calling thread only (`uselocale`), so the process locale is untouched.
+private enum UTF8Locale {
+    // Created once and never freed or changed: safe to share between threads.
+    nonisolated(unsafe) private static let locale: locale_t? = newlocale(LC_CTYPE_MASK, "C.UTF-8", nil)
+
+    static func activate() -> locale_t? {
+        guard let locale else { return nil }
+        return uselocale(locale)
+    }
+
+    static func restore(_ previous: locale_t?) {
+        if let previous { uselocale(previous) }
+    }
 }

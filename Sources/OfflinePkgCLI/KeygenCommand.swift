@@ -1,0 +1,19 @@
+import Foundation
+import OfflinePkg
+
+enum KeygenCommand {
+    static let spec = CommandSpec(
+        name: "keygen", arguments: ["<key-prefix>"],
+        options: [.init(name: "force", value: nil, help: "overwrite existing key files")],
+        summary: "write a minisign-compatible key pair: <key-prefix>.pub and <key-prefix>.key (unencrypted)",
+        run: run)
+
+    static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
+        let prefix = arguments.positionals[0]
+        let key = SigningKey.generate()
+        try key.write(prefix: prefix, overwrite: arguments.flag("force"))
+        context.output.print("wrote \(prefix).pub and \(prefix).key (key id \(key.keyID))")
+        context.output.error("keep \(prefix).key secret: store it in your CI's secret store, never in the repository")
+        return OfflinePkgCommand.ExitStatus.success
+    }
+}
