@@ -1,0 +1,190 @@
+import Foundation
+import OfflinePkgTestSupport
+import Testing
+
+@testable import OfflinePkg
+
+/// The sync engine against a real nginx on loopback (and a scripted fault server for what nginx cannot
+/// do): SPEC §6's all-or-nothing release, diffing, and download faults.
+@Suite("Sync engine")
+struct SyncEngineTests {
+    static let home = [SiteFile("index.html", "<h1>home v1</h1>"), SiteFile("js/app.js", "console.log(1)"), SiteFile("css/a.css", "body{}")]
+    static let docs = [SiteFile("index.html", "<h1>docs</h1>"), SiteFile("guide/index.html", "<p>guide</p>")]
+
+    struct Device {
+        let root: TemporaryDirectory
+        let store: PackageStore
+
+        init() throws {
+            root = try TemporaryDirectory(prefix: "offlinepkg-device")
+            store = try PackageStore(root: root.url, options: .init(watchInterval: 0))
+        }
+
+        func sync(_ url: URL, _ options: Updater.Options = .init(retry: .init(attempts: 3, baseDelay: 0.05))) async throws -> SyncReport {
+            try await Updater(store: store, manifestURL: url, options: options).sync()
+        }
+
+        func content(_ url: String) throws -> String? {
+            guard let hit = store.resolve(url) else { return nil }
+            return try String(contentsOfFile: hit.path, encoding: .utf8)
+        }
+    }
+
+    static func twoPackages() throws -> TestRepository {
+        let repo = try TestRepository()
+        try repo.add("home", "1.0", routes: ["https://m.example.com/"], files: home)
+        try repo.add("docs", "1.0", routes: ["https://m.example.com/docs/"], files: docs)
+        try repo.publish()
+        return repo
+    }
+
+    @Test func coldSyncInstallsEveryPackageAndLookupsAnswer() async throws {
+        let repo = try Self.twoPackages()
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let device = try Device()
+        let report = try await device.sync(nginx.url("manifest.json"))
+        #expect(report.outcome == .activated)
+        #expect(Set(report.changes.map(\.id)) == ["home", "docs"])
+        #expect(report.bytesFetched == Int64(try fileSize(repo.archivePath("home")) + fileSize(repo.archivePath("docs"))))
+        #expect(try device.content("https://m.example.com/js/app.js") == "console.log(1)")
+        #expect(try device.content("https://M.EXAMPLE.COM/docs/guide/") == "<p>guide</p>")
+        // The installed trees are byte-for-byte the sites, by the coreutils tree hash.
+        for (id, _) in [("home", 0), ("docs", 0)] {
+            let hit = try #require(device.store.resolve(id == "home" ? "https://m.example.com/index.html" : "https://m.example.com/docs/index.html"))
+            let tree = URL(fileURLWithPath: hit.path).deletingLastPathComponent().path
+            #expect(try treeHash(of: tree) == treeHash(of: repo.site(id, "1.0")))
+        }
+        // A second sync is a no-op: one conditional request, answered 304.
+        let again = try await device.sync(nginx.url("manifest.json"))
+        #expect(again.outcome == .notModified)
+        let log = nginx.waitForRequests(4)
+        #expect(log.last?.status == 304 && log.last?.ifNoneMatch != nil)
+    }
+
+    @Test func updatingOnePackageLeavesTheOthersUnrequested() async throws {
+        let repo = try Self.twoPackages()
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let device = try Device()
+        _ = try await device.sync(nginx.url("manifest.json"))
+        try repo.add("home", "2.0", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "<h1>home v2</h1>")])
+        try repo.publish()
+        let report = try await device.sync(nginx.url("manifest.json"))
+        #expect(report.changes == [.init(id: "home", from: "1.0", to: "2.0", via: "archive")])
+        #expect(try device.content("https://m.example.com/") == "<h1>home v2</h1>")
+        #expect(device.store.resolve("https://m.example.com/js/app.js") == nil)
+        #expect(nginx.requestCount(path: "/archives/docs-1.0.tar.gz") == 1)
+        #expect(nginx.requestCount(path: "/archives/home-2.0.tar.gz") == 1)
+        // The previous set is kept for rollback; an older tree beyond it is collected.
+        #expect(device.store.activeSet.generation == 2)
+    }
+
+    @Test func aPackageDroppedFromTheManifestStopsResolving() async throws {
+        let repo = try Self.twoPackages()
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let device = try Device()
+        _ = try await device.sync(nginx.url("manifest.json"))
+        repo.remove("docs")
+        try repo.publish()
+        let report = try await device.sync(nginx.url("manifest.json"))
+        #expect(report.changes == [.init(id: "docs", from: "1.0", to: nil, via: nil)])
+        #expect(device.store.resolve("https://m.example.com/docs/") == nil)
+        // The longest route is gone, so home's routes now answer that prefix (and have no such file).
+        #expect(try device.content("https://m.example.com/") == "<h1>home v1</h1>")
+    }
+
+    @Test func aCorruptArchiveLeavesTheActiveSetAndTheNextSyncFetchesOnlyIt() async throws {
+        let repo = try Self.twoPackages()
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let device = try Device()
+        _ = try await device.sync(nginx.url("manifest.json"))
+        let before = try String(contentsOfFile: device.root.path("active.json"), encoding: .utf8)
+
+        try repo.add("home", "2.0", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "v2")])
+        try repo.add("docs", "2.0", routes: ["https://m.example.com/docs/"], files: [SiteFile("index.html", "docs v2")])
+        try repo.publish()
+        // Damage home's archive on the server after its hash went into the manifest.
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: repo.archivePath("home"))))
+        bytes[bytes.count / 2] ^= 0xff
+        try Data(bytes).write(to: URL(fileURLWithPath: repo.archivePath("home")))
+
+        await #expect {
+            try await device.sync(nginx.url("manifest.json"))
+        } throws: { error in
+            guard case .hashMismatch(let what, _, _) = error as? OfflinePkgError else { return false }
+            return what == "archives/home-2.0.tar.gz" && (error as! OfflinePkgError).category == .refused
+        }
+        #expect(try String(contentsOfFile: device.root.path("active.json"), encoding: .utf8) == before)
+        #expect(try device.content("https://m.example.com/") == "<h1>home v1</h1>")
+        #expect(try device.content("https://m.example.com/docs/") == "<h1>docs</h1>")
+
+        // The fix: the publisher rebuilds the archive. Only home is fetched again; docs 2.0 was kept.
+        try repo.add("home", "2.0", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "v2")])
+        try repo.publish()
+        let report = try await device.sync(nginx.url("manifest.json"))
+        #expect(report.outcome == .activated)
+        #expect(nginx.requestCount(path: "/archives/docs-2.0.tar.gz") == 1)
+        #expect(nginx.requestCount(path: "/archives/home-2.0.tar.gz") == 2)
+        #expect(try device.content("https://m.example.com/") == "v2")
+        #expect(try device.content("https://m.example.com/docs/") == "docs v2")
+    }
+
+    @Test(arguments: ["larger", "smaller"])
+    func aSizeThatDoesNotMatchIsRefused(_ kind: String) async throws {
+        let repo = try Self.twoPackages()
+        repo.edit("home") { entry in
+            var archive = entry["archive"] as! [String: Any]
+            archive["size"] = (archive["size"] as! Int) + (kind == "larger" ? 100 : -10)
+            entry["archive"] = archive
+        }
+        try repo.publish()
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let device = try Device()
+        await #expect {
+            try await device.sync(nginx.url("manifest.json"), .init(retry: .init(attempts: 1)))
+        } throws: { error in
+            let text = "\(error)"
+            return kind == "smaller" ? text.contains("more than the") && text.contains("bytes the manifest promised")
+                : text.contains("body ended after")
+        }
+        #expect(device.store.activeSet.generation == 0)
+    }
+
+    @Test func serverFaultsAreRetriedUntilTheDownloadSucceeds() async throws {
+        let repo = try Self.twoPackages()
+        let server = try FaultServer(documentRoot: repo.path)
+        server.script("/archives/home-1.0.tar.gz", [.status(500), .resetAfter(bytes: 100), .truncateAfter(bytes: 50)])
+        server.script("/archives/docs-1.0.tar.gz", [.status(503, retryAfter: "0"), .stall(afterBytes: 10, seconds: 3)])
+        let device = try Device()
+        let report = try await device.sync(
+            server.url("manifest.json"), .init(stallTimeout: 1, retry: .init(attempts: 4, baseDelay: 0.05)))
+        #expect(report.outcome == .activated)
+        #expect(server.requests(for: "/archives/home-1.0.tar.gz").count == 4)
+        #expect(server.requests(for: "/archives/docs-1.0.tar.gz").count == 3)
+        #expect(try device.content("https://m.example.com/js/app.js") == "console.log(1)")
+    }
+
+    @Test func aNotFoundIsNotRetriedAndNamesTheURL() async throws {
+        let repo = try Self.twoPackages()
+        try FileManager.default.removeItem(atPath: repo.archivePath("docs"))
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let device = try Device()
+        await #expect {
+            try await device.sync(nginx.url("manifest.json"))
+        } throws: { error in
+            "\(error)".contains("archives/docs-1.0.tar.gz failed: HTTP status 404") && (error as? OfflinePkgError)?.category == .failure
+        }
+        #expect(nginx.requestCount(path: "/archives/docs-1.0.tar.gz") == 1)
+        // home was fetched and verified, and is kept for the next attempt.
+        #expect(FileManager.default.fileExists(atPath: device.root.path("trees/home")))
+        #expect(device.store.activeSet.generation == 0)
+    }
+
+    @Test func aSecondSyncOfTheSameRootFailsFastWithLocked() async throws {
+        let device = try Device()
+        let lock = try RootLock(layout: device.store.layout, wait: false)
+        await #expect(throws: OfflinePkgError.locked(root: device.store.layout.root)) {
+            try await device.sync(URL(fileURLWithPath: "/nonexistent/manifest.json"))
+        }
+        withExtendedLifetime(lock) {}
+    }
+}
