@@ -1,0 +1,81 @@
+import Foundation
+import OfflinePkgTestSupport
+import Testing
+
+@testable import OfflinePkgCLI
+
+/// SPEC §8 exit statuses, through the real binary.
+@Suite("Exit statuses")
+struct ExitStatusTests {
+    @Test func aSecondSyncExitsThreeAndWaitWaits() throws {
+        let repo = try TestRepository()
+        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [
+            SiteFile("index.html", "x"), SiteFile("big.bin", bytes: (0..<1_500_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }),
+        ])
+        try repo.publish()
+        let nginx = try NginxServer(documentRoot: repo.path, limitRate: 1_000_000)
+        let root = try TemporaryDirectory()
+        let manifest = nginx.url("manifest.json").absoluteString
+        let first = Process()
+        first.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
+        first.arguments = ["sync", manifest, "--root", root.path, "--quiet"]
+        try first.run()
+        defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
+        // Wait until the first sync is downloading (it then holds the lock).
+        let deadline = Date().addingTimeInterval(10)
+        while nginx.accessLog().isEmpty && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        let second = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path])
+        #expect(second.status == 3)
+        #expect(second.stderr.contains("another sync holds the lock"))
+        let waiting = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--wait", "--json"])
+        #expect(waiting.status == 0)
+        first.waitUntilExit()
+        #expect(first.terminationStatus == 0)
+        #expect(waiting.stdout.contains("\"outcome\":\"upToDate\"") || waiting.stdout.contains("\"outcome\":\"notModified\""))
+    }
+
+    @Test func statusesForRefusedFailedAndUsage() throws {
+        let repo = try TestRepository()
+        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "x")])
+        repo.edit("home") { entry in
+            var archive = entry["archive"] as! [String: Any]
+            archive["sha256"] = String(repeating: "0", count: 64)
+            entry["archive"] = archive
+        }
+        try repo.publish()
+        let root = try TemporaryDirectory()
+        let refused = try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", root.path])
+        #expect(refused.status == 4)
+        #expect(refused.stderr.contains("sha256 mismatch for archives/home-1.tar.gz: expected 0000"))
+
+        let unreachable = try OfflinePkgBinary.run(["sync", "http://127.0.0.1:9/manifest.json", "--root", root.path, "--quiet"])
+        #expect(unreachable.status == 1)
+
+        let miss = try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", root.path])
+        #expect(miss.status == 1)
+        #expect(miss.stderr.contains("no active package answers https://m.example.com/"))
+
+        for usage in [["sync"], ["sync", "a", "b"], ["sync", "x", "--jobs", "0"], ["status", "--bogus"], ["nope"], ["lookup", "not-a-url"]] {
+            #expect(try OfflinePkgBinary.run(usage).status == 2, "\(usage)")
+        }
+    }
+
+    @Test func theManPageNamesEveryCommandAndOption() throws {
+        let man = try String(contentsOf: Fixtures.root.deletingLastPathComponent().appendingPathComponent("man/offlinepkg.1"), encoding: .utf8)
+        // roff escapes dashes as \-
+        let text = man.replacingOccurrences(of: "\\-", with: "-")
+        for command in OfflinePkgCommand.commands {
+            #expect(text.contains(".B offlinepkg \(command.name)"), "man page lacks the command \(command.name)")
+            for option in command.options {
+                #expect(text.contains("--\(option.name)"), "man page lacks --\(option.name) of \(command.name)")
+            }
+        }
+        for status in 0...4 { #expect(text.contains(".B \(status)\n")) }
+        for variable in ["OFFLINEPKG_ROOT", "XDG_DATA_HOME", "OFFLINEPKG_FAILPOINT"] { #expect(text.contains(variable)) }
+    }
+
+    @Test func helpListsEveryCommand() throws {
+        let help = try OfflinePkgBinary.run(["--help"]).checked()
+        for command in OfflinePkgCommand.commands { #expect(help.stdout.contains("  \(command.name)")) }
+    }
+}
