@@ -39,6 +39,9 @@ private final class CurlTransfer: @unchecked Sendable {
     var announced = false
     var callbackError: Error?
     var handle: UnsafeMutableRawPointer?
+    var lastReceived: Int64 = -1
+    var lastProgress = ContinuousClock.now
+    var stalled = false
 
     init(request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
          onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) {
@@ -71,9 +74,6 @@ private final class CurlTransfer: @unchecked Sendable {
         ccurl_setopt_string(curl, CURLOPT_PROTOCOLS_STR, scheme == "file" ? "file" : "http,https")
         ccurl_setopt_string(curl, CURLOPT_REDIR_PROTOCOLS_STR, scheme == "https" ? "https" : "http,https")
         ccurl_setopt_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
-        // A stall: fewer than 1 byte per second for the whole stall window.
-        ccurl_setopt_long(curl, CURLOPT_LOW_SPEED_LIMIT, 1)
-        ccurl_setopt_long(curl, CURLOPT_LOW_SPEED_TIME, max(1, Int(request.stallTimeout.rounded(.up))))
         ccurl_setopt_string(curl, CURLOPT_USERAGENT, "offlinepkg/\(OfflinePkgVersion.current)")
         ccurl_setopt_string(curl, CURLOPT_ACCEPT_ENCODING, "identity")
         ccurl_setopt_pointer(curl, CURLOPT_WRITEDATA, context)
@@ -89,9 +89,10 @@ private final class CurlTransfer: @unchecked Sendable {
         }
         ccurl_setopt_long(curl, CURLOPT_NOPROGRESS, 0)
         ccurl_setopt_pointer(curl, CURLOPT_XFERINFODATA, context)
-        ccurl_setopt_xferinfo_callback(curl) { context, _, _, _, _ in
+        // libcurl calls this at least once a second, also while no byte arrives: the stall clock.
+        ccurl_setopt_xferinfo_callback(curl) { context, _, received, _, _ in
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
-            return transfer.cancelled.load(ordering: .relaxed) ? 1 : 0
+            return transfer.shouldAbort(received: Int64(received)) ? 1 : 0
         }
 
         let code = curl_easy_perform(curl)
@@ -105,6 +106,23 @@ private final class CurlTransfer: @unchecked Sendable {
             do { try onResponse(head) } catch { return .failure(error) }
         }
         return .success(head)
+    }
+
+    /// A stall is no new byte for `stallTimeout`. libcurl's own low-speed check averages over a
+    /// window of several seconds, so a transfer that dies after a burst would run on past the timeout.
+    func shouldAbort(received: Int64) -> Bool {
+        if cancelled.load(ordering: .relaxed) { return true }
+        let now = ContinuousClock.now
+        if received != lastReceived {
+            lastReceived = received
+            lastProgress = now
+            return false
+        }
+        if now - lastProgress > .milliseconds(Int(request.stallTimeout * 1000)) {
+            stalled = true
+            return true
+        }
+        return false
     }
 
     /// Headers arrive line by line; a new status line (after a redirect or a 100) starts over.
@@ -136,13 +154,17 @@ private final class CurlTransfer: @unchecked Sendable {
         }
     }
 
+    static func format(_ seconds: TimeInterval) -> String {
+        seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+    }
+
     func error(for code: CURLcode) -> OfflinePkgError {
         let text = String(cString: curl_easy_strerror(code))
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
-            let reason = announced
-                ? "stalled: no byte for \(Int(request.stallTimeout)) s" : "timed out (\(text))"
-            return .transfer(url: urlText, reason: reason, retryable: true)
+            return .transfer(url: urlText, reason: "timed out (\(text))", retryable: true)
+        case CURLE_ABORTED_BY_CALLBACK where stalled:
+            return .transfer(url: urlText, reason: "stalled: no byte for \(Self.format(request.stallTimeout)) s", retryable: true)
         case CURLE_ABORTED_BY_CALLBACK:
             return .transfer(url: urlText, reason: "cancelled", retryable: false)
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
