@@ -36,6 +36,11 @@ demo: build
 test: build
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	scripts/fuzz
+
+# The long fuzz run: FUZZ_SECONDS per parser.
+fuzz: deps
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-600} scripts/fuzz
 
 bench: release
 	scripts/bench

@@ -1,5 +1,4 @@
-// libFuzzer harness for the minisign parsers in Sources/OfflinePkg/Trust. Not part of Package.swift:
-// Fuzz/build-signature-fuzz.sh compiles it together with the OfflinePkg sources into one binary.
+// Fuzz target for the minisign parsers in Sources/OfflinePkg/Trust (see FuzzMain.swift).
 //
 // Besides "never crash", it checks properties that hold for any input:
 // - base64 is canonical: whatever decodes re-encodes to the same text;
@@ -9,10 +8,7 @@
 private let fuzzKey = SigningKey(keyIDBytes: [1, 2, 3, 4, 5, 6, 7, 8], seed: [UInt8](repeating: 7, count: 32))
 private let fuzzMessage = Array("{\"format\": 1, \"sequence\": 1, \"packages\": []}".utf8)
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func signatureFuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
-    let bytes = size > 0 && data != nil ? Array(UnsafeBufferPointer(start: data, count: size)) : []
-
+func fuzzSignature(_ bytes: [UInt8]) {
     if let decoded = Base64.decode(bytes) {
         precondition(Base64.encode(decoded) == bytes, "base64 accepted a non-canonical encoding")
     }
@@ -26,5 +22,4 @@ public func signatureFuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int
     precondition(trusted == nil, "a signature nobody made verified")
 
     _ = try? TrustedKey(minisignPublicKey: String(decoding: bytes, as: UTF8.self))
-    return 0
 }

@@ -1,0 +1,19 @@
+// libFuzzer entry point for offlinepkg's parsers. Not part of Package.swift (SwiftPM has no fuzzer
+// product type): Fuzz/build.sh compiles these files with the OfflinePkg sources into one binary, and
+// FUZZ_TARGET picks the parser: manifest, signature or archive. scripts/fuzz runs them.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private let target: String = getenv("FUZZ_TARGET").map { String(cString: $0) } ?? "manifest"
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func offlinepkgFuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    let bytes = size > 0 && data != nil ? Array(UnsafeBufferPointer(start: data, count: size)) : []
+    switch target {
+    case "signature": fuzzSignature(bytes)
+    case "archive": fuzzArchive(bytes)
+    default: fuzzManifest(bytes)
+    }
+    return 0
+}
