@@ -46,7 +46,6 @@ public struct Publisher: Sendable {
         let archiveURL = layout.archiveURL(id: request.id, version: request.version, format: request.format)
         try FileSystem.rename(scratch, to: layout.path(ofURL: archiveURL))
         let archive = try describe(archiveURL)
-        try FileSystem.writeAtomically(TreeIndexFile.encode(files), to: layout.treeIndex(id: request.id, version: request.version))
 
         // Deltas from the versions published before this one, newest first.
         let earlier = try versionLog(request.id).filter { $0 != request.version }
@@ -58,6 +57,9 @@ public struct Publisher: Sendable {
             case .skipped(let reason): skipped.append(.init(from: from, reason: reason))
             }
         }
+        // The listing marks the version as published: written only once everything else is, so a publish
+        // that failed on the way can be rerun with corrected content under the same version.
+        try FileSystem.writeAtomically(TreeIndexFile.encode(files), to: layout.treeIndex(id: request.id, version: request.version))
         try recordVersion(request.version, id: request.id)
 
         // The manifest: this package replaced or added, everything else as it was, sequence + 1.
