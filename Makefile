@@ -6,7 +6,7 @@ APT_PACKAGES := libarchive-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev
 	libarchive-tools zstd curl nginx minisign chromium hyperfine wrk time
 DEMO_URL := https://demo.offlinepkg.test/
 
-.PHONY: deps build release demo test fuzz bench clean
+.PHONY: deps build release demo test fuzz bench bench-delta clean
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -44,6 +44,9 @@ fuzz: deps
 
 bench: release
 	scripts/bench
+
+bench-delta: release
+	OFFLINEPKG=$$($(SWIFT) build -c release --show-bin-path)/offlinepkg scripts/bench-delta
 
 clean:
 	rm -rf .build

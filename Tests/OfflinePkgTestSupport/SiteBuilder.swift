@@ -33,7 +33,7 @@ public func writeSite(_ files: [SiteFile], to directory: String) throws {
 }
 
 /// The archive formats `makeArchive` writes.
-public enum ArchiveFormat: String, Sendable, CaseIterable {
+public enum BsdtarFormat: String, Sendable, CaseIterable {
     case tar, tarGz, tarXz, tarZst, zip
 
     /// The usual file extension, without the dot.
@@ -60,7 +60,7 @@ public enum ArchiveFormat: String, Sendable, CaseIterable {
 
 /// Archives the contents of `directory` with `bsdtar -C directory .`, so member names start with
 /// `./` as a publisher's would.
-public func makeArchive(of directory: String, to archivePath: String, format: ArchiveFormat) throws {
+public func makeArchive(of directory: String, to archivePath: String, format: BsdtarFormat) throws {
     try run("bsdtar", format.bsdtarFlags + [archivePath, "-C", directory, "."]).checked("bsdtar \(format)")
 }
 
@@ -136,7 +136,7 @@ public func writeManifest(
 /// the repository is served, as a publisher's site folders are not part of what the CDN holds.
 public func buildPackage(
     id: String, version: String, routes: [String], files: [SiteFile], site: String, repo: String,
-    format: ArchiveFormat = .tarGz
+    format: BsdtarFormat = .tarGz
 ) throws -> [String: Any] {
     try writeSite(files, to: site)
     try FileManager.default.createDirectory(atPath: repo + "/archives", withIntermediateDirectories: true)

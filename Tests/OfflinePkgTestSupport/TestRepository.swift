@@ -19,7 +19,7 @@ public final class TestRepository: @unchecked Sendable {
     /// Builds (or replaces) a package version from `files`; the manifest changes at the next `publish`.
     @discardableResult
     public func add(
-        _ id: String, _ version: String, routes: [String], files: [SiteFile], format: ArchiveFormat = .tarGz,
+        _ id: String, _ version: String, routes: [String], files: [SiteFile], format: BsdtarFormat = .tarGz,
         extra: [String: Any] = [:]
     ) throws -> [String: Any] {
         let site = directory.path("sites/\(id)-\(version)")

@@ -277,8 +277,8 @@ import Testing
         #expect(TreeHash.compute(treeFiles) == expected)
     }
 
-    @Test(arguments: ArchiveFormat.allCases)
-    func archivesFromBsdtarUnpackToTheSameTree(format: ArchiveFormat) throws {
+    @Test(arguments: BsdtarFormat.allCases)
+    func archivesFromBsdtarUnpackToTheSameTree(format: BsdtarFormat) throws {
         let work = try TemporaryDirectory()
         try writeSite(
             [

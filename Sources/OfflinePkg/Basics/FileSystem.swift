@@ -105,6 +105,18 @@ package enum FileSystem {
         unlink(path)
     }
 
+    /// Removes a file, failing if it is not there (unlike `removeFile`, which is cleanup).
+    package static func unlinkFile(_ path: String) throws {
+        do { _ = try valueOrErrno { unlink(path) } } catch { throw OfflinePkgError.io(path: path, operation: "unlink", error) }
+    }
+
+    /// Makes `path` a second name of the file at `source`.
+    package static func hardLink(_ source: String, to path: String) throws {
+        do { _ = try valueOrErrno { link(source, path) } } catch {
+            throw OfflinePkgError.io(path: "\(source) -> \(path)", operation: "link", error)
+        }
+    }
+
     /// Names in a directory, without `.` and `..`; empty when it does not exist.
     package static func contents(of path: String) -> [String] {
         guard let dir = opendir(path) else { return [] }

@@ -35,6 +35,9 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     case releaseIncomplete(failures: [String: OfflinePkgError])
     /// A caller passed something that is not valid (a bad URL, a bad option value).
     case invalidArgument(String)
+    /// `publish` will not write this release: a missing entry file, a symlink in the site, a version
+    /// already published with other content, a route another package owns.
+    case publishRefused(reason: String)
 
     /// How the failure is classified for exit statuses (SPEC §8).
     public enum Category: Sendable {
@@ -52,7 +55,7 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
         switch self {
         case .io, .transfer, .insufficientSpace, .corruptState, .unavailable: .failure
         case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused,
-            .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch:
+            .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused:
             .refused
         case .locked: .locked
         case .invalidArgument: .usage
@@ -103,6 +106,8 @@ extension OfflinePkgError: CustomStringConvertible {
                 + failures.keys.sorted().map { "\($0): \(failures[$0]!)" }.joined(separator: "; ")
         case .invalidArgument(let reason):
             reason
+        case .publishRefused(let reason):
+            "publish refused: \(reason)"
         }
     }
 }

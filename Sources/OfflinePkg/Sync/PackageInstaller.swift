@@ -16,7 +16,21 @@ package struct PackageInstaller: Sendable {
         package var bytesFetched: Int64
     }
 
-    package func install(_ entry: PackageEntry, manifestURL: URL) async throws -> Outcome {
+    /// Installs `entry`. When `current` (the active set) holds a version that one of the entry's deltas
+    /// starts from, and its tree is on disk, the delta is tried first; any failure of that path
+    /// (download, hash, unpack, tree hash) discards its staging and falls back to the full archive in
+    /// the same call. `bytesFetched` counts both then: it is what crossed the network.
+    package func install(_ entry: PackageEntry, manifestURL: URL, current: ActiveSet = .empty) async throws -> Outcome {
+        var spent: Int64 = 0
+        if let base = deltaBase(for: entry, current: current) {
+            let received = ProgressCounter()
+            do {
+                return try await installDelta(entry, base: base, manifestURL: manifestURL, received: received)
+            } catch let error as OfflinePkgError {
+                spent = received.total
+                events?(.deltaFailed(packageID: entry.id, version: entry.version, error: error))
+            }
+        }
         let url = try ManifestLocation.resolve(entry.archive.url, against: manifestURL)
         events?(.downloadStarted(packageID: entry.id, version: entry.version, bytes: entry.archive.size, isDelta: false))
         let received = ProgressCounter()
@@ -29,7 +43,54 @@ package struct PackageInstaller: Sendable {
         try await unpackAndInstall(entry, archive: download.path, archiveName: entry.archive.url)
         FileSystem.removeFile(download.path)
         events?(.installed(packageID: entry.id, version: entry.version))
-        return Outcome(via: "archive", bytesFetched: download.bytesFetched)
+        return Outcome(via: "archive", bytesFetched: spent + download.bytesFetched)
+    }
+
+    /// The installed version a delta of `entry` can start from: active now, offered as a delta's `from`,
+    /// and with its tree and index on disk.
+    private struct DeltaBase {
+        var delta: Delta
+        var version: String
+        var tree: String
+        var index: String
+    }
+
+    private func deltaBase(for entry: PackageEntry, current: ActiveSet) -> DeltaBase? {
+        guard let installed = current.package(entry.id),
+            let delta = entry.deltas.first(where: { $0.from == installed.version })
+        else { return nil }
+        let tree = layout.tree(id: installed.id, version: installed.version, treeHash: installed.tree)
+        let index = layout.treeIndex(id: installed.id, version: installed.version, treeHash: installed.tree)
+        guard FileSystem.isDirectory(tree), FileSystem.exists(index) else { return nil }
+        return DeltaBase(delta: delta, version: installed.version, tree: tree, index: index)
+    }
+
+    private func installDelta(_ entry: PackageEntry, base: DeltaBase, manifestURL: URL, received: ProgressCounter) async throws -> Outcome {
+        let file = base.delta.file
+        let url = try ManifestLocation.resolve(file.url, against: manifestURL)
+        events?(.downloadStarted(packageID: entry.id, version: entry.version, bytes: file.size, isDelta: true))
+        let events = self.events
+        let download = try await downloader.fetch(file, from: url, name: file.url) { delta in
+            let total = received.add(delta)
+            events?(.downloadProgress(packageID: entry.id, received: total, total: file.size))
+            FailPoint.midDownload.hit()
+        }
+        defer { FileSystem.removeFile(download.path) }
+        let layout = self.layout
+        let applier = DeltaApplier(limits: limits, baseVersion: base.version, baseTree: base.tree, baseIndex: base.index)
+        try await runBlocking {
+            let staging = layout.stagingDirectory("\(entry.id)-delta-\(UUID().uuidString)")
+            try FileSystem.makeDirectories(staging)
+            do {
+                let files = try applier.apply(delta: download.path, name: file.url, targetVersion: entry.version, into: staging)
+                try Self.place(files, staged: staging, entry: entry, layout: layout)
+            } catch {
+                try? FileSystem.removeTree(staging)
+                throw error
+            }
+        }
+        events?(.installed(packageID: entry.id, version: entry.version))
+        return Outcome(via: "delta", bytesFetched: download.bytesFetched)
     }
 
     /// Unpacks a verified archive into staging, checks the tree hash, and moves the tree into place.
@@ -79,4 +140,5 @@ package final class ProgressCounter: Sendable {
     private let value = Atomic<Int64>(0)
     package init() {}
     package func add(_ delta: Int64) -> Int64 { value.add(delta, ordering: .relaxed).newValue }
+    package var total: Int64 { value.load(ordering: .relaxed) }
 }

@@ -92,7 +92,7 @@ package struct SyncEngine: Sendable {
         try checkFreeSpace(for: plan.toInstall)
 
         // Fetch and install, in parallel; a failure of one does not stop the others.
-        let installed = try await install(plan.toInstall)
+        let installed = try await install(plan.toInstall, current: record.current)
         requests += installed.requests
 
         // Switch.
@@ -168,7 +168,8 @@ package struct SyncEngine: Sendable {
         var requests = 0
     }
 
-    private func install(_ entries: [PackageEntry]) async throws -> InstallResults {
+    /// `current` is the active set: the versions deltas can start from.
+    private func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstallResults {
         let installer = PackageInstaller(
             layout: layout,
             downloader: Downloader(transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout),
@@ -182,7 +183,7 @@ package struct SyncEngine: Sendable {
                 guard let entry = pending.popFirst() else { return }
                 group.addTask {
                     do {
-                        return (entry.id, .success(try await installer.install(entry, manifestURL: manifestURL)))
+                        return (entry.id, .success(try await installer.install(entry, manifestURL: manifestURL, current: current)))
                     } catch let error as OfflinePkgError {
                         return (entry.id, .failure(error))
                     }

@@ -11,6 +11,9 @@ public enum SyncEvent: Sendable {
     case downloadStarted(packageID: String, version: String, bytes: Int64, isDelta: Bool)
     /// More bytes of a package arrived (cumulative for that package).
     case downloadProgress(packageID: String, received: Int64, total: Int64)
+    /// A delta could not be used (download, hash, unpack or tree check failed); its staging is gone and
+    /// the full archive is fetched instead, in the same sync.
+    case deltaFailed(packageID: String, version: String, error: OfflinePkgError)
     /// A package's tree was verified and installed (not yet active).
     case installed(packageID: String, version: String)
     /// A package was held back by gating (`minShellVersion`, `rollout`, a reverted release).

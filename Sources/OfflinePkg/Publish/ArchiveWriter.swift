@@ -1,0 +1,156 @@
+internal import CArchive
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes a reproducible archive with libarchive: the same entries in the same order give the same
+/// bytes on any machine, at any time, from any checkout. Nothing of the publisher's file system leaks
+/// in: every entry has mtime 0, uid/gid 0 and no owner names, files 0644 and folders 0755; tar is
+/// restricted pax (plain ustar headers, an extended header only for a long or non-ASCII path, never
+/// atime/ctime); gzip carries no timestamp. Callers add entries in path-byte order (see `SiteScan`).
+///
+/// mtime 0 also keeps zip reproducible across time zones: libarchive writes the DOS date from local
+/// time, and 1970 in any zone falls before the DOS epoch (1980), which libarchive clamps to a constant.
+package final class ArchiveWriter {
+    private let archive: OpaquePointer
+    private let entry: OpaquePointer
+    /// Where the archive is written, for error messages.
+    let path: String
+    private var finished = false
+
+    package init(path: String, format: ArchiveFormat) throws {
+        self.path = path
+        guard let archive = archive_write_new(), let entry = archive_entry_new() else {
+            throw OfflinePkgError.io(path: path, operation: "libarchive allocation", Errno(ENOMEM))
+        }
+        self.archive = archive
+        self.entry = entry
+        // Options are spelled as libarchive's option strings so a failure names the one that was refused.
+        switch format {
+        case .tarZstd:
+            try check(archive_write_set_format_pax_restricted(archive), "set format pax_restricted")
+            try check(archive_write_add_filter_zstd(archive), "add zstd filter")
+            // Level 19: publishing is done once, unpacking on every device; zstd decodes as fast at 19 as at 3.
+            try checkOption(archive_write_set_filter_option(archive, "zstd", "compression-level", "19"), "zstd:compression-level=19")
+        case .tarGzip:
+            try check(archive_write_set_format_pax_restricted(archive), "set format pax_restricted")
+            try check(archive_write_add_filter_gzip(archive), "add gzip filter")
+            try checkOption(archive_write_set_filter_option(archive, "gzip", "compression-level", "9"), "gzip:compression-level=9")
+            // No mtime in the gzip header (the `gzip:!timestamp` option).
+            try checkOption(archive_write_set_filter_option(archive, "gzip", "timestamp", nil), "gzip:!timestamp")
+        case .zip:
+            try check(archive_write_set_format_zip(archive), "set format zip")
+            try checkOption(archive_write_set_format_option(archive, "zip", "compression", "deflate"), "zip:compression=deflate")
+            try checkOption(archive_write_set_format_option(archive, "zip", "compression-level", "9"), "zip:compression-level=9")
+        }
+        // No padding of the last block: the archive is never written to a tape.
+        archive_write_set_bytes_in_last_block(archive, 1)
+        try check(archive_write_open_filename(archive, path), "open for writing")
+    }
+
+    deinit {
+        archive_entry_free(entry)
+        // Frees without closing properly if `finish` was never reached; the file is then garbage.
+        archive_write_free(archive)
+    }
+
+    /// Adds a folder entry.
+    package func addDirectory(_ relativePath: String) throws {
+        prepareEntry(relativePath, type: 0o040000, mode: 0o755, size: 0)
+        try check(archive_write_header(archive, entry), "write header of \(relativePath)")
+    }
+
+    /// Adds a small in-memory file (the delta control member).
+    package func addFile(_ relativePath: String, bytes: [UInt8]) throws {
+        prepareEntry(relativePath, type: 0o100000, mode: 0o644, size: Int64(bytes.count))
+        try check(archive_write_header(archive, entry), "write header of \(relativePath)")
+        try bytes.withUnsafeBytes { buffer in try writeData(buffer, entry: relativePath) }
+    }
+
+    /// Streams the regular file at `source` into the archive as `relativePath`, hashing what it writes,
+    /// so the hash in the tree listing is the hash of the bytes in the archive. A file that changes
+    /// size while it is read is an error, not a silently torn entry.
+    @discardableResult
+    package func addFile(_ relativePath: String, contentsOf source: String) throws -> TreeFile {
+        let fd = try FileDescriptor.open(source, O_RDONLY | O_NOFOLLOW)
+        return try fd.closeAfter { fd in
+            var info = stat()
+            guard fstat(fd.rawValue, &info) == 0 else { throw OfflinePkgError.io(path: source, operation: "fstat", Errno.current) }
+            guard (info.st_mode & S_IFMT) == S_IFREG else {
+                throw OfflinePkgError.publishRefused(reason: "\(source) is not a regular file")
+            }
+            let size = Int64(info.st_size)
+            prepareEntry(relativePath, type: 0o100000, mode: 0o644, size: size)
+            try check(archive_write_header(archive, entry), "write header of \(relativePath)")
+            let hasher = SHA256()
+            var buffer = [UInt8](repeating: 0, count: 256 << 10)
+            var remaining = size
+            while true {
+                let count = try buffer.withUnsafeMutableBytes { try fd.read(into: $0, path: source) }
+                if count == 0 { break }
+                guard Int64(count) <= remaining else {
+                    throw OfflinePkgError.publishRefused(reason: "\(source) grew while it was being archived")
+                }
+                remaining -= Int64(count)
+                try buffer.withUnsafeBytes { raw in
+                    let chunk = UnsafeRawBufferPointer(rebasing: raw[0..<count])
+                    hasher.update(chunk)
+                    try writeData(chunk, entry: relativePath)
+                }
+            }
+            guard remaining == 0 else {
+                throw OfflinePkgError.publishRefused(reason: "\(source) shrank while it was being archived")
+            }
+            return TreeFile(sha256: hasher.finalize().hex, size: size)
+        }
+    }
+
+    /// Writes the trailer and closes the file; the archive is complete only after this returns.
+    package func finish() throws {
+        guard !finished else { return }
+        finished = true
+        try check(archive_write_close(archive), "close")
+    }
+
+    private func prepareEntry(_ relativePath: String, type: mode_t, mode: mode_t, size: Int64) {
+        archive_entry_clear(entry)
+        archive_entry_copy_pathname(entry, relativePath)
+        archive_entry_set_filetype(entry, UInt32(type))
+        archive_entry_set_perm(entry, mode)
+        archive_entry_set_size(entry, size)
+        archive_entry_set_mtime(entry, 0, 0)
+        archive_entry_set_uid(entry, 0)
+        archive_entry_set_gid(entry, 0)
+        // Left unset: uname, gname, atime, ctime, birthtime — libarchive then writes none of them.
+    }
+
+    private func writeData(_ buffer: UnsafeRawBufferPointer, entry name: String) throws {
+        var offset = 0
+        while offset < buffer.count {
+            let written = archive_write_data(archive, buffer.baseAddress! + offset, buffer.count - offset)
+            guard written > 0 else {
+                // 0 or negative: nothing more will go in, and the entry would be short.
+                throw failure("write data of \(name)")
+            }
+            offset += written
+        }
+    }
+
+    /// ARCHIVE_OK and ARCHIVE_WARN pass: libarchive warns, for one, when a path is not valid in the
+    /// C locale and it writes it as raw bytes (pax `hdrcharset=BINARY`), which devices read back as is.
+    private func check(_ status: Int32, _ what: String) throws {
+        guard status < -20 else { return }
+        throw failure(what)
+    }
+
+    /// An option libarchive does not know answers ARCHIVE_WARN; for reproducibility that must fail.
+    private func checkOption(_ status: Int32, _ what: String) throws {
+        guard status != 0 else { return }
+        throw failure(what)
+    }
+
+    private func failure(_ what: String) -> OfflinePkgError {
+        let message = archive_error_string(archive).map { String(cString: $0) } ?? "unknown error"
+        return OfflinePkgError.io(path: path, operation: "libarchive \(what) (\(message))", Errno(archive_errno(archive)))
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+
+/// A repository's `manifest.json` as a JSON document, edited in place: `publish` replaces one package
+/// and the sequence, and keeps every other value — fields this build does not know included — as it
+/// was, so a manifest that other tools (or a newer offlinepkg) write survives a publish.
+package struct ManifestDocument {
+    private var object: [String: Any]
+    /// The validated reading of the same bytes (nil for a repository without a manifest yet).
+    private let parsed: Manifest?
+
+    package static func load(_ path: String) throws -> ManifestDocument {
+        guard FileSystem.exists(path) else {
+            return ManifestDocument(object: ["format": Manifest.supportedFormat, "sequence": 0, "packages": [Any]()], parsed: nil)
+        }
+        let bytes = try FileSystem.read(path, limit: Manifest.maximumSize)
+        // Publishing on top of a manifest devices would refuse would only hide the problem.
+        let parsed = try Manifest(parsing: bytes, source: path)
+        guard let object = try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+            throw OfflinePkgError.invalidManifest(source: path, field: "(document)", reason: "expected a JSON object")
+        }
+        return ManifestDocument(object: object, parsed: parsed)
+    }
+
+    package var sequence: Int { parsed?.sequence ?? 0 }
+
+    package func package(_ id: String) -> PackageEntry? { parsed?.packages.first { $0.id == id } }
+
+    /// Refuses a route that another package of the manifest already lists (compared as devices compare
+    /// them: scheme and host case-insensitively, default ports dropped).
+    package func checkRoutes(_ routes: [String], for id: String) throws {
+        for other in parsed?.packages ?? [] where other.id != id {
+            let owned = Set(other.routes.compactMap(RouteKey.normalized))
+            for route in routes where owned.contains(RouteKey.normalized(route) ?? route) {
+                throw OfflinePkgError.publishRefused(reason: "route \(route) belongs to package \"\(other.id)\"")
+            }
+        }
+    }
+
+    package mutating func setSequence(_ sequence: Int) {
+        object["sequence"] = sequence
+        if object["format"] == nil { object["format"] = Manifest.supportedFormat }
+    }
+
+    /// Puts `entry` where the package was (or at the end): the publisher owns its package's object whole.
+    package mutating func replacePackage(_ entry: PackageEntry) {
+        var packages = object["packages"] as? [Any] ?? []
+        let value = Self.json(entry)
+        if let index = packages.firstIndex(where: { ($0 as? [String: Any])?["id"] as? String == entry.id }) {
+            packages[index] = value
+        } else {
+            packages.append(value)
+        }
+        object["packages"] = packages
+    }
+
+    package func encoded() throws -> [UInt8] {
+        var data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        data.append(0x0a)
+        return Array(data)
+    }
+
+    private static func json(_ entry: PackageEntry) -> [String: Any] {
+        func file(_ file: RemoteFile) -> [String: Any] { ["url": file.url, "sha256": file.sha256, "size": Int(file.size)] }
+        var object: [String: Any] = [
+            "id": entry.id, "version": entry.version, "routes": entry.routes, "entry": entry.entry,
+            "archive": file(entry.archive), "tree": entry.tree,
+        ]
+        if let fallback = entry.fallback { object["fallback"] = fallback }
+        if !entry.deltas.isEmpty {
+            object["deltas"] = entry.deltas.map { delta -> [String: Any] in
+                var value = file(delta.file)
+                value["from"] = delta.from
+                return value
+            }
+        }
+        if let minShellVersion = entry.minShellVersion { object["minShellVersion"] = minShellVersion }
+        if let rollout = entry.rollout { object["rollout"] = rollout }
+        return object
+    }
+}

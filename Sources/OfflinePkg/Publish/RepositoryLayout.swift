@@ -1,0 +1,44 @@
+/// Where things live in a publisher's repository, the folder that is copied as is to a CDN:
+///
+///     repo/
+///       manifest.json  manifest.json.minisig
+///       archives/<id>-<version>.<ext>                   full archives
+///       archives/<id>-<from>-<to>.delta.<ext>           deltas
+///       trees/<id>/<version>.index                      "<sha256> <size> <path>" per file of a published version
+///       trees/<id>/versions                             published versions, oldest first, one a line
+///
+/// `trees/` is the publisher's memory: with it a later publish writes deltas without the old sites.
+/// Devices never read it.
+package struct RepositoryLayout: Sendable {
+    package let root: String
+
+    package init(root: String) {
+        var root = root
+        while root.count > 1 && root.hasSuffix("/") { root.removeLast() }
+        self.root = root
+    }
+
+    package var manifest: String { root + "/manifest.json" }
+    package var signature: String { root + "/manifest.json.minisig" }
+    package var archives: String { root + "/archives" }
+    package var trees: String { root + "/trees" }
+
+    /// Archive URLs as the manifest writes them: relative to the manifest.
+    package func archiveURL(id: String, version: String, format: ArchiveFormat) -> String {
+        "archives/\(id)-\(version).\(format.fileExtension)"
+    }
+
+    package func deltaURL(id: String, from: String, to: String, format: ArchiveFormat) -> String {
+        "archives/\(id)-\(from)-\(to).delta.\(format.fileExtension)"
+    }
+
+    /// The file behind a relative URL this layout made.
+    package func path(ofURL url: String) -> String { root + "/" + url }
+
+    /// A scratch file in `archives/`, on the same file system as its final name.
+    package func temporary(_ name: String) -> String { archives + "/.tmp-\(name)" }
+
+    package func packageTrees(_ id: String) -> String { trees + "/" + id }
+    package func treeIndex(id: String, version: String) -> String { packageTrees(id) + "/" + version + ".index" }
+    package func versionLog(id: String) -> String { packageTrees(id) + "/versions" }
+}

@@ -1,0 +1,55 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The entries of a site folder in path-byte order (so parents come before their children), checked
+/// against what a device accepts: only regular files and folders, paths a device's unpacker takes.
+package struct SiteScan: Sendable {
+    package struct Entry: Sendable, Equatable {
+        /// Relative path with `/` separators, no leading `./`.
+        package var path: String
+        package var isDirectory: Bool
+    }
+
+    package let root: String
+    package let entries: [Entry]
+
+    package var files: [String] { entries.filter { !$0.isDirectory }.map(\.path) }
+
+    package init(site root: String) throws {
+        guard FileSystem.isDirectory(root) else {
+            throw OfflinePkgError.publishRefused(reason: "site \(root) is not a folder")
+        }
+        self.root = root
+        var entries = [Entry]()
+        try Self.walk(root, relative: "", into: &entries)
+        entries.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+        self.entries = entries
+    }
+
+    private static func walk(_ path: String, relative: String, into entries: inout [Entry]) throws {
+        for name in FileSystem.contents(of: path) {
+            let child = path + "/" + name
+            let childRelative = relative.isEmpty ? name : relative + "/" + name
+            if let reason = ArchivePath.validate(childRelative) {
+                throw OfflinePkgError.publishRefused(reason: "\(child): a device would refuse this path (\(reason))")
+            }
+            if name == ArchivePath.deltaControlName {
+                throw OfflinePkgError.publishRefused(reason: "\(child): \(name) is a reserved name")
+            }
+            var info = stat()
+            guard lstat(child, &info) == 0 else { throw OfflinePkgError.io(path: child, operation: "lstat", Errno.current) }
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR:
+                entries.append(Entry(path: childRelative, isDirectory: true))
+                try walk(child, relative: childRelative, into: &entries)
+            case S_IFREG:
+                entries.append(Entry(path: childRelative, isDirectory: false))
+            case S_IFLNK:
+                throw OfflinePkgError.publishRefused(reason: "\(child) is a symbolic link; a site may hold only regular files and folders (copy the target in its place)")
+            default:
+                throw OfflinePkgError.publishRefused(reason: "\(child) is not a regular file or folder; a site may hold only those")
+            }
+        }
+    }
+}

@@ -1,0 +1,57 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Builds the tree of a new version in staging from an installed tree and a verified delta (SPEC §5):
+/// every file of the old tree hard-linked (installed trees are read-only, so sharing their inodes is
+/// safe and costs no space), the delta unpacked over them — the unpacker unlinks each target before it
+/// writes, so the old tree is never written through — then the deletions. The tree listing comes from
+/// the old index plus what the delta brought, and `PackageInstaller.place` checks it against `tree`.
+package struct DeltaApplier {
+    package var limits: UnpackLimits
+    /// The installed version the delta starts from, and its tree and index.
+    package var baseVersion: String
+    package var baseTree: String
+    package var baseIndex: String
+
+    /// Assembles the new tree in `staging` (an existing, empty folder) and returns its file listing.
+    package func apply(delta archive: String, name: String, targetVersion: String, into staging: String) throws -> [String: TreeFile] {
+        var files = try TreeIndexFile.decode(FileSystem.read(baseIndex, limit: 256 << 20), path: baseIndex)
+        for path in TreeHash.sortedPaths(files) {
+            let target = staging + "/" + path
+            try FileSystem.makeDirectories(FileSystem.parentPath(target))
+            try FileSystem.hardLink(baseTree + "/" + path, to: target)
+        }
+
+        let unpacked = try ArchiveUnpacker(limits: limits, archiveName: name, isDelta: true).unpack(archivePath: archive, into: staging)
+        // The unpacker insists on the control member for a delta.
+        let control = try DeltaControl.decode(unpacked.deltaControl ?? [], archive: name)
+        guard control.from == baseVersion, control.to == targetVersion else {
+            throw OfflinePkgError.archiveRefused(
+                archive: name, entry: ArchivePath.deltaControlName,
+                reason: "turns \(control.from) into \(control.to), expected \(baseVersion) into \(targetVersion)")
+        }
+        for path in control.delete {
+            guard files[path] != nil, unpacked.files[path] == nil else {
+                throw OfflinePkgError.archiveRefused(
+                    archive: name, entry: ArchivePath.deltaControlName,
+                    reason: "delete \"\(path)\": " + (files[path] == nil ? "not a file of \(baseVersion)" : "the delta also writes it"))
+            }
+            try FileSystem.unlinkFile(staging + "/" + path)
+            files[path] = nil
+            Self.removeEmptyParents(of: path, in: staging)
+        }
+        files.merge(unpacked.files) { _, new in new }
+        return files
+    }
+
+    /// A folder the deletions emptied is gone in the new version too (trees list files only, and a full
+    /// archive of the new site would not have it either, unless the site kept it empty on purpose).
+    private static func removeEmptyParents(of path: String, in root: String) {
+        var parent = Substring(path)
+        while let slash = parent.lastIndex(of: "/") {
+            parent = parent[..<slash]
+            if rmdir(root + "/" + parent) != 0 { return }  // not empty: stop
+        }
+    }
+}

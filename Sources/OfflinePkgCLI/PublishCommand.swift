@@ -1,0 +1,77 @@
+import Foundation
+import OfflinePkg
+
+enum PublishCommand {
+    static let spec = CommandSpec(
+        name: "publish", arguments: ["<site-dir>"],
+        options: [
+            .init(name: "repo", value: "DIR", help: "the repository folder (created if missing); required"),
+            .init(name: "id", value: "ID", help: "package id, [a-z0-9][a-z0-9._-]{0,63}; required"),
+            .init(name: "version", value: "V", help: "package version, [A-Za-z0-9._+-]{1,64}; required"),
+            .init(name: "route", value: "URL", repeatable: true, help: "URL prefix the package answers (ends in /); one or more"),
+            .init(name: "entry", value: "F", help: "file served for a path ending in / (default index.html)"),
+            .init(name: "fallback", value: "F", help: "file served for a navigation miss (single-page apps)"),
+            .init(name: "deltas", value: "N", help: "write deltas from the last N published versions (default 3)"),
+            .init(name: "sign-key", value: "FILE", help: "minisign secret key: writes manifest.json.minisig"),
+            .init(name: "rollout", value: "P", help: "percentage of devices that take this version (0-100)"),
+            .init(name: "min-shell-version", value: "V", help: "oldest shell version that may take this version"),
+            .init(name: "format", value: "FMT", help: "tar.zst (default: fastest to unpack on devices), tar.gz or zip"),
+            .json, .quiet,
+        ],
+        summary: "pack a site folder into a repository: archive, deltas, manifest (sequence + 1), signature",
+        run: run)
+
+    static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
+        guard let repo = arguments.value("repo") else { throw UsageError("publish needs --repo DIR") }
+        guard let id = arguments.value("id") else { throw UsageError("publish needs --id ID") }
+        guard let version = arguments.value("version") else { throw UsageError("publish needs --version V") }
+        let routes = arguments.all("route")
+        guard !routes.isEmpty else { throw UsageError("publish needs at least one --route URL") }
+        var format = ArchiveFormat.tarZstd
+        if let text = arguments.value("format") {
+            guard let chosen = ArchiveFormat(rawValue: text) else {
+                throw UsageError("--format takes \(ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\"")
+            }
+            format = chosen
+        }
+        let request = PublishRequest(
+            site: arguments.positionals[0], id: id, version: version, routes: routes,
+            entry: arguments.value("entry") ?? "index.html", fallback: arguments.value("fallback"),
+            deltaCount: try arguments.integer("deltas", in: 0...100) ?? 3,
+            rollout: try arguments.integer("rollout", in: 0...100), minShellVersion: arguments.value("min-shell-version"),
+            format: format)
+
+        var signer: (([UInt8]) throws -> [UInt8])?
+        if let keyPath = arguments.value("sign-key") {
+            let key = try SigningKey(contentsOfFile: keyPath)
+            signer = { message in
+                // minisign's own default trusted comment shape.
+                try key.sign(message, trustedComment: "timestamp:\(Int(Date().timeIntervalSince1970))\tfile:manifest.json")
+            }
+        }
+
+        let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(request, signer: signer)
+        if arguments.flag("json") {
+            context.output.json(report)
+        } else if !arguments.flag("quiet") {
+            context.output.print(summary(report))
+        }
+        return OfflinePkgCommand.ExitStatus.success
+    }
+
+    static func summary(_ report: PublishReport) -> String {
+        var lines = [
+            "published \(report.id) \(report.version) as sequence \(report.sequence)\(report.republished ? " (same content as before)" : "")",
+            "  archive \(report.archive.url)  \(ProgressReporter.format(report.archive.size))  \(report.files) files",
+            "  tree    \(report.tree)",
+        ]
+        for delta in report.deltas {
+            lines.append("  delta   \(delta.file.url)  \(ProgressReporter.format(delta.file.size))  \(delta.changed) changed, \(delta.deleted) deleted")
+        }
+        for skipped in report.skippedDeltas {
+            lines.append("  no delta from \(skipped.from): \(skipped.reason)")
+        }
+        lines.append(report.signed ? "  signed  manifest.json.minisig" : "  unsigned (no --sign-key)")
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+
+@testable import OfflinePkg
+@testable import OfflinePkgCLI
+
+/// `offlinepkg publish` end to end in process: the command table, the exit statuses, and a publish →
+/// sync round trip through the CLI alone.
+@Suite struct PublishCommandTests {
+    private func scratch() throws -> String {
+        var template = Array((NSTemporaryDirectory() + "/offlinepkg-cli-publish-XXXXXX").utf8CString)
+        return String(cString: mkdtemp(&template)!)
+    }
+
+    private func run(_ arguments: [String]) async -> Int32 {
+        await OfflinePkgCommand.run(arguments, context: CLIContext(environment: [:], output: Output(stderrIsTerminal: false)))
+    }
+
+    private func site(_ root: String, _ files: [String: String]) throws {
+        for (path, text) in files {
+            let target = root + "/" + path
+            try FileSystem.makeDirectories(FileSystem.parentPath(target))
+            try FileSystem.writeAtomically(Array(text.utf8), to: target)
+        }
+    }
+
+    @Test func publishThenSyncThroughTheCommandLine() async throws {
+        let dir = try scratch()
+        defer { try? FileSystem.removeTree(dir) }
+        let page = String(repeating: "<p>offline</p>\n", count: 400)
+        try site(dir + "/v1", ["index.html": page, "app.js": "let v = 1\n", "about/index.html": page + "about"])
+        try site(dir + "/v2", ["index.html": page, "app.js": "let v = 2\n", "about/index.html": page + "about"])
+        let common = ["--repo", dir + "/repo", "--id", "web", "--route", "https://m.example.com/", "--quiet"]
+        #expect(await run(["publish", dir + "/v1", "--version", "1"] + common) == 0)
+        #expect(await run(["sync", dir + "/repo/manifest.json", "--root", dir + "/root", "--quiet"]) == 0)
+        #expect(await run(["publish", dir + "/v2", "--version", "2", "--format", "tar.gz"] + common) == 0)
+        #expect(FileSystem.exists(dir + "/repo/archives/web-2.tar.gz"))
+        #expect(FileSystem.exists(dir + "/repo/archives/web-1-2.delta.tar.gz"))
+        #expect(await run(["sync", dir + "/repo/manifest.json", "--root", dir + "/root", "--quiet"]) == 0)
+
+        let store = try PackageStore(root: URL(fileURLWithPath: dir + "/root"), options: .init(watchInterval: 0))
+        let hit = try #require(store.resolve("https://m.example.com/app.js"))
+        #expect(try FileSystem.read(hit.path) == Array("let v = 2\n".utf8))
+        let manifest = try Manifest(parsing: FileSystem.read(dir + "/repo/manifest.json"), source: "test")
+        #expect(manifest.sequence == 2)
+        #expect(manifest.packages.first?.deltas.map(\.from) == ["1"])
+    }
+
+    @Test(arguments: [
+        (["--id", "web", "--version", "1", "--route", "https://m.example.com/"], 2),  // no --repo
+        (["--repo", "R", "--id", "web", "--version", "1"], 2),  // no --route
+        (["--repo", "R", "--id", "web", "--version", "1", "--route", "https://m.example.com/", "--format", "rar"], 2),
+        (["--repo", "R", "--id", "Web!", "--version", "1", "--route", "https://m.example.com/"], 2),
+        (["--repo", "R", "--id", "web", "--version", "1", "--route", "https://m.example.com/", "--entry", "missing.html"], 4),
+    ] as [([String], Int32)])
+    func badInvocationsExitWithTheirStatus(arguments: [String], status: Int32) async throws {
+        let dir = try scratch()
+        defer { try? FileSystem.removeTree(dir) }
+        try site(dir + "/site", ["index.html": "x"])
+        let resolved = arguments.map { $0 == "R" ? dir + "/repo" : $0 }
+        #expect(await run(["publish", dir + "/site"] + resolved) == status)
+        #expect(!FileSystem.exists(dir + "/repo/manifest.json"))
+    }
+
+    @Test func publishIsInTheCommandTable() {
+        let spec = OfflinePkgCommand.commands.first { $0.name == "publish" }
+        let options = Set(spec?.options.map(\.name) ?? [])
+        for flag in ["repo", "id", "version", "route", "entry", "fallback", "deltas", "sign-key", "rollout", "min-shell-version", "format"] {
+            #expect(options.contains(flag), "publish lacks --\(flag)")
+        }
+        #expect(OfflinePkgCommand.overview.contains("publish"))
+    }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import Testing
+
+@testable import OfflinePkg
+
+@Suite struct PublisherTests {
+    @Test(arguments: ArchiveFormat.allCases)
+    func sameFolderPublishedTwiceGivesByteIdenticalArchives(format: ArchiveFormat) throws {
+        let scratch = try TemporaryFolder("reproducible")
+        try writeSite(scratch.sub("a/v1"), DemoSite.files(version: 1))
+        try writeSite(scratch.sub("a/v2"), DemoSite.files(version: 2))
+        // The second copy differs in everything but content: times, modes, owner, creation order.
+        try shell("""
+            cp -r '\(scratch.sub("a"))' '\(scratch.sub("b"))'
+            find '\(scratch.sub("b"))' -exec touch -d '2001-02-03 04:05:06' {} +
+            chmod 600 '\(scratch.sub("b"))/v1/index.html'; chmod 700 '\(scratch.sub("b"))/v1/img'
+            chown -R 1234:1234 '\(scratch.sub("b"))' 2>/dev/null || true
+            """)
+        var outputs = [[String: [UInt8]]]()
+        for copy in ["a", "b"] {
+            let repo = scratch.sub("repo-\(copy)")
+            let publisher = Publisher(repository: URL(fileURLWithPath: repo))
+            _ = try publisher.publish(DemoSite.request(site: scratch.sub("\(copy)/v1"), version: 1, format: format))
+            let v2 = try publisher.publish(DemoSite.request(site: scratch.sub("\(copy)/v2"), version: 2, format: format))
+            #expect(v2.deltas.count == 1)
+            var files = [String: [UInt8]]()
+            for name in FileSystem.contents(of: repo + "/archives") { files[name] = try FileSystem.read(repo + "/archives/" + name) }
+            outputs.append(files)
+        }
+        #expect(outputs[0].keys.sorted() == ["app-1.0-2.0.delta.\(format.rawValue)", "app-1.0.\(format.rawValue)", "app-2.0.\(format.rawValue)"])
+        #expect(outputs[0] == outputs[1])
+
+        // What the entries carry, as bsdtar reads them: root owner, fixed modes, epoch mtime, sorted.
+        let listing = try shell("bsdtar -tvf '\(scratch.sub("repo-b"))/archives/app-1.0.\(format.rawValue)' | awk '{print $1, $3, $4, $6, $7, $8, $9}'")
+        let lines = listing.split(separator: "\n")
+        #expect(lines.contains("drwxr-xr-x 0 0 Jan 1 1970 img/"))
+        #expect(lines.contains("-rw-r--r-- 0 0 Jan 1 1970 index.html"))
+        let paths = lines.map { String($0.split(separator: " ").last!) }
+        #expect(paths == paths.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        if format != .zip {
+            let raw = try shell("bsdcat '\(scratch.sub("repo-b"))/archives/app-1.0.\(format.rawValue)' | strings")
+            #expect(!raw.contains("atime") && !raw.contains("ctime") && !raw.contains("root"))
+        }
+        if format == .tarGzip {
+            // gzip header bytes 4-7: MTIME, zero when absent.
+            let header = try FileSystem.read(scratch.sub("repo-b") + "/archives/app-1.0.tar.gz").prefix(8)
+            #expect(Array(header.suffix(4)) == [0, 0, 0, 0])
+        }
+    }
+
+    @Test func publishKeepsTheRestOfTheManifestAsItWas() throws {
+        let scratch = try TemporaryFolder("untouched")
+        let repo = scratch.sub("repo")
+        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        let original = """
+            {
+              "format": 1, "sequence": 41, "expires": "2099-01-01T00:00:00Z", "x-publisher": {"team": "web", "build": 7},
+              "packages": [
+                {"id": "docs", "version": "9", "routes": ["https://m.example.com/docs/"],
+                 "archive": {"url": "https://cdn.example.com/docs-9.tar.gz", "sha256": "\(String(repeating: "a", count: 64))", "size": 12, "x-mirror": "eu"},
+                 "tree": "\(String(repeating: "b", count: 64))", "x-owner": "docs-team", "rollout": 50, "fallback": "index.html"},
+                {"id": "app", "version": "0.9", "routes": ["https://m.example.com/app/"],
+                 "archive": {"url": "archives/app-0.9.tar.gz", "sha256": "\(String(repeating: "c", count: 64))", "size": 34},
+                 "tree": "\(String(repeating: "d", count: 64))"}
+              ]
+            }
+            """
+        try writeSite(repo, ["manifest.json": Array(original.utf8)])
+        let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(DemoSite.request(site: scratch.sub("site"), version: 1))
+        #expect(report.sequence == 42)
+
+        let before = try JSONSerialization.jsonObject(with: Data(original.utf8)) as! NSDictionary
+        let after = try JSONSerialization.jsonObject(with: Data(FileSystem.read(repo + "/manifest.json"))) as! NSDictionary
+        #expect(after["sequence"] as? Int == 42)
+        for key in ["format", "expires", "x-publisher"] { #expect(after[key] as? NSObject == before[key] as? NSObject, "\(key)") }
+        let packagesBefore = before["packages"] as! [NSDictionary]
+        let packagesAfter = after["packages"] as! [NSDictionary]
+        #expect(packagesAfter.count == 2)
+        #expect(packagesAfter[0] == packagesBefore[0])  // docs, unknown fields and all
+        #expect(packagesAfter[1]["version"] as? String == "1.0")  // app replaced in place
+        #expect(packagesAfter[1]["tree"] as? String == report.tree)
+        let manifest = try Manifest(parsing: FileSystem.read(repo + "/manifest.json"), source: "test")
+        #expect(manifest.packages.map(\.id) == ["docs", "app"])
+    }
+
+    @Test func republishingTheSameContentIsAllowedAndChangesOnlyTheEntry() throws {
+        let scratch = try TemporaryFolder("republish")
+        let repo = scratch.sub("repo")
+        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        let publisher = Publisher(repository: URL(fileURLWithPath: repo))
+        let first = try publisher.publish(DemoSite.request(site: scratch.sub("site"), version: 1))
+        var request = DemoSite.request(site: scratch.sub("site"), version: 1)
+        request.rollout = 10
+        let again = try publisher.publish(request)
+        #expect(again.republished && !first.republished)
+        #expect(again.sequence == 2 && again.archive == first.archive && again.deltas.isEmpty)
+        let manifest = try Manifest(parsing: FileSystem.read(repo + "/manifest.json"), source: "test")
+        #expect(manifest.packages.first?.rollout == 10)
+    }
+
+    @Test func deltaNotSmallerThanTheFullArchiveIsSkipped() throws {
+        let scratch = try TemporaryFolder("skip-delta")
+        let repo = scratch.sub("repo")
+        let publisher = Publisher(repository: URL(fileURLWithPath: repo))
+        try writeSite(scratch.sub("v1"), ["index.html": content("one", size: 5000)])
+        try writeSite(scratch.sub("v2"), ["index.html": content("two", size: 5000)])
+        _ = try publisher.publish(DemoSite.request(site: scratch.sub("v1"), version: 1))
+        let v2 = try publisher.publish(DemoSite.request(site: scratch.sub("v2"), version: 2))
+        #expect(v2.deltas.isEmpty)
+        #expect(v2.skippedDeltas.map(\.from) == ["1.0"])
+        #expect(!FileSystem.exists(repo + "/archives/app-1.0-2.0.delta.tar.zst"))
+    }
+
+    // MARK: Refusals
+
+    @Test func missingEntryFileIsRefused() throws {
+        let scratch = try TemporaryFolder("refuse-entry")
+        try writeSite(scratch.sub("site"), ["home.html": Array("x".utf8)])
+        let repo = scratch.sub("repo")
+        #expect {
+            try Publisher(repository: URL(fileURLWithPath: repo)).publish(DemoSite.request(site: scratch.sub("site"), version: 1))
+        } throws: { error in
+            "\(error)".contains("entry file index.html is not in the site")
+        }
+        #expect(!FileSystem.exists(repo + "/manifest.json"))
+    }
+
+    @Test func sameVersionWithOtherContentIsRefused() throws {
+        let scratch = try TemporaryFolder("refuse-version")
+        let repo = scratch.sub("repo")
+        try writeSite(scratch.sub("v1"), DemoSite.files(version: 1))
+        try writeSite(scratch.sub("v2"), DemoSite.files(version: 2))
+        let publisher = Publisher(repository: URL(fileURLWithPath: repo))
+        let first = try publisher.publish(DemoSite.request(site: scratch.sub("v1"), version: 1))
+        let archiveBefore = try FileSystem.read(repo + "/" + first.archive.url)
+        let manifestBefore = try FileSystem.read(repo + "/manifest.json")
+        #expect {
+            try publisher.publish(DemoSite.request(site: scratch.sub("v2"), version: 1))
+        } throws: { error in
+            "\(error)".contains("app 1.0 was already published with other content")
+        }
+        #expect(try FileSystem.read(repo + "/" + first.archive.url) == archiveBefore)
+        #expect(try FileSystem.read(repo + "/manifest.json") == manifestBefore)
+    }
+
+    @Test(arguments: [("symlink", "is a symbolic link"), ("fifo", "is not a regular file or folder")])
+    func siteWithSomethingOtherThanFilesAndFoldersIsRefused(kind: String, message: String) throws {
+        let scratch = try TemporaryFolder("refuse-link")
+        try writeSite(scratch.sub("site"), ["index.html": Array("x".utf8), "js/app.js": Array("y".utf8)])
+        let bad = scratch.sub("site") + "/js/bad"
+        try shell(kind == "symlink" ? "ln -s /etc/passwd '\(bad)'" : "mkfifo '\(bad)'")
+        #expect {
+            try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(DemoSite.request(site: scratch.sub("site"), version: 1))
+        } throws: { error in
+            "\(error)".contains("\(bad) \(message)")
+        }
+    }
+
+    @Test func routeOwnedByAnotherPackageIsRefused() throws {
+        let scratch = try TemporaryFolder("refuse-route")
+        let repo = scratch.sub("repo")
+        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        let publisher = Publisher(repository: URL(fileURLWithPath: repo))
+        _ = try publisher.publish(DemoSite.request(site: scratch.sub("site"), version: 1))
+        var other = DemoSite.request(site: scratch.sub("site"), version: 1)
+        other.id = "other"
+        other.routes = ["HTTPS://M.EXAMPLE.COM:443/app/"]  // the same prefix as devices compare it
+        #expect {
+            try publisher.publish(other)
+        } throws: { error in
+            "\(error)".contains("belongs to package \"app\"")
+        }
+    }
+
+    @Test(arguments: [("App", "1.0"), ("-app", "1.0"), ("app", "1.0 beta"), ("app", ""), ("app", String(repeating: "1", count: 65))])
+    func badIDOrVersionIsRefused(id: String, version: String) throws {
+        let scratch = try TemporaryFolder("refuse-id")
+        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        var request = DemoSite.request(site: scratch.sub("site"), version: 1)
+        request.id = id
+        request.version = version
+        #expect(throws: OfflinePkgError.self) {
+            try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(request)
+        }
+        #expect(!FileSystem.exists(scratch.sub("repo")))
+    }
+}
