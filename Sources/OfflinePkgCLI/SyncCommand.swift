@@ -13,6 +13,7 @@ enum SyncCommand {
             .init(name: "jitter", value: "S", help: "sleep a random 0..S seconds first (fleets on one timer)"),
             .init(name: "stall-timeout", value: "S", help: "abort a transfer with no byte for S seconds (default 30)"),
             .init(name: "wait", value: nil, help: "wait for another sync of the root instead of exiting 3"),
+            .init(name: "ca-bundle", value: "FILE", help: "trust these certificate authorities (PEM) for https"),
             .json, .quiet,
         ],
         summary: "fetch the manifest, download what changed, verify it, switch the active set atomically",
@@ -32,7 +33,7 @@ enum SyncCommand {
         let options = Updater.Options(
             trustedKeys: keys, minInterval: try arguments.seconds("min-interval") ?? 0,
             jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: arguments.value("shell-version"),
-            stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"),
+            stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"), caBundle: arguments.value("ca-bundle"),
             events: { reporter.handle($0) })
         if let jitter = try arguments.seconds("jitter"), jitter > 0 {
             try await Task.sleep(nanoseconds: UInt64(Double.random(in: 0...jitter) * 1_000_000_000))

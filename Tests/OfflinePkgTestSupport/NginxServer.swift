@@ -41,22 +41,33 @@ public final class NginxServer: Sendable {
     ///     the first second's worth through at once, so a body of `2 * limitRate` takes about 1 s.
     ///   - locations: raw config appended inside the `server` block (`location` blocks and the like).
     ///     The server has no `location /` of its own, so a test may add one.
-    public init(documentRoot: String, limitRate: Int? = nil, locations: String = "") throws {
+    ///   - tls: serve https with a fresh self-signed certificate for 127.0.0.1 (`certificatePath`).
+    public init(documentRoot: String, limitRate: Int? = nil, locations: String = "", tls: Bool = false) throws {
         guard let nginx = which("nginx") else { throw TestSupportError("nginx: not installed") }
         self.documentRoot = documentRoot
         prefix = try TemporaryDirectory(prefix: "offlinepkg-nginx")
+        var tlsConfig = ""
+        if tls {
+            try run("openssl", [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                "-keyout", prefix.path("tls.key"), "-out", prefix.path("tls.crt"),
+            ]).checked("openssl req")
+            tlsConfig = "ssl_certificate \"\(prefix.path("tls.crt"))\"; ssl_certificate_key \"\(prefix.path("tls.key"))\";"
+        }
         for attempt in 1...20 {
             let candidate = Int.random(in: 20000...60000)
             guard Self.portLooksFree(candidate) else { continue }
             try prefix.write(
                 Self.config(
-                    prefix: prefix.path, port: candidate, root: documentRoot, limitRate: limitRate, locations: locations
+                    prefix: prefix.path, port: candidate, root: documentRoot, limitRate: limitRate,
+                    locations: tlsConfig + "\n" + locations, ssl: tls
                 ),
                 to: "nginx.conf")
             let started = try Self.launch(nginx, prefix: prefix.path)
             if try Self.waitUntilServing(started, prefix: prefix.path, port: candidate) {
                 port = candidate
-                baseURL = URL(string: "http://127.0.0.1:\(candidate)/")!
+                baseURL = URL(string: "\(tls ? "https" : "http")://127.0.0.1:\(candidate)/")!
                 process = Mutex(started)
                 return
             }
@@ -135,7 +146,10 @@ public final class NginxServer: Sendable {
         "$request_method\\t$uri\\t$request_uri\\t$status\\t$body_bytes_sent\\t$bytes_sent\\t"
         + "$http_range\\t$http_if_range\\t$http_if_none_match\\t$http_if_modified_since"
 
-    private static func config(prefix: String, port: Int, root: String, limitRate: Int?, locations: String) -> String {
+    /// The self-signed certificate of a `tls` server, to trust in the client under test.
+    public var certificatePath: String { prefix.path("tls.crt") }
+
+    private static func config(prefix: String, port: Int, root: String, limitRate: Int?, locations: String, ssl: Bool) -> String {
         // A root master hands requests to workers running as `nobody`, who cannot enter the 0700
         // folders mkdtemp makes. Tests own their files, so the workers stay root. A non-root master
         // cannot switch users and would only warn about the directive, so it is left out.
@@ -163,7 +177,7 @@ public final class NginxServer: Sendable {
                 etag on;
                 keepalive_timeout 5s;
                 server {
-                    listen 127.0.0.1:\(port);
+                    listen 127.0.0.1:\(port)\(ssl ? " ssl" : "");
                     server_name localhost;
                     root "\(root)";
                     \(limitRate.map { "limit_rate \($0);" } ?? "")

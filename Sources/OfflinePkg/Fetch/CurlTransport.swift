@@ -73,6 +73,7 @@ private final class CurlTransfer: @unchecked Sendable {
         let scheme = request.url.scheme?.lowercased() ?? ""
         ccurl_setopt_string(curl, CURLOPT_PROTOCOLS_STR, scheme == "file" ? "file" : "http,https")
         ccurl_setopt_string(curl, CURLOPT_REDIR_PROTOCOLS_STR, scheme == "https" ? "https" : "http,https")
+        if let caBundle = request.caBundle { ccurl_setopt_string(curl, CURLOPT_CAINFO, caBundle) }
         ccurl_setopt_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
         ccurl_setopt_string(curl, CURLOPT_USERAGENT, "offlinepkg/\(OfflinePkgVersion.current)")
         ccurl_setopt_string(curl, CURLOPT_ACCEPT_ENCODING, "identity")

@@ -10,8 +10,10 @@ package struct Downloader: Sendable {
     package var layout: CacheLayout
     package var retry: RetryPolicy
     package var stallTimeout: TimeInterval
+    package var caBundle: String?
 
-    package init(transport: any Transport, layout: CacheLayout, retry: RetryPolicy, stallTimeout: TimeInterval) {
+    package init(transport: any Transport, layout: CacheLayout, retry: RetryPolicy, stallTimeout: TimeInterval, caBundle: String? = nil) {
+        self.caBundle = caBundle
         self.transport = transport
         self.layout = layout
         self.retry = retry
@@ -58,7 +60,7 @@ package struct Downloader: Sendable {
         }
         let sink = try DownloadSink(path: part, resumeFrom: resume?.offset ?? 0, limit: file.size, name: name)
         defer { sink.close() }
-        let request = TransferRequest(url: url, headers: headers, stallTimeout: stallTimeout)
+        let request = TransferRequest(url: url, headers: headers, stallTimeout: stallTimeout, caBundle: caBundle)
         let urlText = url.absoluteString
         _ = try await transport.get(request) { head in
             if head.status == 416 {

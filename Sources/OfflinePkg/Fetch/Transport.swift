@@ -16,12 +16,18 @@ package struct TransferRequest: Sendable {
     /// Abort when no byte arrives for this long.
     package var stallTimeout: TimeInterval
     package var connectTimeout: TimeInterval
+    /// A PEM file of certificate authorities to trust instead of the system's (a fleet's private CA).
+    package var caBundle: String?
 
-    package init(url: URL, headers: [(String, String)] = [], stallTimeout: TimeInterval = 30, connectTimeout: TimeInterval = 15) {
+    package init(
+        url: URL, headers: [(String, String)] = [], stallTimeout: TimeInterval = 30, connectTimeout: TimeInterval = 15,
+        caBundle: String? = nil
+    ) {
         self.url = url
         self.headers = headers
         self.stallTimeout = stallTimeout
         self.connectTimeout = connectTimeout
+        self.caBundle = caBundle
     }
 }
 

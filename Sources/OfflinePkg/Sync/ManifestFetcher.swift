@@ -6,6 +6,7 @@ package struct ManifestFetcher: Sendable {
     package var transport: any Transport
     package var retry: RetryPolicy
     package var stallTimeout: TimeInterval
+    package var caBundle: String? = nil
 
     /// A manifest response: new bytes, or "not modified" with the stored copy standing.
     package enum Response: Sendable {
@@ -40,7 +41,7 @@ package struct ManifestFetcher: Sendable {
         return try await retry.run { _ in
             let body = Mutex<[UInt8]>([])
             do {
-                let head = try await transport.get(TransferRequest(url: url, headers: headers, stallTimeout: stallTimeout)) { head in
+                let head = try await transport.get(TransferRequest(url: url, headers: headers, stallTimeout: stallTimeout, caBundle: caBundle)) { head in
                     if !head.isSuccess && head.status != 304 { throw RetryableFailure.status(head, url: urlText) }
                 } onBody: { buffer in
                     try body.withLock { bytes in

@@ -32,7 +32,7 @@ package struct SyncEngine: Sendable {
         }
 
         // Check.
-        let fetcher = ManifestFetcher(transport: transport, retry: options.retry, stallTimeout: options.stallTimeout)
+        let fetcher = ManifestFetcher(transport: transport, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle)
         options.events?(.checking(manifestURL: manifestURL.absoluteString))
         var requests = 1
         let response = try await fetcher.fetchManifest(
@@ -172,7 +172,7 @@ package struct SyncEngine: Sendable {
     private func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstallResults {
         let installer = PackageInstaller(
             layout: layout,
-            downloader: Downloader(transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout),
+            downloader: Downloader(transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle),
             limits: limits, events: options.events)
         let manifestURL = self.manifestURL
         var results = InstallResults()

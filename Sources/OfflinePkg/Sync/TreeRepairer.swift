@@ -19,7 +19,7 @@ extension PackageStore {
         let manifest = try Manifest(parsing: FileSystem.read(layout.storedManifest, limit: Manifest.maximumSize), source: source)
         let installer = PackageInstaller(
             layout: layout,
-            downloader: Downloader(transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout),
+            downloader: Downloader(transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle),
             limits: self.options.unpackLimits, events: options.events)
         var repaired = [String]()
         for package in try ActiveRecord.load(layout).current.packages where ids.contains(package.id) {

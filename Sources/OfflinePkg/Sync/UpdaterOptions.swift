@@ -17,6 +17,8 @@ extension Updater {
         public var shellVersion: String?
         /// Abort a transfer that receives no byte for this long.
         public var stallTimeout: TimeInterval
+        /// A PEM file of certificate authorities to trust for https instead of the system's.
+        public var caBundle: String?
         public var retry: RetryPolicy
         /// Wait for another sync of the same root instead of failing with `.locked`.
         public var waitForLock: Bool
@@ -26,7 +28,7 @@ extension Updater {
         public init(
             trustedKeys: [TrustedKey] = [], minInterval: TimeInterval = 0, jitter: TimeInterval = 0, jobs: Int = 4,
             shellVersion: String? = nil, stallTimeout: TimeInterval = 30, retry: RetryPolicy = .init(),
-            waitForLock: Bool = false, events: SyncEventHandler? = nil
+            waitForLock: Bool = false, caBundle: String? = nil, events: SyncEventHandler? = nil
         ) {
             self.trustedKeys = trustedKeys
             self.minInterval = minInterval
@@ -34,6 +36,7 @@ extension Updater {
             self.jobs = jobs
             self.shellVersion = shellVersion
             self.stallTimeout = stallTimeout
+            self.caBundle = caBundle
             self.retry = retry
             self.waitForLock = waitForLock
             self.events = events
