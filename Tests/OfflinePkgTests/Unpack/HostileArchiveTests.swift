@@ -67,16 +67,21 @@ struct HostileArchiveTests {
         return base
     }
 
+    /// bsdtar's flags to create an archive of `format`; `-P` keeps absolute paths.
+    static func createFlags(_ format: String, keepAbsolutePaths: Bool) -> [String] {
+        let create = keepAbsolutePaths ? "-cPf" : "-cf"
+        return switch format {
+        case "tar": [create]
+        case "tar.gz": ["-z", create]
+        case "tar.zst": ["--zstd", create]
+        default: ["--format", "zip", create]
+        }
+    }
+
     /// Re-archives the base tar into `format` (with -P, so absolute paths survive).
     static func archive(_ base: String, format: String, in dir: TemporaryDirectory) throws -> String {
         let out = dir.path("hostile.\(format)")
-        let flags: [String] = switch format {
-        case "tar": ["-cPf"]
-        case "tar.gz": ["-czPf"]
-        case "tar.zst": ["--zstd", "-cPf"]
-        default: ["--format", "zip", "-cPf"]
-        }
-        try run("bsdtar", flags + [out, "@" + base]).checked()
+        try run("bsdtar", createFlags(format, keepAbsolutePaths: true) + [out, "@" + base]).checked()
         return out
     }
 
@@ -129,13 +134,7 @@ struct HostileArchiveTests {
         let dir = try TemporaryDirectory()
         try writeSite([SiteFile("index.html", "<h1>hi</h1>"), SiteFile("js/app.js", "1"), SiteFile("a b/ü.txt", "x")], to: dir.path("site"))
         let archive = dir.path("clean.\(format)")
-        let flags: [String] = switch format {
-        case "tar": ["-cf"]
-        case "tar.gz": ["-czf"]
-        case "tar.zst": ["--zstd", "-cf"]
-        default: ["--format", "zip", "-cf"]
-        }
-        try run("bsdtar", flags + [archive, "-C", dir.path("site"), "."]).checked()
+        try run("bsdtar", Self.createFlags(format, keepAbsolutePaths: false) + [archive, "-C", dir.path("site"), "."]).checked()
         let staging = try dir.makeDirectory("staging")
         let tree = try ArchiveUnpacker(limits: .init(), archiveName: "clean").unpack(archivePath: archive, into: staging)
         #expect(Set(tree.files.keys) == ["index.html", "js/app.js", "a b/ü.txt"])
