@@ -1,1 +1,0 @@
-// Test support: temp roots, fixture servers.
