@@ -65,8 +65,15 @@ public final class PackageStore: Sendable {
 
     /// The file for an absolute http(s) URL string, or nil.
     public func resolve(_ url: String) -> Resource? {
-        guard let parsed = LookupURL(url) else { return nil }
-        return current.resolve(parsed)
+        // Resolving under the lock borrows the snapshot instead of retaining and releasing it: two
+        // atomic operations fewer per call, a fifth of the budget. The lock is held for ~100 ns and a
+        // switch holds it only to swap one reference, so neither side waits in practice.
+        snapshot.withLock { $0.resolve(url) }
+    }
+
+    /// The file for an absolute http(s) URL given as UTF-8 bytes (the loopback server's request line).
+    package func resolve(utf8 url: UnsafeBufferPointer<UInt8>) -> Resource? {
+        snapshot.withLock { $0.resolve(utf8: url) }
     }
 
     /// The active set this reader is answering from.
