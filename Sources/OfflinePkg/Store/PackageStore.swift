@@ -15,11 +15,18 @@ public final class PackageStore: Sendable {
         public var activation: Activation
         /// Limits applied when a sync through this store unpacks archives.
         public var unpackLimits: UnpackLimits
+        /// Bytes of small files `data(for:)` keeps in memory (0: none). Files larger than an eighth of
+        /// it are read each time.
+        public var memoryCacheCapacity: Int
 
-        public init(watchInterval: TimeInterval = 0.5, activation: Activation = .immediately, unpackLimits: UnpackLimits = .init()) {
+        public init(
+            watchInterval: TimeInterval = 0.5, activation: Activation = .immediately, unpackLimits: UnpackLimits = .init(),
+            memoryCacheCapacity: Int = 4 << 20
+        ) {
             self.watchInterval = watchInterval
             self.activation = activation
             self.unpackLimits = unpackLimits
+            self.memoryCacheCapacity = memoryCacheCapacity
         }
     }
 
@@ -36,6 +43,7 @@ public final class PackageStore: Sendable {
     private let snapshot: Mutex<LookupIndex>
     private let lease: ReaderLease
     private let watcher: ActiveSetWatcher
+    package let cache: ResourceCache
 
     /// Opens (and creates, if need be) the cache root at `root`.
     public convenience init(root: URL, options: Options = .init()) throws {
@@ -53,6 +61,7 @@ public final class PackageStore: Sendable {
         lease = try ReaderLease(layout: layout)
         lease.hold(index.trees)
         watcher = ActiveSetWatcher(path: layout.activeSet)
+        cache = ResourceCache(capacity: options.memoryCacheCapacity)
         if options.activation == .immediately && options.watchInterval > 0 {
             watcher.start(interval: options.watchInterval) { [weak self] in self?.reloadIgnoringErrors() }
         }
@@ -75,6 +84,16 @@ public final class PackageStore: Sendable {
     package func resolve(utf8 url: UnsafeBufferPointer<UInt8>) -> Resource? {
         snapshot.withLock { $0.resolve(utf8: url) }
     }
+
+    /// The file for `url` and its bytes, or nil when nothing answers `url`: for a host that feeds a web
+    /// view's scheme handler from memory. Small files come from a bounded LRU cache
+    /// (`Options.memoryCacheCapacity`); throws when the file cannot be read or no longer has its size.
+    public func data(for url: String) throws -> (Resource, Data)? {
+        guard let resource = resolve(url) else { return nil }
+        return (resource, try cache.data(for: resource))
+    }
+
+    public func data(for url: URL) throws -> (Resource, Data)? { try data(for: url.absoluteString) }
 
     /// The active set this reader is answering from.
     public var activeSet: ActiveSet { current.set }
