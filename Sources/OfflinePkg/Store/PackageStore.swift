@@ -124,35 +124,40 @@ public final class PackageStore: Sendable {
 }
 
 /// Polls `active.json` for a change of identity (inode, size, mtime). Polling, not inotify, because it
-/// is one `stat` per interval, works on every file system, and keeps the reader free of extra threads.
-private final class ActiveSetWatcher: @unchecked Sendable {
-    // The timer is created and cancelled under `lock`; DispatchSource itself is thread-safe.
+/// is one `stat` per interval and works on every file system.
+///
+/// On its own thread rather than a Dispatch timer: a host that keeps the global queues busy (or a
+/// test running `concurrentPerform`) starved a utility-QoS timer for tens of seconds, and SPEC §8 wants
+/// a switch picked up within a second. The thread sleeps between checks and ends within one interval
+/// of `stop()`.
+private final class ActiveSetWatcher: Sendable {
     private let path: String
-    private let lock = NSLock()
-    private var timer: DispatchSourceTimer?
-    private var lastIdentity: [Int] = []
+    private let stopped = Atomic<Bool>(false)
 
     init(path: String) { self.path = path }
 
     func start(interval: TimeInterval, onChange: @escaping @Sendable () -> Void) {
-        lastIdentity = identity()
-        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(50))
-        timer.setEventHandler { [weak self] in
-            guard let self else { return }
-            let now = self.identity()
-            if now != self.lastIdentity {
-                self.lastIdentity = now
-                onChange()
+        let path = path
+        // The thread holds the watcher (an Atomic cannot be captured alone); stop() ends it.
+        let thread = Thread { [self] in
+            var last = Self.identity(path)
+            while true {
+                Thread.sleep(forTimeInterval: interval)
+                if stopped.load(ordering: .acquiring) { return }
+                let now = Self.identity(path)
+                if now != last {
+                    last = now
+                    onChange()
+                }
             }
         }
-        lock.withLock { self.timer = timer }
-        timer.resume()
+        thread.name = "offlinepkg.active-set-watcher"
+        thread.start()
     }
 
-    func stop() { lock.withLock { timer?.cancel(); timer = nil } }
+    func stop() { stopped.store(true, ordering: .releasing) }
 
-    private func identity() -> [Int] {
+    private static func identity(_ path: String) -> [Int] {
         var info = stat()
         guard lstat(path, &info) == 0 else { return [] }
         return [Int(info.st_ino), Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec)]
