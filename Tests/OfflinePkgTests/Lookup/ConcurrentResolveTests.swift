@@ -38,8 +38,13 @@ import Testing
         let stop = Atomic<Bool>(false)
         let failures = Mutex<[String]>([])
         let counts = Mutex<[String: Int]>([:])
-        let readers = Task.detached {
-            DispatchQueue.concurrentPerform(iterations: 4) { worker in
+        // Plain threads, not the cooperative pool: blocking two of its (two) threads for the whole
+        // test stalled every other async test in the run.
+        let finished = DispatchGroup()
+        for worker in 0..<4 {
+            finished.enter()
+            Thread {
+                defer { finished.leave() }
                 var seen = [String: Int]()
                 var round = 0
                 while !stop.load(ordering: .relaxed) || round < 2_000 {
@@ -60,14 +65,14 @@ import Testing
                     }
                 }
                 counts.withLock { total in for (version, count) in seen { total[version, default: 0] += count } }
-            }
+            }.start()
         }
         for sequence in 2...13 {
             try await activate(sequence)
             try await Task.sleep(nanoseconds: 60_000_000)
         }
         stop.store(true, ordering: .relaxed)
-        await readers.value
+        await withCheckedContinuation { continuation in finished.notify(queue: .global()) { continuation.resume() } }
 
         let problems = failures.withLock { $0 }
         #expect(problems.isEmpty, "\(problems.count) bad answers, first: \(problems.prefix(5))")
