@@ -20,10 +20,13 @@ let package = Package(
         .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),
         .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgServer"]),
         .executableTarget(name: "offlinepkg", dependencies: ["OfflinePkgCLI"]),
+        // `swift build -c release --product OfflinePkgBenchmarks`: resolve ns/op on a ~4,000-file set.
+        .executableTarget(name: "OfflinePkgBenchmarks", dependencies: ["OfflinePkg", "OfflinePkgTestSupport"]),
 
         .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg"], path: "Tests/OfflinePkgTestSupport"),
         .testTarget(name: "OfflinePkgTests", dependencies: ["OfflinePkg", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgCLITests", dependencies: ["OfflinePkgCLI", "OfflinePkgTestSupport"]),
+        .testTarget(name: "OfflinePkgServerTests", dependencies: ["OfflinePkgServer", "OfflinePkg", "OfflinePkgTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

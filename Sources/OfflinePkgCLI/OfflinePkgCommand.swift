@@ -15,7 +15,7 @@ public enum OfflinePkgCommand {
 
     static let commands: [CommandSpec] = [
         SyncCommand.spec, StatusCommand.spec, LookupCommand.spec, VerifyCommand.spec, GCCommand.spec,
-        RollbackCommand.spec, PublishCommand.spec, KeygenCommand.spec,
+        RollbackCommand.spec, ServeCommand.spec, PublishCommand.spec, KeygenCommand.spec,
     ]
 
     /// Runs the command line `arguments` (without the program name) and returns the exit status.

@@ -4,59 +4,64 @@ package final class LookupIndex: Sendable {
     package let set: ActiveSet
     /// Every tree this index answers from: a reader's lease keeps them from garbage collection.
     package let trees: [String]
-    private let exact: [String: Resource]
-    private let routes: [String: Resource?]
+    private let resources: [Resource]
+    /// Key → index in `resources`.
+    private let exact: ByteKeyTable
+    /// Route key → index of the route's fallback in `resources`, or -1 for a route without one.
+    private let routes: ByteKeyTable
 
-    package static let empty = LookupIndex(set: .empty, trees: [], exact: [:], routes: [:])
+    package static let empty = LookupIndex(set: .empty, trees: [], resources: [], exact: [], routes: [])
 
-    private init(set: ActiveSet, trees: [String], exact: [String: Resource], routes: [String: Resource?]) {
+    private init(set: ActiveSet, trees: [String], resources: [Resource], exact: [([UInt8], Int32)], routes: [([UInt8], Int32)]) {
         self.set = set
         self.trees = trees
-        self.exact = exact
-        self.routes = routes
+        self.resources = resources
+        self.exact = ByteKeyTable(exact.lazy.map { (key: $0.0, value: $0.1) })
+        self.routes = ByteKeyTable(routes.lazy.map { (key: $0.0, value: $0.1) })
     }
 
     /// Builds the table from the `.index` files of the set's trees.
     package convenience init(set: ActiveSet, layout: CacheLayout) throws {
-        var candidates = [(key: String, route: String, resource: Resource)]()
-        var routes = [String: Resource?]()
+        var resources = [Resource]()
+        var candidates = [(key: String, route: String, resource: Int32)]()
+        var routes = [String: Int32]()
         var trees = [String]()
         for package in set.packages {
             let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
             let indexPath = layout.treeIndex(id: package.id, version: package.version, treeHash: package.tree)
             let files = try TreeIndexFile.decode(FileSystem.read(indexPath, limit: 1 << 30), path: indexPath)
             trees.append(tree)
-            var resources = [String: Resource]()
+            var numbers = [String: Int32]()
             for (path, file) in files {
-                resources[path] = Resource(
+                numbers[path] = Int32(resources.count)
+                resources.append(Resource(
                     path: tree + "/" + path, size: file.size, sha256: file.sha256, packageID: package.id,
-                    version: package.version)
+                    version: package.version))
             }
             let entrySuffix = "/" + package.entry
             for route in package.routes {
                 guard let routeKey = RouteKey.normalized(route) else { continue }
-                routes[routeKey] = package.fallback.flatMap { resources[$0] }
-                for (path, resource) in resources {
-                    candidates.append((routeKey + path, routeKey, resource))
+                routes[routeKey] = package.fallback.flatMap { numbers[$0] } ?? -1
+                for (path, number) in numbers {
+                    candidates.append((routeKey + path, routeKey, number))
                     // A folder URL ("…/docs/") answers with the folder's entry file.
                     if path == package.entry {
-                        candidates.append((routeKey, routeKey, resource))
+                        candidates.append((routeKey, routeKey, number))
                     } else if path.hasSuffix(entrySuffix) {
-                        candidates.append((routeKey + path.dropLast(package.entry.count), routeKey, resource))
+                        candidates.append((routeKey + path.dropLast(package.entry.count), routeKey, number))
                     }
                 }
             }
         }
         // The longest route owns its whole prefix: a file of an outer package never answers for a URL
         // inside a nested route, even when the nested package lacks that file.
-        var exact = [String: Resource]()
-        for candidate in candidates where Self.longestRoute(in: candidate.key, routes: routes) == candidate.route {
-            exact[candidate.key] = candidate.resource
-        }
-        self.init(set: set, trees: trees, exact: exact, routes: routes)
+        let exact = candidates.filter { Self.longestRoute(in: $0.key, routes: routes) == $0.route }
+        self.init(
+            set: set, trees: trees, resources: resources, exact: exact.map { (Array($0.key.utf8), $0.resource) },
+            routes: routes.map { (Array($0.key.utf8), $0.value) })
     }
 
-    private static func longestRoute(in key: String, routes: [String: Resource?]) -> String? {
+    private static func longestRoute(in key: String, routes: [String: Int32]) -> String? {
         var end = key.endIndex
         while let slash = key[..<end].lastIndex(of: "/") {
             let prefix = String(key[...slash])
@@ -66,18 +71,43 @@ package final class LookupIndex: Sendable {
         return nil
     }
 
+    /// SPEC §7 resolution of an absolute http(s) URL.
+    package func resolve(_ url: String) -> Resource? {
+        // Borrow the string's bytes where they lie; a copy is made only for a bridged or foreign string.
+        // (Written without closures over `self` so that resolving costs no extra reference counts.)
+        switch url.utf8.withContiguousStorageIfAvailable({ resolve(utf8: $0) }) {
+        case .some(let answer): return answer
+        case .none:
+            var copy = url
+            return copy.withUTF8 { resolve(utf8: $0) }
+        }
+    }
+
+    package func resolve(utf8 url: UnsafeBufferPointer<UInt8>) -> Resource? {
+        // `self` outlives this non-escaping closure (the caller holds it); capturing it unowned(unsafe)
+        // spares a retain/release pair that the optimiser otherwise emits around it.
+        LookupURL.withKey(utf8: url) { [unowned(unsafe) self] in self.resolve($0) }
+    }
+
     /// SPEC §7 resolution over a normalised key.
-    package func resolve(_ url: LookupURL) -> Resource? {
-        if let hit = exact[url.key] { return hit }
-        // Miss: find the longest route that prefixes the key; a navigation miss gets its fallback.
-        let key = url.key
-        let path = url.path
-        let lastSegment = path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...]
-        guard !lastSegment.contains(".") else { return nil }
-        var end = key.endIndex
-        while let slash = key[url.pathStart..<end].lastIndex(of: "/") {
-            if let fallback = routes[String(key[...slash])] { return fallback }
-            end = slash
+    @inline(__always)
+    package func resolve(_ key: LookupURL.Key) -> Resource? {
+        let bytes = key.bytes
+        if let hit = exact.value(for: UnsafeRawBufferPointer(bytes)) { return resources[Int(hit)] }
+        // Miss: only a navigation (last segment without a ".") gets a fallback, from the longest route
+        // that prefixes the key — a nested route without a fallback answers nothing.
+        var slash = bytes.count - 1
+        while slash > key.pathStart && bytes[slash] != UInt8(ascii: "/") {
+            if bytes[slash] == UInt8(ascii: ".") { return nil }
+            slash -= 1
+        }
+        while slash >= key.pathStart {
+            if bytes[slash] == UInt8(ascii: "/"),
+                let fallback = routes.value(for: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[...slash])))
+            {
+                return fallback >= 0 ? resources[Int(fallback)] : nil
+            }
+            slash -= 1
         }
         return nil
     }

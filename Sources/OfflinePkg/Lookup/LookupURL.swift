@@ -1,134 +1,197 @@
 /// An absolute http(s) URL reduced to what lookups compare (SPEC §7): lowercase host, default port
-/// dropped, scheme folded (`http` and `https` alike), query and fragment gone, path percent-decoded with
-/// its dot-segments removed. The result is one string, `key` = `host[:port]/path`.
-package struct LookupURL: Sendable {
-    package let key: String
-    /// Where the path starts in `key`.
-    package let pathStart: String.Index
-
-    package var path: Substring { key[pathStart...] }
-
-    package init?(_ text: String) {
-        var text = text
-        guard let key = text.withUTF8({ LookupURL.makeKey($0) }) else { return nil }
-        self.key = key
-        self.pathStart = key.firstIndex(of: "/")!
+/// dropped, scheme folded (`http` and `https` alike), userinfo, query and fragment gone, path
+/// percent-decoded with its dot-segments removed. The key is `host[:port]/path`, as bytes.
+///
+/// Resolving is the hot path of a web view (every asset of every page), so the key is written into a
+/// caller-provided buffer in one pass: no `String`, no array, no allocation per call.
+package enum LookupURL {
+    /// A normalised key, valid only inside the closure that received it.
+    package struct Key {
+        package let bytes: UnsafeBufferPointer<UInt8>
+        /// Where the path (its leading `/`) starts in `bytes`.
+        package let pathStart: Int
     }
 
-    private static func lower(_ byte: UInt8) -> UInt8 {
-        (0x41...0x5a).contains(byte) ? byte | 0x20 : byte
+    /// The key of `url` as a string (route prefixes, tests), or nil when it is not an absolute http(s) URL.
+    package static func key(_ url: String) -> String? {
+        withKey(url) { String(decoding: $0.bytes, as: UTF8.self) }
     }
 
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
+    /// Normalises `url` into a temporary buffer and hands its key to `body`; nil when `url` is not an
+    /// absolute http(s) URL or its path is refused (an encoded `/` or NUL, a malformed escape).
+    @inline(__always)
+    package static func withKey<Result>(_ url: String, _ body: (Key) -> Result?) -> Result? {
+        var url = url
+        // Native strings are contiguous UTF-8 already: withUTF8 does not copy them.
+        return url.withUTF8 { withKey(utf8: $0, body) }
+    }
+
+    @inline(__always)
+    package static func withKey<Result>(utf8 input: UnsafeBufferPointer<UInt8>, _ body: (Key) -> Result?) -> Result? {
+        // The key is never longer than the input (the dropped "http://" pays for the one "/" that may
+        // be added); the buffer lives on the stack for any URL a web view sends.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: input.count + 1) { buffer in
+            guard let (count, pathStart) = normalize(input, into: buffer.baseAddress!) else { return nil }
+            return body(Key(bytes: UnsafeBufferPointer(start: buffer.baseAddress, count: count), pathStart: pathStart))
+        }
+    }
+
+    private static let slash = UInt8(ascii: "/")
+    private static let dot = UInt8(ascii: ".")
+
+    @inline(__always) private static func lower(_ byte: UInt8) -> UInt8 {
+        byte &- 0x41 < 26 ? byte | 0x20 : byte
+    }
+
+    /// 0...15 for a hex digit, 0xff otherwise.
+    @inline(__always) private static func hexValue(_ byte: UInt8) -> UInt8 {
         switch byte {
-        case 0x30...0x39: byte - 0x30
-        case 0x41...0x46: byte - 0x41 + 10
-        case 0x61...0x66: byte - 0x61 + 10
-        default: nil
+        case 0x30...0x39: byte &- 0x30
+        case 0x41...0x46: byte &- 0x41 &+ 10
+        case 0x61...0x66: byte &- 0x61 &+ 10
+        default: 0xff
         }
     }
 
-    private static func makeKey(_ input: UnsafeBufferPointer<UInt8>) -> String? {
-        // Scheme.
-        var index = 0
-        while index < input.count && input[index] != UInt8(ascii: ":") { index += 1 }
-        let defaultPort: [UInt8]
-        switch index {
-        case 4 where lower(input[0]) == 0x68 && lower(input[1]) == 0x74 && lower(input[2]) == 0x74 && lower(input[3]) == 0x70:
-            defaultPort = Array("80".utf8)
-        case 5 where lower(input[0]) == 0x68 && lower(input[1]) == 0x74 && lower(input[2]) == 0x74 && lower(input[3]) == 0x70
-            && lower(input[4]) == 0x73:
-            defaultPort = Array("443".utf8)
-        default: return nil
-        }
-        guard index + 2 < input.count, input[index + 1] == UInt8(ascii: "/"), input[index + 2] == UInt8(ascii: "/")
+    /// Whether `byte` is one of `bits` (a mask over 0x20...0x5f). A shift and a test instead of a
+    /// `switch`, which compiles to an indirect jump per byte: the loops below run once per URL byte.
+    @inline(__always) private static func isOne(of bits: UInt64, _ byte: UInt8) -> Bool {
+        let offset = byte &- 0x20
+        return offset < 64 && (bits >> UInt64(offset)) & 1 != 0
+    }
+
+    // Bit n stands for byte 0x20 + n. Computed properties of literals fold to constants (a stored
+    // `static let` would cost a lazy-initialisation check inside the loops).
+    /// "#" (0x23), "/" (0x2f) and "?" (0x3f) end the authority and a path segment.
+    private static var delimiters: UInt64 { 1 << 0x03 | 1 << 0x0f | 1 << 0x1f }
+    /// Also "%" (0x25), which starts an escape in the path.
+    private static var pathSpecials: UInt64 { delimiters | 1 << 0x05 }
+    /// Also "@" (0x40), which ends userinfo in the authority.
+    private static var authoritySpecials: UInt64 { delimiters | 1 << 0x20 }
+
+    /// Writes the key of `input` to `output` (room for `input.count + 1` bytes); returns its length and
+    /// where its path starts.
+    private static func normalize(_ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>) -> (Int, Int)? {
+        let count = input.count
+        guard count >= 8, let text = input.baseAddress else { return nil }
+
+        // Scheme: http or https, any case. Both map to the same key; only the default port differs.
+        guard lower(text[0]) == UInt8(ascii: "h"), lower(text[1]) == UInt8(ascii: "t"),
+            lower(text[2]) == UInt8(ascii: "t"), lower(text[3]) == UInt8(ascii: "p")
         else { return nil }
-        index += 3
+        let isHTTPS = lower(text[4]) == UInt8(ascii: "s")
+        var position = isHTTPS ? 5 : 4
+        guard position + 3 <= count, text[position] == UInt8(ascii: ":"), text[position + 1] == slash,
+            text[position + 2] == slash
+        else { return nil }
+        position += 3
 
-        // Authority: [userinfo@]host[:port]
-        var authorityEnd = index
-        while authorityEnd < input.count, !isPathDelimiter(input[authorityEnd]) { authorityEnd += 1 }
-        var hostStart = index
-        for position in index..<authorityEnd where input[position] == UInt8(ascii: "@") { hostStart = position + 1 }
-        var hostEnd = authorityEnd
-        var portStart: Int?
-        if hostStart < authorityEnd && input[hostStart] == UInt8(ascii: "[") {
-            guard let close = (hostStart..<authorityEnd).first(where: { input[$0] == UInt8(ascii: "]") }) else { return nil }
-            hostEnd = close + 1
-            if hostEnd < authorityEnd {
-                guard input[hostEnd] == UInt8(ascii: ":") else { return nil }
-                portStart = hostEnd + 1
+        // Authority: [userinfo@]host[:port]. The last "@" ends the userinfo, as in a browser.
+        var authorityEnd = position
+        var hostStart = position
+        while authorityEnd < count {
+            let byte = text[authorityEnd]
+            if isOne(of: authoritySpecials, byte) {
+                if byte != UInt8(ascii: "@") { break }
+                hostStart = authorityEnd &+ 1
             }
-        } else if let colon = (hostStart..<authorityEnd).first(where: { input[$0] == UInt8(ascii: ":") }) {
-            hostEnd = colon
-            portStart = colon + 1
+            authorityEnd &+= 1
         }
-        guard hostEnd > hostStart else { return nil }
-
-        var key = [UInt8]()
-        key.reserveCapacity(input.count)
-        for position in hostStart..<hostEnd { key.append(lower(input[position])) }
-        if let portStart, portStart < authorityEnd {
-            var port = Array(input[portStart..<authorityEnd])
-            guard port.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
-            while port.count > 1 && port.first == UInt8(ascii: "0") { port.removeFirst() }
-            if port != defaultPort {
-                key.append(UInt8(ascii: ":"))
-                key.append(contentsOf: port)
+        var written = 0
+        var portStart = -1
+        var cursor = hostStart
+        if cursor < authorityEnd && text[cursor] == UInt8(ascii: "[") {
+            // An IPv6 literal keeps its brackets; its colons are not a port.
+            while cursor < authorityEnd && text[cursor] != UInt8(ascii: "]") {
+                output[written] = lower(text[cursor])
+                written += 1
+                cursor += 1
+            }
+            guard cursor < authorityEnd else { return nil }
+            output[written] = UInt8(ascii: "]")
+            written += 1
+            cursor += 1
+            if cursor < authorityEnd {
+                guard text[cursor] == UInt8(ascii: ":") else { return nil }
+                portStart = cursor + 1
+            }
+        } else {
+            while cursor < authorityEnd && text[cursor] != UInt8(ascii: ":") {
+                output[written] = lower(text[cursor])
+                written += 1
+                cursor += 1
+            }
+            if cursor < authorityEnd { portStart = cursor + 1 }
+        }
+        guard written > 0 else { return nil }
+        if portStart >= 0 && portStart < authorityEnd {
+            for index in portStart..<authorityEnd where text[index] &- 0x30 > 9 { return nil }
+            var digits = portStart
+            while digits < authorityEnd - 1 && text[digits] == UInt8(ascii: "0") { digits += 1 }
+            let length = authorityEnd - digits
+            let isDefault =
+                isHTTPS
+                ? length == 3 && text[digits] == 0x34 && text[digits + 1] == 0x34 && text[digits + 2] == 0x33
+                : length == 2 && text[digits] == 0x38 && text[digits + 1] == 0x30
+            if !isDefault {
+                output[written] = UInt8(ascii: ":")
+                written += 1
+                for index in digits..<authorityEnd {
+                    output[written] = text[index]
+                    written += 1
+                }
             }
         }
 
-        // Path: up to the query or fragment, percent-decoded, then dot-segments removed.
-        var pathEnd = authorityEnd
-        while pathEnd < input.count, input[pathEnd] != UInt8(ascii: "?"), input[pathEnd] != UInt8(ascii: "#") { pathEnd += 1 }
-        var decoded = [UInt8]()
-        decoded.reserveCapacity(pathEnd - authorityEnd + 1)
-        var position = authorityEnd
-        while position < pathEnd {
-            let byte = input[position]
-            if byte == UInt8(ascii: "%") {
-                guard position + 2 < pathEnd,
-                    let high = hexValue(input[position + 1]), let low = hexValue(input[position + 2])
-                else { return nil }
+        // Path, up to the query or fragment: decoded and dot-segment-free (RFC 3986 §5.2.4) in one
+        // pass, segment by segment. A ".." pops the segment before it but never the leading "/", so
+        // no key can climb out of its host — and so no lookup out of a tree.
+        let pathStart = written
+        output[written] = slash
+        written += 1
+        position = authorityEnd
+        if position < count && text[position] == slash { position += 1 }
+        var segmentStart = written
+        while true {
+            while position < count {
+                let byte = text[position]
+                if !isOne(of: pathSpecials, byte) {
+                    output[written] = byte
+                    position &+= 1
+                    written &+= 1
+                    continue
+                }
+                if byte != UInt8(ascii: "%") { break }
+                guard position + 2 < count else { return nil }
+                let high = hexValue(text[position + 1])
+                let low = hexValue(text[position + 2])
+                guard high < 16 && low < 16 else { return nil }
                 let value = high << 4 | low
-                // An encoded slash or NUL would let a request name a different path than it shows.
-                if value == UInt8(ascii: "/") || value == 0 { return nil }
-                decoded.append(value)
-                position += 3
-            } else {
-                decoded.append(byte)
-                position += 1
+                // An encoded slash or NUL would let a request name another path than it shows.
+                if value == slash || value == 0 { return nil }
+                output[written] = value
+                position &+= 3
+                written &+= 1
             }
-        }
-        if decoded.first != UInt8(ascii: "/") { decoded.insert(UInt8(ascii: "/"), at: 0) }
-        removeDotSegments(decoded, into: &key)
-        return String(decoding: key, as: UTF8.self)
-    }
-
-    private static func isPathDelimiter(_ byte: UInt8) -> Bool {
-        byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#")
-    }
-
-    /// RFC 3986 §5.2.4 over an absolute path, appending the result to `output`.
-    private static func removeDotSegments(_ path: [UInt8], into output: inout [UInt8]) {
-        let base = output.count
-        var segments = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst()
-        var result = [ArraySlice<UInt8>]()
-        let endsInFolder = segments.last.map { $0.isEmpty || $0 == [0x2e] || $0 == [0x2e, 0x2e] } ?? true
-        while let segment = segments.popFirst() {
-            if segment.elementsEqual([0x2e]) { continue }
-            if segment.elementsEqual([0x2e, 0x2e]) {
-                if !result.isEmpty { result.removeLast() }
-                continue
+            let atEnd = position == count || text[position] != slash
+            let length = written - segmentStart
+            if length == 1 && output[segmentStart] == dot {
+                written = segmentStart
+            } else if length == 2 && output[segmentStart] == dot && output[segmentStart + 1] == dot {
+                written = segmentStart
+                if segmentStart > pathStart + 1 {
+                    var previous = segmentStart - 2
+                    while output[previous] != slash { previous -= 1 }
+                    written = previous + 1
+                }
+            } else if !atEnd {
+                output[written] = slash
+                written += 1
             }
-            result.append(segment)
+            if atEnd { break }
+            position += 1
+            segmentStart = written
         }
-        if endsInFolder, result.last?.isEmpty == true { result.removeLast() }
-        output.append(UInt8(ascii: "/"))
-        for (index, segment) in result.enumerated() {
-            if index > 0 { output.append(UInt8(ascii: "/")) }
-            output.append(contentsOf: segment)
-        }
-        if endsInFolder && output.count > base + 1 && output.last != UInt8(ascii: "/") { output.append(UInt8(ascii: "/")) }
+        return (written, pathStart)
     }
 }

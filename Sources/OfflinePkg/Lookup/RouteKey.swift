@@ -4,7 +4,6 @@ package enum RouteKey {
     /// The key of a route prefix such as `https://m.example.com/home/`, or nil if it is not an absolute
     /// http(s) URL. Routes are matched on decoded, dot-segment-free paths, so they are normalised alike.
     package static func normalized(_ route: String) -> String? {
-        guard let parsed = LookupURL(route) else { return nil }
-        return parsed.key
+        LookupURL.key(route)
     }
 }

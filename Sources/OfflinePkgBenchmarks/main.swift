@@ -1,0 +1,71 @@
+// Measures `PackageStore.resolve` on an active set of about 4,000 files, installed the way a device
+// installs one: a generated site published with bsdtar and synced through `Updater` from a file://
+// manifest. Prints the median ns/op of several runs over a mix of hits and misses.
+//
+//     swift build -c release --product OfflinePkgBenchmarks && .build/release/OfflinePkgBenchmarks
+import Foundation
+import OfflinePkg
+import OfflinePkgTestSupport
+
+let fileCount = Int(ProcessInfo.processInfo.environment["BENCH_FILES"] ?? "") ?? 4000
+let runs = 9
+let operationsPerRun = 400_000
+
+let scratch = try TemporaryDirectory(prefix: "offlinepkg-bench")
+let site = scratch.path("site/app")
+let docs = scratch.path("site/docs")
+let paths = try SiteWriter.generateLargeSite(into: site, count: fileCount - 50)
+let docPaths = try SiteWriter.generateLargeSite(into: docs, count: 50)
+let repository = try RepositoryBuilder(directory: scratch.path("repo"))
+try repository.publish(sequence: 1, packages: [
+    .init(id: "app", version: "1.0.0", routes: ["https://bench.offlinepkg.test/"], fallback: "assets/section-0/group-0/index.html", site: site),
+    .init(id: "docs", version: "1.0.0", routes: ["https://bench.offlinepkg.test/docs/"], site: docs),
+])
+let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
+_ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
+
+// Three hits to one miss, in the shapes a web view asks for: assets, folder URLs, mixed-case hosts
+// with ports and queries, nested routes, 404s and navigation fallbacks.
+var urls = [String]()
+for (number, path) in paths.enumerated() where number % 7 == 0 {
+    urls.append("https://bench.offlinepkg.test/" + path)
+    if path.hasSuffix("index.html") {
+        urls.append("https://bench.offlinepkg.test/" + path.dropLast("index.html".count))
+    }
+    urls.append("HTTPS://Bench.OfflinePkg.test:443/\(path)?v=\(number)")
+    urls.append("https://bench.offlinepkg.test/" + path.replacingOccurrences(of: ".", with: "-missing."))
+}
+for path in docPaths { urls.append("https://bench.offlinepkg.test/docs/" + path) }
+for number in 0..<100 { urls.append("https://bench.offlinepkg.test/app/route-\(number)") }
+urls.shuffle()
+var hits = 0
+for url in urls where store.resolve(url) != nil { hits += 1 }
+guard hits > urls.count / 2 else { fatalError("benchmark set up wrong: only \(hits) of \(urls.count) URLs hit") }
+
+func measure(_ urls: [String], _ body: (String) -> Bool) -> (median: Double, all: [Double]) {
+    var results = [Double]()
+    for _ in 0..<runs {
+        var found = 0
+        let start = DispatchTime.now().uptimeNanoseconds
+        var index = 0
+        for _ in 0..<operationsPerRun {
+            if body(urls[index]) { found += 1 }
+            index += 1
+            if index == urls.count { index = 0 }
+        }
+        let elapsed = DispatchTime.now().uptimeNanoseconds - start
+        precondition(found > 0)
+        results.append(Double(elapsed) / Double(operationsPerRun))
+    }
+    let sorted = results.sorted()
+    return (sorted[sorted.count / 2], results)
+}
+
+let resolve = measure(urls) { store.resolve($0) != nil }
+// Where the time goes: the loop and string access alone, then normalising without the table lookup.
+let loop = measure(urls) { $0.utf8.count > 8 }
+let normalize = measure(urls) { LookupURL.withKey($0) { $0.bytes.count } != nil }
+print("files: \(store.activeSet.packages.count) packages, \(fileCount) files; urls: \(urls.count) (\(hits) hits)")
+print(String(format: "resolve(String): median %.1f ns/op  runs: %@", resolve.median,
+    resolve.all.map { String(format: "%.1f", $0) }.joined(separator: " ")))
+print(String(format: "  of which: loop and string access %.1f ns, normalising the URL %.1f ns", loop.median, normalize.median))

@@ -1,0 +1,84 @@
+import Dispatch
+import Foundation
+import OfflinePkg
+import OfflinePkgServer
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum ServeCommand {
+    static let spec = CommandSpec(
+        name: "serve", arguments: [],
+        options: [
+            .root,
+            .init(name: "host", value: "ADDR", help: "loopback address to listen on: 127.0.0.0/8 or ::1 (default 127.0.0.1)"),
+            .init(name: "port", value: "N", help: "port to listen on; 0 picks a free one (default 0)"),
+        ],
+        summary: "serve the active set over HTTP on loopback for the shell; prints the URL, runs until SIGINT/SIGTERM",
+        run: run)
+
+    static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
+        let port = try arguments.integer("port", in: 0...65535) ?? 0
+        let host = arguments.value("host") ?? "127.0.0.1"
+        // A closed client socket must end one response, not the server (MHD sends with sendfile).
+        signal(SIGPIPE, SIG_IGN)
+        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)))
+        let server: LoopbackServer
+        do {
+            server = try LoopbackServer(store: store, host: host, port: UInt16(port), threadModel: threadModel(context))
+        } catch OfflinePkgError.invalidArgument(let reason) {
+            throw UsageError(reason)
+        }
+        try server.start()
+        context.output.print(server.url.absoluteString)
+        await waitForTermination()
+        server.stop()
+        return OfflinePkgCommand.ExitStatus.success
+    }
+
+    /// `OFFLINEPKG_SERVE_THREADS`: a pool size, or `per-connection`; for benchmarks (docs/benchmarks.md).
+    private static func threadModel(_ context: CLIContext) throws -> LoopbackServer.ThreadModel {
+        guard let value = context.environment["OFFLINEPKG_SERVE_THREADS"], !value.isEmpty else { return .standard }
+        if value == "per-connection" { return .threadPerConnection }
+        guard let threads = Int(value), (1...256).contains(threads) else {
+            throw UsageError("OFFLINEPKG_SERVE_THREADS takes a thread count from 1 to 256 or \"per-connection\", got \"\(value)\"")
+        }
+        return .pool(threads: threads)
+    }
+
+    /// Returns at the first SIGINT or SIGTERM. The signals are blocked and taken by dispatch sources,
+    /// so no handler runs in signal context.
+    private static func waitForTermination() async {
+        let signals = [SIGINT, SIGTERM]
+        for number in signals { signal(number, SIG_IGN) }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumed = SignalLatch(continuation)
+            for number in signals {
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler { resumed.fire() }
+                source.resume()
+                resumed.keep(source)
+            }
+        }
+    }
+}
+
+/// Resumes a continuation once, however many signals arrive, and keeps the signal sources alive.
+private final class SignalLatch: @unchecked Sendable {
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Void, Never>?
+    private var sources: [any DispatchSourceSignal] = []
+
+    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
+
+    func keep(_ source: any DispatchSourceSignal) { lock.withLock { sources.append(source) } }
+
+    func fire() {
+        let pending = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            defer { continuation = nil }
+            return continuation
+        }
+        pending?.resume()
+    }
+}

@@ -1,0 +1,159 @@
+internal import CMicroHTTPD
+import OfflinePkg
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Answers one request from the package store (SPEC §8 `serve`). MHD calls `handleRequest` on its own
+/// threads with this object as context; everything here is immutable or thread-safe.
+final class RequestHandler: @unchecked Sendable {
+    // @unchecked: the canned responses are created once before the daemon starts and only queued
+    // afterwards; MHD reference-counts a queued response under its own lock, so sharing is safe.
+    let store: PackageStore
+    private let notFound: OpaquePointer
+    private let notAllowed: OpaquePointer
+    private let badRequest: OpaquePointer
+
+    init(store: PackageStore) {
+        self.store = store
+        notFound = Self.textResponse("not found\n")
+        notAllowed = Self.textResponse("method not allowed: offlinepkg serve answers GET and HEAD\n")
+        MHD_add_response_header(notAllowed, "Allow", "GET, HEAD")
+        badRequest = Self.textResponse("bad request\n")
+    }
+
+    deinit {
+        MHD_destroy_response(notFound)
+        MHD_destroy_response(notAllowed)
+        MHD_destroy_response(badRequest)
+    }
+
+    private static func textResponse(_ text: String) -> OpaquePointer {
+        var text = text
+        let response = text.withUTF8 { bytes in
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)!
+        }
+        MHD_add_response_header(response, "Content-Type", "text/plain; charset=utf-8")
+        MHD_add_response_header(response, "Cache-Control", "no-cache")
+        return response
+    }
+
+    func handle(_ connection: OpaquePointer, target: UnsafePointer<CChar>, method: UnsafePointer<CChar>) -> MHD_Result {
+        let isGet = strcmp(method, "GET") == 0
+        guard isGet || strcmp(method, "HEAD") == 0 else {
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_METHOD_NOT_ALLOWED), notAllowed)
+        }
+        guard let resource = resolve(connection, target: target) else {
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
+        }
+        if let condition = header(connection, "If-None-Match"),
+            HTTPConditions.noneMatchHits(Substring(condition), etag: resource.etag)
+        {
+            let response = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)!
+            addValidators(response, resource)
+            defer { MHD_destroy_response(response) }
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_MODIFIED), response)
+        }
+
+        var range = RangeRequest.whole
+        if isGet, let value = header(connection, "Range") {
+            if let ifRange = header(connection, "If-Range"), !HTTPConditions.ifRangeAllows(Substring(ifRange), etag: resource.etag) {
+                range = .whole
+            } else {
+                range = RangeRequest(header: Substring(value), size: resource.size)
+            }
+        }
+        if range == .unsatisfiable {
+            let response = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)!
+            MHD_add_response_header(response, "Content-Range", "bytes */\(resource.size)")
+            addValidators(response, resource)
+            defer { MHD_destroy_response(response) }
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_RANGE_NOT_SATISFIABLE), response)
+        }
+
+        // Opened per request: the path comes from the active set and the tree is read-only, so there
+        // is no descriptor cache to invalidate on a switch. MHD sends it with sendfile and closes it.
+        let descriptor = open(resource.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
+        }
+        var offset: Int64 = 0
+        var length = resource.size
+        if case .partial(let start, let end) = range {
+            offset = start
+            length = end - start + 1
+        }
+        guard let response = MHD_create_response_from_fd_at_offset64(UInt64(length), descriptor, UInt64(offset)) else {
+            close(descriptor)
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
+        }
+        defer { MHD_destroy_response(response) }
+        MHD_add_response_header(response, "Content-Type", resource.mimeType)
+        MHD_add_response_header(response, "Accept-Ranges", "bytes")
+        addValidators(response, resource)
+        if case .partial = range {
+            MHD_add_response_header(response, "Content-Range", "bytes \(offset)-\(offset + length - 1)/\(resource.size)")
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_PARTIAL_CONTENT), response)
+        }
+        return MHD_queue_response(connection, UInt32(MHD_HTTP_OK), response)
+    }
+
+    private func addValidators(_ response: OpaquePointer, _ resource: Resource) {
+        MHD_add_response_header(response, "ETag", resource.etag)
+        // The shell must revalidate (a cheap 304) so that a new active set shows at the next load.
+        MHD_add_response_header(response, "Cache-Control", "no-cache")
+    }
+
+    /// Resolves an origin-form target (`/path`, with the `Host` header) or an absolute-form one
+    /// (`http://host/path`, as a proxy receives it; its authority wins over `Host`, RFC 9112 §3.2.2).
+    private func resolve(_ connection: OpaquePointer, target: UnsafePointer<CChar>) -> Resource? {
+        let targetLength = strlen(target)
+        return target.withMemoryRebound(to: UInt8.self, capacity: targetLength) { target in
+            if target[0] != UInt8(ascii: "/") {
+                return store.resolve(utf8: UnsafeBufferPointer(start: target, count: targetLength))
+            }
+            guard let host = MHD_lookup_connection_value(connection, .HEADER_KIND, "Host") else { return nil }
+            let hostLength = strlen(host)
+            let scheme: StaticString = "http://"
+            let total = scheme.utf8CodeUnitCount + hostLength + targetLength
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { buffer in
+                let base = buffer.baseAddress!
+                base.initialize(from: scheme.utf8Start, count: scheme.utf8CodeUnitCount)
+                host.withMemoryRebound(to: UInt8.self, capacity: hostLength) {
+                    (base + scheme.utf8CodeUnitCount).initialize(from: $0, count: hostLength)
+                }
+                (base + scheme.utf8CodeUnitCount + hostLength).initialize(from: target, count: targetLength)
+                return store.resolve(utf8: UnsafeBufferPointer(start: base, count: total))
+            }
+        }
+    }
+
+    private func header(_ connection: OpaquePointer, _ name: String) -> String? {
+        MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
+    }
+}
+
+/// MHD's access handler. A plain function in a file other than main.swift: MHD calls it from its own
+/// threads, and code isolated to the main actor would trap there.
+func handleRequest(
+    context: UnsafeMutableRawPointer?, connection: OpaquePointer?, url: UnsafePointer<CChar>?,
+    method: UnsafePointer<CChar>?, version: UnsafePointer<CChar>?, uploadData: UnsafePointer<CChar>?,
+    uploadSize: UnsafeMutablePointer<Int>?, requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
+    guard let context, let connection, let url, let method, let uploadSize, let requestContext else { return .NO }
+    // MHD calls once when the headers are in, then once per chunk of body, then once more with none
+    // left. A response queued at the first call makes MHD drop the body and close the connection,
+    // which costs keep-alive; so the first call only marks the request, body bytes are discarded
+    // (GET and HEAD have none worth reading), and the answer goes out at the last call.
+    if requestContext.pointee == nil {
+        requestContext.pointee = context
+        return .YES
+    }
+    if uploadSize.pointee != 0 {
+        uploadSize.pointee = 0
+        return .YES
+    }
+    requestContext.pointee = nil
+    let handler = Unmanaged<RequestHandler>.fromOpaque(context).takeUnretainedValue()
+    return handler.handle(connection, target: url, method: method)
+}

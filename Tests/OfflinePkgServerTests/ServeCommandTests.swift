@@ -1,0 +1,53 @@
+import Foundation
+import OfflinePkgTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `offlinepkg serve` as a process: prints its URL, serves, stops cleanly on SIGTERM and SIGINT.
+@Suite struct ServeCommandTests {
+    @Test(arguments: [SIGTERM, SIGINT])
+    func printsURLServesAndStopsOnSignal(signal: Int32) async throws {
+        let scratch = try TemporaryDirectory()
+        let root = scratch.path("root")
+        let sync = try Tool.run(Tool.offlinepkg, ["sync", demoManifest.absoluteString, "--root", root, "--quiet"])
+        try #require(sync.status == 0, "\(sync.stderr)")
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Tool.offlinepkg)
+        process.arguments = ["serve", "--root", root, "--port", "0"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+        // The first line is the URL, flushed at once.
+        var line = Data()
+        while !line.contains(0x0a) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let url = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(url.hasPrefix("http://127.0.0.1:") && url.hasSuffix("/"))
+        let reply = HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: demo.offlinepkg.test", url + "js/app.js"]).stdout)
+        #expect(reply.status == 200)
+        #expect(reply.headers["content-type"] == "text/javascript; charset=utf-8")
+
+        kill(process.processIdentifier, signal)
+        let deadline = Date().addingTimeInterval(5)
+        while process.isRunning && Date() < deadline { try await Task.sleep(nanoseconds: 20_000_000) }
+        #expect(!process.isRunning)
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+    }
+
+    @Test(arguments: ["0.0.0.0", "10.0.0.1", "::"])
+    func refusesNonLoopbackHostWithUsageStatus(host: String) throws {
+        let scratch = try TemporaryDirectory()
+        let result = try Tool.run(Tool.offlinepkg, ["serve", "--root", scratch.path("root"), "--host", host], timeout: 10)
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("not a loopback address"))
+        #expect(result.stderr.contains("same device"))
+    }
+}
