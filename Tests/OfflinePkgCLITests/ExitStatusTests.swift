@@ -72,7 +72,7 @@ struct ExitStatusTests {
             }
         }
         for status in 0...4 { #expect(text.contains(".B \(status)\n")) }
-        for variable in ["OFFLINEPKG_ROOT", "XDG_DATA_HOME", "OFFLINEPKG_FAILPOINT"] { #expect(text.contains(variable)) }
+        for variable in ["OFFLINEPKG_ROOT", "XDG_DATA_HOME", "OFFLINEPKG_FAILPOINT", "OFFLINEPKG_SERVE_THREADS"] { #expect(text.contains(variable)) }
     }
 
     @Test func helpListsEveryCommand() throws {
