@@ -72,7 +72,15 @@ struct ExitStatusTests {
             }
         }
         for status in 0...4 { #expect(text.contains(".B \(status)\n")) }
-        for variable in ["OFFLINEPKG_ROOT", "XDG_DATA_HOME", "OFFLINEPKG_FAILPOINT", "OFFLINEPKG_SERVE_THREADS"] { #expect(text.contains(variable)) }
+        // Every OFFLINEPKG_* variable the sources read, plus the XDG fallback.
+        let sources = Fixtures.root.deletingLastPathComponent().appendingPathComponent("Sources")
+        var variables: Set<String> = ["XDG_DATA_HOME"]
+        for case let file as URL in FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)! where file.pathExtension == "swift" {
+            let code = try String(contentsOf: file, encoding: .utf8)
+            for match in code.matches(of: /OFFLINEPKG_[A-Z_]+/) { variables.insert(String(match.output)) }
+        }
+        #expect(variables.count >= 4)
+        for variable in variables { #expect(text.contains(variable), "man page lacks \(variable)") }
     }
 
     @Test func helpListsEveryCommand() throws {
