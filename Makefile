@@ -39,6 +39,16 @@ test: build
 	# a lock held during a slow download) and would measure the machine's load instead.
 	$(SWIFT) test --skip-build --no-parallel
 	scripts/fuzz
+	$(MAKE) example
+
+# The host-app example links the OfflinePkg product as an outside package would, and runs against
+# the demo repository.
+example:
+	$(SWIFT) build --package-path Examples/HostShell
+	@root=$$(mktemp -d /tmp/offlinepkg-example.XXXXXX); \
+	OFFLINEPKG_ROOT=$$root $$($(SWIFT) build --package-path Examples/HostShell --show-bin-path)/HostShell \
+		"file://$(CURDIR)/Fixtures/demo-repo/manifest.json" $(DEMO_URL) $(DEMO_URL)docs/guide/ $(DEMO_URL)nope.png \
+		| tee /dev/stderr | grep -q "docs/guide/ -> docs 1.0.0"; status=$$?; rm -rf $$root; exit $$status
 
 # The long fuzz run: FUZZ_SECONDS per parser.
 fuzz: deps
