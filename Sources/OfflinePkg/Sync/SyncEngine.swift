@@ -44,6 +44,11 @@ package struct SyncEngine: Sendable {
             options.events?(.manifestUnchanged)
             bytes = try FileSystem.read(layout.storedManifest, limit: Manifest.maximumSize)
             signature = try? FileSystem.read(layout.storedSignature, limit: 64 << 10)
+            if signature == nil && !options.trustedKeys.isEmpty {
+                // Keys were configured after the stored manifest was taken unsigned: fetch its signature.
+                signature = try await fetcher.fetchSignature(manifestURL)
+                requests += 1
+            }
             state.lastCheck = now()
         case .fetched(let fetched, let etag, let lastModified):
             bytes = fetched
@@ -64,10 +69,13 @@ package struct SyncEngine: Sendable {
         state.acceptedSequence = manifest.sequence
         state.acceptedManifestSHA256 = digest
         state.lastCheck = now()
-        if case .fetched = response {
-            try FileSystem.writeAtomically(bytes, to: layout.storedManifest)
-            if let signature { try FileSystem.writeAtomically(signature, to: layout.storedSignature) }
+        if let signature {
+            try FileSystem.writeAtomically(signature, to: layout.storedSignature)
+        } else {
+            // A signature left from an older manifest would not match the new one.
+            FileSystem.removeFile(layout.storedSignature)
         }
+        if case .fetched = response { try FileSystem.writeAtomically(bytes, to: layout.storedManifest) }
         if unchanged {
             // Same bytes, same local inputs, and the last evaluation finished: nothing to do.
             try state.save(layout)
