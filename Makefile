@@ -60,5 +60,9 @@ bench: release
 bench-delta: release
 	OFFLINEPKG=$$($(SWIFT) build -c release --show-bin-path)/offlinepkg scripts/bench-delta
 
+# Formats the Swift sources with the toolchain's swift-format and the committed .swift-format.
+format:
+	$(SWIFT) format --configuration .swift-format -r -i Sources Tests Examples Fuzz Package.swift
+
 clean:
 	rm -rf .build
