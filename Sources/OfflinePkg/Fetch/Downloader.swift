@@ -137,7 +137,8 @@ private final class DownloadSink: @unchecked Sendable {
         self.name = name
         self.limit = limit
         resumeOffset = offset
-        descriptor = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o644)
+        // Private until verified: a partial download is nobody else's business.
+        descriptor = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o600)
     }
 
     func close() { descriptor.close() }

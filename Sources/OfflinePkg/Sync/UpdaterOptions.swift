@@ -68,6 +68,11 @@ public enum ManifestLocation {
         else {
             throw OfflinePkgError.invalidManifest(source: manifest.absoluteString, field: "url", reason: "\"\(reference)\" is not an http, https or file URL")
         }
+        // A remote manifest must never make the device read its own files (file:///etc/shadow).
+        if url.isFileURL && !manifest.isFileURL {
+            throw OfflinePkgError.invalidManifest(
+                source: manifest.absoluteString, field: "url", reason: "\"\(reference)\" is a file URL, which only a file manifest may use")
+        }
         return url
     }
 }
