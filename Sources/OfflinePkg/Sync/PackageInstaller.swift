@@ -122,6 +122,11 @@ package struct PackageInstaller: Sendable {
         let tree = layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree)
         let index = layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree)
         try FileSystem.makeDirectories(layout.packageTrees(entry.id))
+        // A tree in trees/ is trusted without re-hashing (a later sync only checks it exists), so its
+        // bytes must be on disk before it becomes visible: one syncfs for the whole tree, not an fsync
+        // per file. Without it, a power cut after the rename could leave zero-length files in a tree
+        // that the next sync activates.
+        try FileSystem.syncFileSystem(containing: staged)
         // The index lands first: a tree folder that exists is always complete and indexed.
         try FileSystem.writeAtomically(TreeIndexFile.encode(files), to: index)
         if FileSystem.exists(tree) {
