@@ -19,15 +19,31 @@ package struct ReleasePlanner {
 
     package func plan(_ manifest: Manifest, current: ActiveSet) -> ReleasePlan {
         var plan = ReleasePlan(packages: [], toInstall: [], heldBack: [])
+        var kept = [(index: Int, package: InstalledPackage)]()
         for entry in manifest.packages {
             if let reason = holdReason(entry) {
                 plan.heldBack.append(.init(id: entry.id, version: entry.version, reason: reason))
                 // A held-back package keeps what the device has of it, if anything.
-                if let kept = current.package(entry.id) { plan.packages.append(kept) }
+                if let old = current.package(entry.id) { kept.append((plan.heldBack.count - 1, old)) }
                 continue
             }
             plan.packages.append(InstalledPackage(entry))
             if !isInstalled(entry) { plan.toInstall.append(entry) }
+        }
+        // A kept old version may still list a route that this manifest gives to another package; two
+        // packages may never answer one prefix, and the manifest's assignment wins.
+        var owners = [String: String]()
+        for package in plan.packages {
+            for route in package.routes { owners[RouteKey.normalized(route) ?? route] = package.id }
+        }
+        for (index, old) in kept {
+            if let clash = old.routes.first(where: { owners[RouteKey.normalized($0) ?? $0] != nil }) {
+                let owner = owners[RouteKey.normalized(clash) ?? clash]!
+                plan.heldBack[index].reason += "; \(old.id) \(old.version) is not kept either: its route \(clash) now belongs to \(owner)"
+                continue
+            }
+            plan.packages.append(old)
+            for route in old.routes { owners[RouteKey.normalized(route) ?? route] = old.id }
         }
         return plan
     }
