@@ -185,29 +185,48 @@ package struct SyncEngine: Sendable {
         let manifestURL = self.manifestURL
         var results = InstallResults()
         var failures = [String: OfflinePkgError]()
-        try await withThrowingTaskGroup(of: (String, Result<PackageInstaller.Outcome, OfflinePkgError>).self) { group in
-            var pending = entries[...]
+        func record(_ id: String, _ result: Result<PackageInstaller.Outcome, OfflinePkgError>) {
+            switch result {
+            case .success(let outcome):
+                results.via[id] = outcome.via
+                results.bytes += outcome.bytesFetched
+                results.requests += 1
+            case .failure(let error):
+                failures[id] = error
+                options.events?(.packageFailed(packageID: id, error: error))
+            }
+        }
+        // Packages that share an archive (same sha256) share its download file too: install those one
+        // after another, never side by side, so one never truncates or deletes the other's bytes.
+        var groups = [[PackageEntry]]()
+        var groupOfArchive = [String: Int]()
+        for entry in entries {
+            if let index = groupOfArchive[entry.archive.sha256] {
+                groups[index].append(entry)
+            } else {
+                groupOfArchive[entry.archive.sha256] = groups.count
+                groups.append([entry])
+            }
+        }
+        try await withThrowingTaskGroup(of: [(String, Result<PackageInstaller.Outcome, OfflinePkgError>)].self) { group in
+            var pending = groups[...]
             func startNext() {
-                guard let entry = pending.popFirst() else { return }
+                guard let entries = pending.popFirst() else { return }
                 group.addTask {
-                    do {
-                        return (entry.id, .success(try await installer.install(entry, manifestURL: manifestURL, current: current)))
-                    } catch let error as OfflinePkgError {
-                        return (entry.id, .failure(error))
+                    var outcomes = [(String, Result<PackageInstaller.Outcome, OfflinePkgError>)]()
+                    for entry in entries {
+                        do {
+                            outcomes.append((entry.id, .success(try await installer.install(entry, manifestURL: manifestURL, current: current))))
+                        } catch let error as OfflinePkgError {
+                            outcomes.append((entry.id, .failure(error)))
+                        }
                     }
+                    return outcomes
                 }
             }
             for _ in 0..<max(1, options.jobs) { startNext() }
-            while let (id, result) = try await group.next() {
-                switch result {
-                case .success(let outcome):
-                    results.via[id] = outcome.via
-                    results.bytes += outcome.bytesFetched
-                    results.requests += 1
-                case .failure(let error):
-                    failures[id] = error
-                    options.events?(.packageFailed(packageID: id, error: error))
-                }
+            while let outcomes = try await group.next() {
+                for (id, result) in outcomes { record(id, result) }
                 startNext()
             }
         }

@@ -179,6 +179,26 @@ struct SyncEngineTests {
         #expect(device.store.activeSet.generation == 0)
     }
 
+    @Test func packagesSharingOneArchiveAreBothInstalled() async throws {
+        let repo = try TestRepository()
+        let files = [SiteFile("index.html", "same"), SiteFile("big.bin", bytes: (0..<2_000_000).map { _ in UInt8.random(in: 0...255) })]
+        try repo.add("one", "1", routes: ["https://m.example.com/one/"], files: files)
+        try repo.add("two", "1", routes: ["https://m.example.com/two/"], files: [])
+        // The second package's entry points at the first's archive: same URL, sha256 and size.
+        let shared = try #require(try Manifest(parsing: Array(repo.publish()), source: "repo").packages.first?.archive)
+        repo.edit("two") { entry in
+            entry["archive"] = ["url": shared.url, "sha256": shared.sha256, "size": shared.size]
+            entry["tree"] = try! Manifest(parsing: Array(try! Data(contentsOf: URL(fileURLWithPath: repo.manifestPath))), source: "repo").packages[0].tree
+        }
+        try repo.publish()
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let device = try Device()
+        let report = try await device.sync(nginx.url("manifest.json"), .init(jobs: 4))
+        #expect(report.outcome == .activated)
+        #expect(try device.content("https://m.example.com/one/") == "same")
+        #expect(try device.content("https://m.example.com/two/") == "same")
+    }
+
     @Test func aSecondSyncOfTheSameRootFailsFastWithLocked() async throws {
         let device = try Device()
         let lock = try RootLock(layout: device.store.layout, wait: false)
