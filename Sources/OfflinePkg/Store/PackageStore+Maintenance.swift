@@ -53,10 +53,12 @@ extension PackageStore {
         var restored = previous
         restored.generation = record.current.generation + 1
         restored.activatedAt = Date()
-        try ActiveRecord(current: restored, previous: record.current).save(layout)
-        History.append(restored, to: layout)
+        // The hold-back lands before the switch: if the switch then fails, a sync merely keeps what is
+        // active; the other order could switch back and lose the hold-back, reinstalling the bad release.
         state.reverted = reverted
         try state.save(layout)
+        try ActiveRecord(current: restored, previous: record.current).save(layout)
+        History.append(restored, to: layout)
         activated()
         return restored
     }

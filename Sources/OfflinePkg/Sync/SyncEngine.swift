@@ -118,7 +118,9 @@ package struct SyncEngine: Sendable {
             options.events?(.activated(generation: candidate.generation))
         }
         state.evaluatedInputs = inputs
-        try state.save(layout)
+        // The switch is done: failing to note that the evaluation finished only costs a re-evaluation
+        // at the next 304, and must not turn a switched release into a non-zero exit.
+        try? state.save(layout)
 
         // Clean up: only after success, so a failed sync keeps what it verified.
         try? GarbageCollector(layout: layout).collect()
