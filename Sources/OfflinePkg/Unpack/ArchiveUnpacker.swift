@@ -5,8 +5,8 @@ import Glibc
 
 /// Unpacks an archive (any format libarchive reads, recognised by content) into a staging folder,
 /// streaming, hashing each file as it is written, and refusing the whole archive on anything SPEC §3
-/// forbids. Each entry is checked here first; `StagingWriter`, which creates everything by descriptor
-/// without following a link or leaving the staging folder, stands behind that as a second line of defence.
+/// forbids. Each entry is checked here first; libarchive's secure-extraction flags stand behind that
+/// as a second line of defence.
 package struct ArchiveUnpacker {
     package var limits: UnpackLimits
     /// The archive's name in error messages (its URL as the manifest wrote it).
@@ -39,7 +39,10 @@ package struct ArchiveUnpacker {
         guard archive_read_open_filename(reader, archivePath, 256 << 10) == ARCHIVE_OK else {
             throw refuse(nil, "not a readable archive: \(Self.errorString(reader))")
         }
-        let writer = try StagingWriter(root: destination, replacesFiles: isDelta)
+        guard let writer = archive_write_disk_new() else { throw refuse(nil, "libarchive could not allocate a writer") }
+        defer { archive_write_free(writer) }
+        let flags = ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_UNLINK
+        archive_write_disk_set_options(writer, flags)
 
         var state = UnpackState()
         while true {
@@ -54,21 +57,21 @@ package struct ArchiveUnpacker {
             guard let path else { continue }  // the archive root "./"
 
             if archive_entry_filetype(entry) == EntryType.directory {
-                do { try writer.makeFolder(path[...]) } catch { throw refuse(raw, "cannot create folder: \(error)") }
+                try makeFolder(path, in: destination, entry: raw, state: &state)
                 continue
             }
             if path == ArchivePath.deltaControlName {
                 state.deltaControl = try readControl(reader, entry: raw)
                 continue
             }
-            let file = try writeFile(reader, writer, raw: raw, path: path, state: &state)
+            let file = try writeFile(reader, writer, entry: entry, raw: raw, path: path, destination: destination, state: &state)
             state.files[path] = file
         }
         if isDelta && state.deltaControl == nil {
             throw refuse(nil, "a delta must hold \(ArchivePath.deltaControlName) at its root")
         }
         if state.entries == 0 { throw refuse(nil, "not an archive, or an empty one") }
-        return UnpackedTree(files: state.files, folders: writer.folders, deltaControl: state.deltaControl)
+        return UnpackedTree(files: state.files, folders: state.made, deltaControl: state.deltaControl)
     }
 
     /// Applies every per-entry rule; returns the clean path, or nil for the archive's root folder.
@@ -121,6 +124,17 @@ package struct ArchiveUnpacker {
         return path
     }
 
+    /// Creates the folder `path` (relative to `destination`) and its parents, once: archives list a
+    /// folder's files together, so remembering what was made saves an lstat and a mkdir per file.
+    private func makeFolder(_ path: String, in destination: String, entry: String, state: inout UnpackState) throws {
+        if path.isEmpty || state.made.contains(path) { return }
+        do { try FileSystem.makeDirectories(destination + "/" + path) } catch { throw refuse(entry, "cannot create folder: \(error)") }
+        var folder = Substring(path)
+        while state.made.insert(String(folder)).inserted, let slash = folder.lastIndex(of: "/") {
+            folder = folder[..<slash]
+        }
+    }
+
     private func readControl(_ reader: OpaquePointer, entry: String) throws -> [UInt8] {
         var control = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
@@ -134,35 +148,53 @@ package struct ArchiveUnpacker {
     }
 
     private func writeFile(
-        _ reader: OpaquePointer, _ writer: StagingWriter, raw: String, path: String, state: inout UnpackState
+        _ reader: OpaquePointer, _ writer: OpaquePointer, entry: OpaquePointer, raw: String, path: String,
+        destination: String, state: inout UnpackState
     ) throws -> TreeFile {
-        let descriptor: FileDescriptor
-        do { descriptor = try writer.createFile(path) } catch { throw refuse(raw, "cannot write: \(error)") }
-        return try descriptor.closeAfter { descriptor in
-            let hasher = SHA256()
-            var size: Int64 = 0
-            var block: UnsafeRawPointer?
-            var blockSize = 0
-            var offset: la_int64_t = 0
-            while true {
-                let status = archive_read_data_block(reader, &block, &blockSize, &offset)
-                if status == ARCHIVE_EOF { break }
-                guard status == ARCHIVE_OK || status == ARCHIVE_WARN else {
-                    throw refuse(raw, "damaged data: \(Self.errorString(reader))")
-                }
-                // Sparse members carry holes: the offset jumps ahead. Unpacked files are plain, so refuse them.
-                guard offset == size else { throw refuse(raw, "sparse file") }
-                size += Int64(blockSize)
-                state.bytes += Int64(blockSize)
-                if state.bytes > limits.maxBytes {
-                    throw refuse(raw, "unpacks to more than \(limits.maxBytes) bytes")
-                }
-                let buffer = UnsafeRawBufferPointer(start: block, count: blockSize)
-                hasher.update(buffer)
-                do { try descriptor.writeAll(buffer, path: path) } catch { throw refuse(raw, "cannot write: \(error)") }
-            }
-            return TreeFile(sha256: hasher.finalize().hex, size: size)
+        // Parents may be implied rather than listed; create them as plain folders.
+        try makeFolder(path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "", in: destination, entry: raw, state: &state)
+        let target = destination + "/" + path
+        // A delta replaces a hard link to the old tree: unlink first so the old tree is never written
+        // through. A full archive unpacks into an empty folder and duplicates are refused: nothing to unlink.
+        if isDelta { FileSystem.removeFile(target) }
+        archive_entry_set_pathname(entry, target)
+        archive_entry_set_perm(entry, 0o444)
+        archive_entry_set_uid(entry, 0)
+        archive_entry_set_gid(entry, 0)
+        archive_entry_set_uname(entry, nil as UnsafePointer<CChar>?)
+        archive_entry_set_gname(entry, nil as UnsafePointer<CChar>?)
+        archive_entry_unset_size(entry)
+        guard archive_write_header(writer, entry) == ARCHIVE_OK else {
+            throw refuse(raw, "cannot write: \(Self.errorString(writer))")
         }
+        let hasher = SHA256()
+        var size: Int64 = 0
+        var block: UnsafeRawPointer?
+        var blockSize = 0
+        var offset: la_int64_t = 0
+        while true {
+            let status = archive_read_data_block(reader, &block, &blockSize, &offset)
+            if status == ARCHIVE_EOF { break }
+            guard status == ARCHIVE_OK || status == ARCHIVE_WARN else {
+                throw refuse(raw, "damaged data: \(Self.errorString(reader))")
+            }
+            // Sparse members carry holes: the offset jumps ahead. Unpacked files are plain, so refuse them.
+            guard offset == size else { throw refuse(raw, "sparse file") }
+            size += Int64(blockSize)
+            state.bytes += Int64(blockSize)
+            if state.bytes > limits.maxBytes {
+                throw refuse(raw, "unpacks to more than \(limits.maxBytes) bytes")
+            }
+            let buffer = UnsafeRawBufferPointer(start: block, count: blockSize)
+            hasher.update(buffer)
+            guard archive_write_data_block(writer, block, blockSize, offset) >= 0 else {
+                throw refuse(raw, "cannot write: \(Self.errorString(writer))")
+            }
+        }
+        guard archive_write_finish_entry(writer) == ARCHIVE_OK else {
+            throw refuse(raw, "cannot finish: \(Self.errorString(writer))")
+        }
+        return TreeFile(sha256: hasher.finalize().hex, size: size)
     }
 
     private static func errorString(_ archive: OpaquePointer) -> String {
@@ -176,6 +208,8 @@ private struct UnpackState {
     /// Every path seen, true for folders: finds duplicates and file/folder conflicts in one pass.
     var kinds: [String: Bool] = [:]
     var files: [String: TreeFile] = [:]
+    /// Folders created on disk (relative paths), listed or implied by a file's path.
+    var made: Set<String> = []
     var deltaControl: [UInt8]?
 }
 
