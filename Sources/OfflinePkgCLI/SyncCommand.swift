@@ -38,8 +38,8 @@ enum SyncCommand {
         if let jitter = try arguments.seconds("jitter"), jitter > 0 {
             try await Task.sleep(nanoseconds: UInt64(Double.random(in: 0...jitter) * 1_000_000_000))
         }
-        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)), options: .init(watchInterval: 0))
-        let report = try await Updater(store: store, manifestURL: manifestURL, options: options).sync()
+        // This process reads nothing from the root: no PackageStore, no lookup index, no reader lease.
+        let report = try await Updater.syncOnce(root: context.root(arguments), manifestURL: manifestURL, options: options)
         reporter.finish()
         if arguments.flag("json") {
             context.output.json(report)

@@ -77,6 +77,9 @@ private final class CurlTransfer: @unchecked Sendable {
         ccurl_setopt_long(curl, CURLOPT_CONNECTTIMEOUT_MS, Int(request.connectTimeout * 1000))
         ccurl_setopt_string(curl, CURLOPT_USERAGENT, "offlinepkg/\(OfflinePkgVersion.current)")
         ccurl_setopt_string(curl, CURLOPT_ACCEPT_ENCODING, "identity")
+        // A 512 KiB receive buffer instead of libcurl's 16 KiB: a fast link hands over 32 times fewer
+        // chunks, so 32 times fewer recv calls, write calls to the download file and hash updates.
+        ccurl_setopt_long(curl, CURLOPT_BUFFERSIZE, 512 << 10)
         ccurl_setopt_pointer(curl, CURLOPT_WRITEDATA, context)
         ccurl_setopt_data_callback(curl, CURLOPT_WRITEFUNCTION) { data, size, count, context in
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()

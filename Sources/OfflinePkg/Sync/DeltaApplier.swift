@@ -14,8 +14,9 @@ package struct DeltaApplier {
     package var baseTree: String
     package var baseIndex: String
 
-    /// Assembles the new tree in `staging` (an existing, empty folder) and returns its file listing.
-    package func apply(delta archive: String, name: String, targetVersion: String, into staging: String) throws -> [String: TreeFile] {
+    /// Assembles the new tree in `staging` (an existing, empty folder) and returns its file listing and
+    /// its folders.
+    package func apply(delta archive: String, name: String, targetVersion: String, into staging: String) throws -> UnpackedTree {
         var files = try TreeIndexFile.decode(FileSystem.read(baseIndex, limit: 256 << 20), path: baseIndex)
         for path in TreeHash.sortedPaths(files) {
             let target = staging + "/" + path
@@ -42,7 +43,16 @@ package struct DeltaApplier {
             Self.removeEmptyParents(of: path, in: staging)
         }
         files.merge(unpacked.files) { _, new in new }
-        return files
+        // The folders: those holding a file, plus those the delta made that the deletions left standing.
+        var folders = unpacked.folders.filter { FileSystem.isDirectory(staging + "/" + $0) }
+        for path in files.keys {
+            var folder = Substring(path)
+            while let slash = folder.lastIndex(of: "/") {
+                folder = folder[..<slash]
+                if !folders.insert(String(folder)).inserted { break }
+            }
+        }
+        return UnpackedTree(files: files, folders: folders, deltaControl: nil)
     }
 
     /// A folder the deletions emptied is gone in the new version too (trees list files only, and a full

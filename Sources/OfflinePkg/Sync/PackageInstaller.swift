@@ -82,8 +82,8 @@ package struct PackageInstaller: Sendable {
             let staging = layout.stagingDirectory("\(entry.id)-delta-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
             do {
-                let files = try applier.apply(delta: download.path, name: file.url, targetVersion: entry.version, into: staging)
-                try Self.place(files, staged: staging, entry: entry, layout: layout)
+                let tree = try applier.apply(delta: download.path, name: file.url, targetVersion: entry.version, into: staging)
+                try Self.place(tree.files, folders: tree.folders, staged: staging, entry: entry, layout: layout)
             } catch {
                 try? FileSystem.removeTree(staging)
                 throw error
@@ -103,7 +103,7 @@ package struct PackageInstaller: Sendable {
             do {
                 let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName)
                     .unpack(archivePath: archive, into: staging)
-                try Self.place(unpacked.files, staged: staging, entry: entry, layout: layout)
+                try Self.place(unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout)
             } catch {
                 try? FileSystem.removeTree(staging)
                 throw error
@@ -111,14 +111,19 @@ package struct PackageInstaller: Sendable {
         }
     }
 
-    /// Checks a staged tree against the manifest's tree hash and renames it into `trees/`.
-    package static func place(_ files: [String: TreeFile], staged: String, entry: PackageEntry, layout: CacheLayout) throws {
+    /// Checks a staged tree against the manifest's tree hash and renames it into `trees/`. `folders`
+    /// lists every folder under `staged` (relative paths).
+    package static func place(
+        _ files: [String: TreeFile], folders: Set<String>, staged: String, entry: PackageEntry, layout: CacheLayout
+    ) throws {
         let actual = TreeHash.compute(files)
         guard actual == entry.tree else {
             throw OfflinePkgError.treeMismatch(package: "\(entry.id) \(entry.version)", expected: entry.tree, actual: actual)
         }
         FailPoint.afterUnpack.hit()
-        try FileSystem.makeReadOnly(staged)
+        // Files are born read-only (the unpacker writes them 0444; a delta's unchanged files are links
+        // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree.
+        try FileSystem.makeFoldersReadOnly(folders, under: staged)
         let tree = layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree)
         let index = layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree)
         try FileSystem.makeDirectories(layout.packageTrees(entry.id))

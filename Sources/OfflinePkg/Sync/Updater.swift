@@ -35,6 +35,22 @@ public actor Updater {
         return report
     }
 
+    /// One sync of the cache root at `root` for a process that reads nothing from it, such as the
+    /// `sync` command: no `PackageStore`, so no lookup index built from every tree listing (before and
+    /// again after a switch) and no reader lease. That was most of the time of a sync that finds the
+    /// manifest unchanged.
+    package static func syncOnce(
+        root: String, manifestURL: URL, options: Options, limits: UnpackLimits = .init(),
+        transport: any Transport = CurlTransport()
+    ) async throws -> SyncReport {
+        try CacheLayout(root: root).prepare()
+        // As PackageStore does: libarchive's secure-symlink check refuses a target path through a link,
+        // so the root's own links are resolved first.
+        let layout = CacheLayout(root: try FileSystem.realPath(root))
+        return try await SyncEngine(layout: layout, manifestURL: manifestURL, options: options, limits: limits, transport: transport)
+            .run()
+    }
+
     /// Starts background updates: a sync now, then every `minInterval` (at least a minute) plus jitter.
     /// Failures are reported through `options.events` and retried at the next period.
     nonisolated public func start() {

@@ -57,21 +57,21 @@ package struct ArchiveUnpacker {
             guard let path else { continue }  // the archive root "./"
 
             if archive_entry_filetype(entry) == EntryType.directory {
-                try makeDirectory(destination + "/" + path, entry: raw)
+                try makeFolder(path, in: destination, entry: raw, state: &state)
                 continue
             }
             if path == ArchivePath.deltaControlName {
                 state.deltaControl = try readControl(reader, entry: raw)
                 continue
             }
-            let file = try writeFile(reader, writer, entry: entry, raw: raw, target: destination + "/" + path, state: &state)
+            let file = try writeFile(reader, writer, entry: entry, raw: raw, path: path, destination: destination, state: &state)
             state.files[path] = file
         }
         if isDelta && state.deltaControl == nil {
             throw refuse(nil, "a delta must hold \(ArchivePath.deltaControlName) at its root")
         }
         if state.entries == 0 { throw refuse(nil, "not an archive, or an empty one") }
-        return UnpackedTree(files: state.files, deltaControl: state.deltaControl)
+        return UnpackedTree(files: state.files, folders: state.made, deltaControl: state.deltaControl)
     }
 
     /// Applies every per-entry rule; returns the clean path, or nil for the archive's root folder.
@@ -124,8 +124,15 @@ package struct ArchiveUnpacker {
         return path
     }
 
-    private func makeDirectory(_ path: String, entry: String) throws {
-        do { try FileSystem.makeDirectories(path) } catch { throw refuse(entry, "cannot create folder: \(error)") }
+    /// Creates the folder `path` (relative to `destination`) and its parents, once: archives list a
+    /// folder's files together, so remembering what was made saves an lstat and a mkdir per file.
+    private func makeFolder(_ path: String, in destination: String, entry: String, state: inout UnpackState) throws {
+        if path.isEmpty || state.made.contains(path) { return }
+        do { try FileSystem.makeDirectories(destination + "/" + path) } catch { throw refuse(entry, "cannot create folder: \(error)") }
+        var folder = Substring(path)
+        while state.made.insert(String(folder)).inserted, let slash = folder.lastIndex(of: "/") {
+            folder = folder[..<slash]
+        }
     }
 
     private func readControl(_ reader: OpaquePointer, entry: String) throws -> [UInt8] {
@@ -141,13 +148,15 @@ package struct ArchiveUnpacker {
     }
 
     private func writeFile(
-        _ reader: OpaquePointer, _ writer: OpaquePointer, entry: OpaquePointer, raw: String, target: String,
-        state: inout UnpackState
+        _ reader: OpaquePointer, _ writer: OpaquePointer, entry: OpaquePointer, raw: String, path: String,
+        destination: String, state: inout UnpackState
     ) throws -> TreeFile {
         // Parents may be implied rather than listed; create them as plain folders.
-        try makeDirectory(FileSystem.parentPath(target), entry: raw)
-        // A delta replaces a hard link to the old tree: unlink first so the old tree is never written through.
-        FileSystem.removeFile(target)
+        try makeFolder(path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "", in: destination, entry: raw, state: &state)
+        let target = destination + "/" + path
+        // A delta replaces a hard link to the old tree: unlink first so the old tree is never written
+        // through. A full archive unpacks into an empty folder and duplicates are refused: nothing to unlink.
+        if isDelta { FileSystem.removeFile(target) }
         archive_entry_set_pathname(entry, target)
         archive_entry_set_perm(entry, 0o444)
         archive_entry_set_uid(entry, 0)
@@ -199,6 +208,8 @@ private struct UnpackState {
     /// Every path seen, true for folders: finds duplicates and file/folder conflicts in one pass.
     var kinds: [String: Bool] = [:]
     var files: [String: TreeFile] = [:]
+    /// Folders created on disk (relative paths), listed or implied by a file's path.
+    var made: Set<String> = []
     var deltaControl: [UInt8]?
 }
 

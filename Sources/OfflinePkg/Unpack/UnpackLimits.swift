@@ -15,8 +15,10 @@ package struct TreeFile: Sendable, Equatable {
     package var size: Int64
 }
 
-/// What an unpack produced: every regular file with its hash, and for a delta its control member.
+/// What an unpack produced: every regular file with its hash, every folder it created (relative
+/// paths, so the tree can be made read-only without walking it again), and for a delta its control member.
 package struct UnpackedTree: Sendable {
     package var files: [String: TreeFile]
+    package var folders: Set<String>
     package var deltaControl: [UInt8]?
 }

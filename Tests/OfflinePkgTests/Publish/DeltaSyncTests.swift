@@ -40,11 +40,23 @@ import Testing
             let tree = installedTree(root: root, id: "app", version: published.version, tree: published.tree)
             #expect(sameFiles(site, tree))
             #expect(try coreutilsTreeHash(tree) == published.tree)
+            // Installed trees are read-only, whether unpacked from an archive or assembled from a delta.
+            #expect(notReadOnly(tree).isEmpty)
             previousTree = (published.version, published.tree)
         }
         // Nothing left behind in staging or downloads.
         #expect(FileSystem.contents(of: CacheLayout(root: root).staging).isEmpty)
         #expect(FileSystem.contents(of: CacheLayout(root: root).downloads).isEmpty)
+    }
+
+    /// Paths under `tree` (itself included) that are not 0444 files or 0555 folders.
+    private func notReadOnly(_ tree: String) -> [String] {
+        var info = stat()
+        guard lstat(tree, &info) == 0 else { return [tree + " (missing)"] }
+        let isFolder = (info.st_mode & S_IFMT) == S_IFDIR
+        var wrong = info.st_mode & 0o7777 == (isFolder ? 0o555 : 0o444) ? [] : [tree]
+        if isFolder { for name in FileSystem.contents(of: tree) { wrong += notReadOnly(tree + "/" + name) } }
+        return wrong
     }
 
     /// Publishes v1, syncs the device to it, publishes v2; returns what the tests need to tamper with v2.
