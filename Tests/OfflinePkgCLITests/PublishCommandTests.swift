@@ -34,8 +34,8 @@ import Testing
         #expect(await run(["publish", dir + "/v1", "--version", "1"] + common) == 0)
         #expect(await run(["sync", dir + "/repo/manifest.json", "--root", dir + "/root", "--quiet"]) == 0)
         #expect(await run(["publish", dir + "/v2", "--version", "2", "--format", "tar.gz"] + common) == 0)
-        #expect(FileSystem.exists(dir + "/repo/archives/web-2.tar.gz"))
-        #expect(FileSystem.exists(dir + "/repo/archives/web-1-2.delta.tar.gz"))
+        #expect(FileSystem.exists(dir + "/repo/archives/web/2/web-2.tar.gz"))
+        #expect(FileSystem.exists(dir + "/repo/archives/web/2/web-1-to-2.delta.tar.gz"))
         #expect(await run(["sync", dir + "/repo/manifest.json", "--root", dir + "/root", "--quiet"]) == 0)
 
         let store = try PackageStore(root: URL(fileURLWithPath: dir + "/root"), options: .init(watchInterval: 0))

@@ -44,7 +44,7 @@ public struct Publisher: Sendable {
         let republished = try checkVersionIsNew(request, tree: tree, document: document)
 
         let archiveURL = layout.archiveURL(id: request.id, version: request.version, format: request.format)
-        try FileSystem.rename(scratch, to: layout.path(ofURL: archiveURL))
+        try moveIntoPlace(scratch, url: archiveURL)
         let archive = try describe(archiveURL)
 
         // Deltas from the versions published before this one, newest first.
@@ -155,8 +155,19 @@ public struct Publisher: Sendable {
             return .skipped("the delta (\(size) bytes) is not smaller than the full archive (\(fullSize) bytes)")
         }
         let url = layout.deltaURL(id: request.id, from: from, to: request.version, format: request.format)
-        try FileSystem.rename(scratch, to: layout.path(ofURL: url))
+        try moveIntoPlace(scratch, url: url)
         return .written(.init(from: from, file: try describe(url), changed: changed.count, deleted: deleted.count))
+    }
+
+    /// Renames a finished scratch file to its URL's path. Archives are immutable once published (CDNs
+    /// cache them for a year): an existing file may only be replaced by the very same bytes.
+    private func moveIntoPlace(_ scratch: String, url: String) throws {
+        let path = layout.path(ofURL: url)
+        if FileSystem.exists(path), try FileHasher.sha256(ofFile: path) != FileHasher.sha256(ofFile: scratch) {
+            throw OfflinePkgError.publishRefused(reason: "\(url) already exists with other content; published archives are never rewritten")
+        }
+        try FileSystem.makeDirectories(FileSystem.parentPath(path))
+        try FileSystem.rename(scratch, to: path)
     }
 
     private func describe(_ url: String) throws -> PublishReport.WrittenFile {

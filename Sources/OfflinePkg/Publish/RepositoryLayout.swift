@@ -2,8 +2,8 @@
 ///
 ///     repo/
 ///       manifest.json  manifest.json.minisig
-///       archives/<id>-<version>.<ext>                   full archives
-///       archives/<id>-<from>-<to>.delta.<ext>           deltas
+///       archives/<id>/<version>/<id>-<version>.<ext>              full archives
+///       archives/<id>/<version>/<id>-<from>-to-<version>.delta.<ext> deltas into <version>
 ///       trees/<id>/<version>.index                      "<sha256> <size> <path>" per file of a published version
 ///       trees/<id>/versions                             published versions, oldest first, one a line
 ///
@@ -23,13 +23,14 @@ package struct RepositoryLayout: Sendable {
     package var archives: String { root + "/archives" }
     package var trees: String { root + "/trees" }
 
-    /// Archive URLs as the manifest writes them: relative to the manifest.
+    /// Archive URLs as the manifest writes them: relative to the manifest. A folder per id and version
+    /// (neither may hold a `/`) keeps names unambiguous: `app` 1-2 and `app-1` 2 never share a file.
     package func archiveURL(id: String, version: String, format: ArchiveFormat) -> String {
-        "archives/\(id)-\(version).\(format.fileExtension)"
+        "archives/\(id)/\(version)/\(id)-\(version).\(format.fileExtension)"
     }
 
     package func deltaURL(id: String, from: String, to: String, format: ArchiveFormat) -> String {
-        "archives/\(id)-\(from)-\(to).delta.\(format.fileExtension)"
+        "archives/\(id)/\(to)/\(id)-\(from)-to-\(to).delta.\(format.fileExtension)"
     }
 
     /// The file behind a relative URL this layout made.

@@ -24,26 +24,28 @@ import Testing
             let v2 = try publisher.publish(DemoSite.request(site: scratch.sub("\(copy)/v2"), version: 2, format: format))
             #expect(v2.deltas.count == 1)
             var files = [String: [UInt8]]()
-            for name in FileSystem.contents(of: repo + "/archives") { files[name] = try FileSystem.read(repo + "/archives/" + name) }
+            TreeWalker.regularFiles(in: repo + "/archives") { files[$0] = try? FileSystem.read(repo + "/archives/" + $0) }
             outputs.append(files)
         }
-        #expect(outputs[0].keys.sorted() == ["app-1.0-2.0.delta.\(format.rawValue)", "app-1.0.\(format.rawValue)", "app-2.0.\(format.rawValue)"])
+        #expect(outputs[0].keys.sorted() == [
+            "app/1.0/app-1.0.\(format.rawValue)", "app/2.0/app-1.0-to-2.0.delta.\(format.rawValue)", "app/2.0/app-2.0.\(format.rawValue)",
+        ])
         #expect(outputs[0] == outputs[1])
 
         // What the entries carry, as bsdtar reads them: root owner, fixed modes, epoch mtime, sorted.
-        let listing = try shell("bsdtar -tvf '\(scratch.sub("repo-b"))/archives/app-1.0.\(format.rawValue)' | awk '{print $1, $3, $4, $6, $7, $8, $9}'")
+        let listing = try shell("bsdtar -tvf '\(scratch.sub("repo-b"))/archives/app/1.0/app-1.0.\(format.rawValue)' | awk '{print $1, $3, $4, $6, $7, $8, $9}'")
         let lines = listing.split(separator: "\n")
         #expect(lines.contains("drwxr-xr-x 0 0 Jan 1 1970 img/"))
         #expect(lines.contains("-rw-r--r-- 0 0 Jan 1 1970 index.html"))
         let paths = lines.map { String($0.split(separator: " ").last!) }
         #expect(paths == paths.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
         if format != .zip {
-            let raw = try shell("bsdcat '\(scratch.sub("repo-b"))/archives/app-1.0.\(format.rawValue)' | strings")
+            let raw = try shell("bsdcat '\(scratch.sub("repo-b"))/archives/app/1.0/app-1.0.\(format.rawValue)' | strings")
             #expect(!raw.contains("atime") && !raw.contains("ctime") && !raw.contains("root"))
         }
         if format == .tarGzip {
             // gzip header bytes 4-7: MTIME, zero when absent.
-            let header = try FileSystem.read(scratch.sub("repo-b") + "/archives/app-1.0.tar.gz").prefix(8)
+            let header = try FileSystem.read(scratch.sub("repo-b") + "/archives/app/1.0/app-1.0.tar.gz").prefix(8)
             #expect(Array(header.suffix(4)) == [0, 0, 0, 0])
         }
     }
@@ -108,7 +110,7 @@ import Testing
         let v2 = try publisher.publish(DemoSite.request(site: scratch.sub("v2"), version: 2))
         #expect(v2.deltas.isEmpty)
         #expect(v2.skippedDeltas.map(\.from) == ["1.0"])
-        #expect(!FileSystem.exists(repo + "/archives/app-1.0-2.0.delta.tar.zst"))
+        #expect(!FileSystem.exists(repo + "/archives/app/2.0/app-1.0-to-2.0.delta.tar.zst"))
     }
 
     // MARK: Refusals
@@ -183,5 +185,18 @@ import Testing
             try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(request)
         }
         #expect(!FileSystem.exists(scratch.sub("repo")))
+    }
+
+    @Test func idsAndVersionsThatLookAlikeGetTheirOwnArchives() throws {
+        let scratch = try TemporaryFolder("publish-names")
+        let repo = scratch.sub("repo")
+        let publisher = Publisher(repository: URL(fileURLWithPath: repo))
+        try writeSite(scratch.sub("a"), ["index.html": Array("app 1-2".utf8)])
+        try writeSite(scratch.sub("b"), ["index.html": Array("app-1 2".utf8)])
+        let first = try publisher.publish(PublishRequest(site: scratch.sub("a"), id: "app", version: "1-2", routes: ["https://m.example.com/a/"]))
+        let second = try publisher.publish(PublishRequest(site: scratch.sub("b"), id: "app-1", version: "2", routes: ["https://m.example.com/b/"]))
+        #expect(first.archive.url != second.archive.url)
+        #expect(try FileHasher.sha256(ofFile: repo + "/" + first.archive.url) == first.archive.sha256)
+        #expect(try FileHasher.sha256(ofFile: repo + "/" + second.archive.url) == second.archive.sha256)
     }
 }
