@@ -29,7 +29,11 @@ package final class LookupIndex: Sendable {
         for package in set.packages {
             let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
             let indexPath = layout.treeIndex(id: package.id, version: package.version, treeHash: package.tree)
-            let files = try TreeIndexFile.decode(FileSystem.read(indexPath, limit: 1 << 30), path: indexPath)
+            // A package whose index is damaged answers nothing (its routes miss) instead of taking every
+            // other package down with it; `verify` names it and `verify --repair` fetches it again.
+            guard let files = try? TreeIndexFile.decode(FileSystem.read(indexPath, limit: 1 << 30), path: indexPath) else {
+                continue
+            }
             trees.append(tree)
             var numbers = [String: Int32]()
             for (path, file) in files {

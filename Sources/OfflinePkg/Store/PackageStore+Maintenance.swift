@@ -78,9 +78,15 @@ extension PackageStore {
         for package in try ActiveRecord.load(layout).current.packages {
             let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
             let indexPath = layout.treeIndex(id: package.id, version: package.version, treeHash: package.tree)
-            let files = try TreeIndexFile.decode(FileSystem.read(indexPath, limit: 1 << 30), path: indexPath)
             func report(_ path: String, _ problem: String) {
                 damage.append(TreeDamage(packageID: package.id, version: package.version, path: path, problem: problem))
+            }
+            let files: [String: TreeFile]
+            do {
+                files = try TreeIndexFile.decode(FileSystem.read(indexPath, limit: 1 << 30), path: indexPath)
+            } catch {
+                report("", "the tree index is unreadable: \(error)")
+                continue
             }
             if TreeHash.compute(files) != package.tree { report("", "the tree index does not match the tree hash") }
             var onDisk = Set<String>()
