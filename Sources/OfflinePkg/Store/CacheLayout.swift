@@ -14,7 +14,7 @@ import Foundation
 ///       trees/<id>/<version>-<tree prefix>.index     "<sha256> <size> <path>" per file
 ///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable
 ///       staging/<name>/         unpacking in progress, same file system as trees/
-///       leases/<pid>            one per reader process, flock'd while it lives
+///       leases/<pid>-<random>   one per open reader store, flock'd while it lives
 public struct CacheLayout: Sendable, Equatable {
     public let root: String
 
@@ -52,7 +52,6 @@ public struct CacheLayout: Sendable, Equatable {
     package func partialDownload(sha256: String) -> String { downloads + "/" + sha256 + ".part" }
     package func partialDownloadMeta(sha256: String) -> String { downloads + "/" + sha256 + ".meta" }
     package func stagingDirectory(_ name: String) -> String { staging + "/" + name }
-    package func lease(pid: Int32) -> String { leases + "/\(pid)" }
 
     /// The default root: `$OFFLINEPKG_ROOT`, else `$XDG_DATA_HOME/offlinepkg`, else `~/.local/share/offlinepkg`.
     public static func defaultRoot(environment: [String: String]) -> String {

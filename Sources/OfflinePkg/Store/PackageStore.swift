@@ -45,7 +45,9 @@ public final class PackageStore: Sendable {
     public let layout: CacheLayout
     public let options: Options
     private let snapshot: Mutex<LookupIndex>
-    private let lease: ReaderLease
+    /// Nil when the root is not writable for this process (a read-only user of a shared root): lookups
+    /// still work, but garbage collection cannot see this reader.
+    private let lease: ReaderLease?
     private let watcher: ActiveSetWatcher
     package let cache: ResourceCache
 
@@ -55,15 +57,20 @@ public final class PackageStore: Sendable {
     }
 
     package init(layout: CacheLayout, options: Options = .init()) throws {
-        try layout.prepare()
+        do {
+            try layout.prepare()
+        } catch where FileSystem.isDirectory(layout.root) {
+            // A root this process may read but not write (a cron sync as root, a shell as a user):
+            // answer from what is there.
+        }
         // libarchive's secure-symlink check walks the whole target path: resolve the root's own links.
         let layout = CacheLayout(root: try FileSystem.realPath(layout.root))
         self.layout = layout
         self.options = options
         let index = try LookupIndex(set: ActiveRecord.load(layout).current, layout: layout)
         snapshot = Mutex(index)
-        lease = try ReaderLease(layout: layout)
-        lease.hold(index.trees)
+        lease = try? ReaderLease(layout: layout)
+        lease?.hold(index.trees)
         watcher = ActiveSetWatcher(path: layout.activeSet)
         cache = ResourceCache(capacity: options.memoryCacheCapacity)
         if options.activation == .immediately && options.watchInterval > 0 {
@@ -110,9 +117,9 @@ public final class PackageStore: Sendable {
         guard record.current.generation != current.set.generation else { return }
         let index = try LookupIndex(set: record.current, layout: layout)
         // Lease the new trees before answering from them; the old ones stay leased until the swap.
-        lease.hold(current.trees + index.trees)
+        lease?.hold(current.trees + index.trees)
         snapshot.withLock { $0 = index }
-        lease.hold(index.trees)
+        lease?.hold(index.trees)
     }
 
     /// Called by the updater of this process right after it switched the active set.

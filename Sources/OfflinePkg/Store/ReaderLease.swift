@@ -4,20 +4,39 @@ import Synchronization
 import Glibc
 #endif
 
-/// A reader process's claim on the trees it answers from: `leases/<pid>` lists them, one per line, and
-/// the reader holds a shared `flock` on it while it lives. Garbage collection keeps every tree a live
-/// lease names; a lease whose lock it can take belongs to a dead process and is removed.
+/// A reader's claim on the trees it answers from: `leases/<pid>-<random>` (one per open store, so two
+/// stores in one process never overwrite each other's list) lists them, one per line, and the reader
+/// holds a shared `flock` on it while it lives. Garbage collection keeps every tree a live lease names;
+/// a lease whose lock it can take belongs to a dead reader and is removed.
+///
+/// A lease is born under a hidden name and renamed into place only once locked: otherwise a collector
+/// could find it in the instant between `open` and `flock`, take it for dead, and unlink it.
 package final class ReaderLease: Sendable {
     private let path: String
     private let descriptor: FileDescriptor
     private let lastWritten = Mutex<[String]>([])
 
     package init(layout: CacheLayout) throws {
-        path = layout.lease(pid: getpid())
-        descriptor = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o644)
-        if flock(descriptor.rawValue, LOCK_SH) != 0 {
-            descriptor.close()
-            throw OfflinePkgError.io(path: path, operation: "flock", Errno.current)
+        var attempt = 0
+        while true {
+            let name = "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+            let hidden = layout.leases + "/." + name
+            let fd = try FileDescriptor.open(hidden, O_RDWR | O_CREAT | O_EXCL, mode: 0o644)
+            if flock(fd.rawValue, LOCK_SH) != 0 {
+                fd.close()
+                unlink(hidden)
+                throw OfflinePkgError.io(path: hidden, operation: "flock", Errno.current)
+            }
+            let final = layout.leases + "/" + name
+            if rename(hidden, final) == 0 {
+                path = final
+                descriptor = fd
+                return
+            }
+            // A collector removed the hidden file before our lock landed: start again.
+            fd.close()
+            attempt += 1
+            if attempt == 5 { throw OfflinePkgError.io(path: final, operation: "rename", Errno.current) }
         }
     }
 
