@@ -15,6 +15,7 @@ enum PublishCommand {
             .init(name: "sign-key", value: "FILE", help: "minisign secret key: writes manifest.json.minisig"),
             .init(name: "rollout", value: "P", help: "percentage of devices that take this version (0-100)"),
             .init(name: "min-shell-version", value: "V", help: "oldest shell version that may take this version"),
+            .init(name: "expires", value: "WHEN", help: "manifest expiry: a duration from now (30d, 12h, 90m) or an RFC 3339 time"),
             .init(name: "format", value: "FMT", help: "tar.zst (default: fastest to unpack on devices), tar.gz or zip"),
             .json, .quiet,
         ],
@@ -39,7 +40,7 @@ enum PublishCommand {
             entry: arguments.value("entry") ?? "index.html", fallback: arguments.value("fallback"),
             deltaCount: try arguments.integer("deltas", in: 0...100) ?? 3,
             rollout: try arguments.integer("rollout", in: 0...100), minShellVersion: arguments.value("min-shell-version"),
-            format: format)
+            format: format, expires: try arguments.value("expires").map(expiry))
 
         var signer: (([UInt8]) throws -> [UInt8])?
         if let keyPath = arguments.value("sign-key") {
@@ -73,5 +74,15 @@ enum PublishCommand {
         }
         lines.append(report.signed ? "  signed  manifest.json.minisig" : "  unsigned (no --sign-key)")
         return lines.joined(separator: "\n")
+    }
+
+    /// `30d`, `12h`, `90m` from now, or an RFC 3339 time.
+    static func expiry(_ text: String) throws -> Date {
+        if let date = RFC3339.parse(text) { return date }
+        let units: [Character: Double] = ["d": 86_400, "h": 3_600, "m": 60]
+        if let unit = text.last.flatMap({ units[$0] }), let count = Double(text.dropLast()), count > 0 {
+            return Date().addingTimeInterval(count * unit)
+        }
+        throw UsageError("--expires takes a duration such as 30d, 12h or 90m, or an RFC 3339 time, got \"\(text)\"")
     }
 }

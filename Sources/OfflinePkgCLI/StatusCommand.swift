@@ -17,7 +17,7 @@ enum StatusCommand {
         if status.active.generation == 0 {
             lines.append("active: nothing installed yet")
         } else {
-            lines.append("active: set \(status.active.generation) (sequence \(status.active.sequence), since \(RFC3339Text(status.active.activatedAt)))")
+            lines.append("active: set \(status.active.generation) (sequence \(status.active.sequence), since \(RFC3339.format(status.active.activatedAt)))")
             for package in status.active.packages {
                 lines.append("  \(package.id) \(package.version)  \(package.routes.joined(separator: " "))")
             }
@@ -26,22 +26,16 @@ enum StatusCommand {
             lines.append("previous: set \(previous.generation): " + previous.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
         }
         if let url = status.manifestURL { lines.append("manifest: \(url)") }
-        if let check = status.lastCheck { lines.append("last check: \(RFC3339Text(check))") }
+        if let check = status.lastCheck { lines.append("last check: \(RFC3339.format(check))") }
         for held in status.heldBack { lines.append("held back: \(held.id) \(held.version): \(held.reason)") }
         for (id, version) in status.reverted.sorted(by: { $0.key < $1.key }) { lines.append("reverted: \(id) \(version)") }
         if status.history.count > 1 {
             lines.append("history:")
             for set in status.history.reversed() {
-                lines.append("  set \(set.generation) at \(RFC3339Text(set.activatedAt)): " + set.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
+                lines.append("  set \(set.generation) at \(RFC3339.format(set.activatedAt)): " + set.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
             }
         }
         context.output.print(lines.joined(separator: "\n"))
         return OfflinePkgCommand.ExitStatus.success
     }
-}
-
-func RFC3339Text(_ date: Date) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime]
-    return formatter.string(from: date)
 }

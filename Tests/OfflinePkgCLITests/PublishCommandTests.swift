@@ -70,4 +70,19 @@ import Testing
         }
         #expect(OfflinePkgCommand.overview.contains("publish"))
     }
+
+    @Test func expiresIsWrittenAndAnExpiredManifestIsRefused() async throws {
+        let dir = try scratch()
+        defer { try? FileSystem.removeTree(dir) }
+        try site(dir + "/v1", ["index.html": "v1"])
+        let common = ["--repo", dir + "/repo", "--id", "web", "--route", "https://m.example.com/", "--quiet"]
+        #expect(await run(["publish", dir + "/v1", "--version", "1", "--expires", "30d"] + common) == 0)
+        let manifest = try Manifest(parsing: FileSystem.read(dir + "/repo/manifest.json"), source: "repo")
+        let expires = try #require(manifest.expires)
+        #expect(abs(expires.timeIntervalSinceNow - 30 * 86_400) < 120)
+        // A manifest whose expiry has passed is never written: devices would refuse every package in it.
+        #expect(await run(["publish", dir + "/v1", "--version", "1", "--expires", "2020-01-01T00:00:00Z"] + common) == 4)
+        #expect(try Manifest(parsing: FileSystem.read(dir + "/repo/manifest.json"), source: "repo") == manifest)
+        #expect(await run(["publish", dir + "/v1", "--version", "1", "--expires", "soon"] + common) == 2)
+    }
 }

@@ -36,6 +36,10 @@ package struct ManifestDocument {
         }
     }
 
+    package mutating func setExpires(_ date: Date) {
+        object["expires"] = RFC3339.format(date)
+    }
+
     package mutating func setSequence(_ sequence: Int) {
         object["sequence"] = sequence
         if object["format"] == nil { object["format"] = Manifest.supportedFormat }

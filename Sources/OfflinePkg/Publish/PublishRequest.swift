@@ -1,3 +1,5 @@
+import Foundation
+
 /// What one `publish` should release: a site folder as one version of one package.
 public struct PublishRequest: Sendable, Equatable {
     /// The site folder; its content becomes the package tree.
@@ -13,12 +15,15 @@ public struct PublishRequest: Sendable, Equatable {
     public var rollout: Int?
     public var minShellVersion: String?
     public var format: ArchiveFormat
+    /// When devices stop accepting the manifest (freeze protection); nil keeps the manifest's own.
+    public var expires: Date?
 
     public init(
         site: String, id: String, version: String, routes: [String], entry: String = "index.html",
         fallback: String? = nil, deltaCount: Int = 3, rollout: Int? = nil, minShellVersion: String? = nil,
-        format: ArchiveFormat = .tarZstd
+        format: ArchiveFormat = .tarZstd, expires: Date? = nil
     ) {
+        self.expires = expires
         self.site = site
         self.id = id
         self.version = version

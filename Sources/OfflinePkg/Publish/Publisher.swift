@@ -72,9 +72,14 @@ public struct Publisher: Sendable {
         let sequence = document.sequence + 1
         document.setSequence(sequence)
         document.replacePackage(entry)
+        if let expires = request.expires { document.setExpires(expires) }
         let bytes = try document.encoded()
-        // The result must be a manifest this build's devices accept.
-        _ = try Manifest(parsing: bytes, source: layout.manifest)
+        // The result must be a manifest this build's devices accept — expired, they would refuse it all.
+        let written = try Manifest(parsing: bytes, source: layout.manifest)
+        if let expires = written.expires, expires <= Date() {
+            throw OfflinePkgError.publishRefused(
+                reason: "the manifest expired at \(RFC3339.format(expires)); devices would refuse it: pass --expires (e.g. 30d)")
+        }
         let signature = try signer?(bytes)
         try FileSystem.writeAtomically(bytes, to: layout.manifest)
         if let signature {
