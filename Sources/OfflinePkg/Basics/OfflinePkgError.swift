@@ -86,7 +86,8 @@ extension OfflinePkgError: CustomStringConvertible {
         case .sizeMismatch(let what, let reason):
             "size check refused \(what): \(reason)"
         case .archiveRefused(let archive, let entry, let reason):
-            if let entry { "archive \(archive) refused: entry \"\(entry)\": \(reason)" } else {
+            // Entry names come from the archive: escape them, so a hostile name cannot drive the terminal.
+            if let entry { "archive \(archive) refused: entry \"\(Self.escaped(entry))\": \(reason)" } else {
                 "archive \(archive) refused: \(reason)"
             }
         case .treeMismatch(let package, let expected, let actual):
@@ -109,5 +110,22 @@ extension OfflinePkgError: CustomStringConvertible {
         case .publishRefused(let reason):
             "publish refused: \(reason)"
         }
+    }
+}
+
+extension OfflinePkgError {
+    /// `text` with control characters, backslashes and quotes written as escapes (`\u{1B}`, `\\`, `\"`).
+    static func escaped(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case _ where scalar.value < 0x20 || scalar.value == 0x7f || (0x80...0x9f).contains(scalar.value):
+                out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 }

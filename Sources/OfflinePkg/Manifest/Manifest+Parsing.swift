@@ -145,13 +145,22 @@ private struct ManifestReader {
             return nil
         }
         // JSONSerialization hands back NSNumber for numbers and booleans alike; its type code tells them
-        // apart ("c" for a boolean, "d" for a number written with a fraction or exponent).
+        // apart ("c" for a boolean, "d" for a fraction or exponent, "Q" past Int64), and numbers past
+        // UInt64 come back as NSDecimalNumber.
+        if value is NSDecimalNumber { throw fail(field, "expected an integer, got a number too large for 64 bits") }
         guard let number = value as? NSNumber else { throw fail(field, "expected an integer") }
         let code = String(cString: number.objCType)
         if code == "c" || type(of: value) != NSNumber.self { throw fail(field, "expected an integer, got a boolean") }
-        if code != "d" { return number.intValue }
-        if let integer = Int(exactly: number.doubleValue) { return integer }
-        throw fail(field, "expected an integer")
+        switch code {
+        case "d", "f":
+            if let integer = Int(exactly: number.doubleValue) { return integer }
+            throw fail(field, "expected an integer, got \(number.doubleValue)")
+        case "Q":
+            if number.uint64Value <= UInt64(Int.max) { return Int(number.uint64Value) }
+            throw fail(field, "expected an integer, got a number too large for 64 bits")
+        default:
+            return number.intValue
+        }
     }
 }
 

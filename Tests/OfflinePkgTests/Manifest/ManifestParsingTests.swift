@@ -63,6 +63,8 @@ struct ManifestParsingTests {
         .init(name: "format fractional", bytes: manifest(["format": 1.5]), field: "format"),
         .init(name: "format boolean", bytes: manifest(["format": true]), field: "format"),
         .init(name: "sequence zero", bytes: manifest(["sequence": 0]), field: "sequence"),
+        .init(name: "sequence past Int64", bytes: Array(#"{"format":1,"sequence":9223372036854775808,"packages":[]}"#.utf8), field: "sequence"),
+        .init(name: "sequence past UInt64", bytes: Array(#"{"format":1,"sequence":18446744073709551617,"packages":[]}"#.utf8), field: "sequence"),
         .init(name: "sequence string", bytes: manifest(["sequence": "42"]), field: "sequence"),
         .init(name: "expires not RFC 3339", bytes: manifest(["expires": "tomorrow"]), field: "expires"),
         .init(name: "packages not a list", bytes: manifest(["packages": "x"]), field: "packages"),
@@ -138,5 +140,11 @@ struct ManifestParsingTests {
         let digest = SHA256.hash(Array("dev:home:1.0".utf8)).bytes
         let expected = Int((UInt32(digest[0]) << 24 | UInt32(digest[1]) << 16 | UInt32(digest[2]) << 8 | UInt32(digest[3])) % 100)
         #expect(Rollout.bucket(deviceID: "dev", packageID: "home", version: "1.0") == expected)
+    }
+
+    @Test func hugeNumbersAreNamedAsSuch() {
+        #expect {
+            try Self.parse(Array(#"{"format":1,"sequence":9223372036854775808,"packages":[]}"#.utf8))
+        } throws: { "\($0)".contains("too large for 64 bits") }
     }
 }

@@ -140,4 +140,9 @@ struct HostileArchiveTests {
         #expect(Set(tree.files.keys) == ["index.html", "js/app.js", "a b/ü.txt"])
         #expect(TreeHash.compute(tree.files) == (try treeHash(of: dir.path("site"))))
     }
+
+    @Test func entryNamesInMessagesAreEscaped() {
+        let error = OfflinePkgError.archiveRefused(archive: "a.tar", entry: "./x\u{1B}[2Jy\\z", reason: "control character in path")
+        #expect("\(error)" == #"archive a.tar refused: entry "./x\u{1B}[2Jy\\z": control character in path"#)
+    }
 }
