@@ -41,19 +41,29 @@ public enum OfflinePkgCommand {
             context.output.print(command.help)
             return ExitStatus.success
         }
+        let (message, exitStatus): (String, Int32)
         do {
             let parsed = try command.parse(rest)
             return try await command.run(parsed, context)
         } catch let error as UsageError {
-            context.output.error("offlinepkg \(name): \(error)\nusage: \(command.usage)")
-            return ExitStatus.usage
+            (message, exitStatus) = ("\(error)\nusage: \(command.usage)", ExitStatus.usage)
         } catch let error as OfflinePkgError {
-            context.output.error("offlinepkg \(name): \(error)")
-            return status(for: error)
+            (message, exitStatus) = ("\(error)", status(for: error))
         } catch {
-            context.output.error("offlinepkg \(name): \(error)")
-            return ExitStatus.failure
+            (message, exitStatus) = ("\(error)", ExitStatus.failure)
         }
+        context.output.error("offlinepkg \(name): \(message)")
+        // `--json` promises one JSON object on stdout, failures included, so a script never parses nothing.
+        if rest.contains("--json") {
+            context.output.json(JSONFailure(error: message.split(separator: "\n").first.map(String.init) ?? message, exitStatus: exitStatus))
+        }
+        return exitStatus
+    }
+
+    /// What `--json` prints when a command fails.
+    struct JSONFailure: Encodable {
+        var error: String
+        var exitStatus: Int32
     }
 
     static func status(for error: OfflinePkgError) -> Int32 {

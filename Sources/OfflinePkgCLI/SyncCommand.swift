@@ -22,7 +22,14 @@ enum SyncCommand {
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
         let manifestURL = try ManifestLocation.url(from: arguments.positionals[0])
         var keys = [TrustedKey]()
-        for path in arguments.all("trust-key") { keys.append(try TrustedKey(contentsOfFile: path)) }
+        for path in arguments.all("trust-key") {
+            // A key file that is not there is a mistake in the command line, not a failure of the sync.
+            guard FileManager.default.fileExists(atPath: path) else { throw UsageError("--trust-key \(path): no such file") }
+            keys.append(try TrustedKey(contentsOfFile: path))
+        }
+        if let stall = try arguments.seconds("stall-timeout"), stall <= 0 {
+            throw UsageError("--stall-timeout takes a number of seconds above 0, got \(stall)")
+        }
         if let version = arguments.value("shell-version"), ShellVersion(version) == nil {
             throw UsageError("--shell-version takes a dotted numeric version such as 3.2, got \"\(version)\"")
         }

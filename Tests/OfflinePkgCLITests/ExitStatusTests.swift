@@ -49,14 +49,19 @@ struct ExitStatusTests {
         #expect(refused.status == 4)
         #expect(refused.stderr.contains("sha256 mismatch for archives/home-1.tar.gz: expected 0000"))
 
-        let unreachable = try OfflinePkgBinary.run(["sync", "http://127.0.0.1:9/manifest.json", "--root", root.path, "--quiet"])
+        let unreachable = try OfflinePkgBinary.run(["sync", "http://127.0.0.1:9/manifest.json", "--root", root.path, "--quiet", "--json"])
         #expect(unreachable.status == 1)
+        // --json prints one object on failure too.
+        let failure = try JSONSerialization.jsonObject(with: Data(unreachable.stdout.utf8)) as? [String: Any]
+        #expect(failure?["exitStatus"] as? Int == 1)
+        #expect((failure?["error"] as? String)?.contains("127.0.0.1:9/manifest.json") == true)
 
         let miss = try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", root.path])
         #expect(miss.status == 1)
         #expect(miss.stderr.contains("no active package answers https://m.example.com/"))
 
-        for usage in [["sync"], ["sync", "a", "b"], ["sync", "x", "--jobs", "0"], ["status", "--bogus"], ["nope"], ["lookup", "not-a-url"]] {
+        for usage in [["sync"], ["sync", "a", "b"], ["sync", "x", "--jobs", "0"], ["status", "--bogus"], ["nope"], ["lookup", "not-a-url"],
+                      ["sync", "x", "--stall-timeout", "0"], ["sync", "x", "--trust-key", "/nonexistent.pub"]] {
             #expect(try OfflinePkgBinary.run(usage).status == 2, "\(usage)")
         }
     }
