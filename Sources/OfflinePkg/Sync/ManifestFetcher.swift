@@ -25,7 +25,7 @@ package struct ManifestFetcher: Sendable {
 
     /// The `.minisig` beside the manifest; nil when the server has none (404, or no such file).
     package func fetchSignature(_ manifestURL: URL) async throws -> [UInt8]? {
-        let url = URL(string: manifestURL.absoluteString + ".minisig")!
+        let url = Self.signatureURL(of: manifestURL)
         do {
             return try await get(url, headers: [], limit: 64 << 10, what: "signature").1
         } catch let error as OfflinePkgError {
@@ -34,6 +34,17 @@ package struct ManifestFetcher: Sendable {
             }
             throw error
         }
+    }
+
+    /// `<manifest-url>.minisig`, with `.minisig` on the path: a signed CDN URL keeps its query
+    /// (`…/manifest.json.minisig?token=…`, not `…?token=….minisig`).
+    package static func signatureURL(of manifestURL: URL) -> URL {
+        guard var components = URLComponents(url: manifestURL, resolvingAgainstBaseURL: true) else {
+            return URL(string: manifestURL.absoluteString + ".minisig")!
+        }
+        components.fragment = nil
+        components.percentEncodedPath += ".minisig"
+        return components.url ?? URL(string: manifestURL.absoluteString + ".minisig")!
     }
 
     private func get(_ url: URL, headers: [(String, String)], limit: Int, what: String) async throws -> (TransferResponseHead, [UInt8]) {
