@@ -6,7 +6,8 @@ import Glibc
 /// every file of the old tree hard-linked (installed trees are read-only, so sharing their inodes is
 /// safe and costs no space), the delta unpacked over them — the unpacker unlinks each target before it
 /// writes, so the old tree is never written through — then the deletions. The tree listing comes from
-/// the old index plus what the delta brought, and `PackageInstaller.place` checks it against `tree`.
+/// the old index plus what the delta brought, with every shared file hashed again, and
+/// `PackageInstaller.place` checks it against `tree`.
 package struct DeltaApplier {
     package var limits: UnpackLimits
     /// The installed version the delta starts from, and its tree and index.
@@ -41,6 +42,15 @@ package struct DeltaApplier {
             try FileSystem.unlinkFile(staging + "/" + path)
             files[path] = nil
             Self.removeEmptyParents(of: path, in: staging)
+        }
+        // The files the new tree shares with the old one are hashed again, not taken on the old index's
+        // word: a damaged base tree must not pass its damage on (SPEC §5: arrive at exactly `tree`).
+        for path in TreeHash.sortedPaths(files) where unpacked.files[path] == nil {
+            let actual = try FileHasher.sha256(ofFile: staging + "/" + path)
+            guard actual == files[path]!.sha256 else {
+                throw OfflinePkgError.corruptState(
+                    path: baseTree + "/" + path, reason: "the delta's base file has sha256 \(actual), expected \(files[path]!.sha256)")
+            }
         }
         files.merge(unpacked.files) { _, new in new }
         // The folders: those holding a file, plus those the delta made that the deletions left standing.

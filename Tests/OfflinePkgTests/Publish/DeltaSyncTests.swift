@@ -125,6 +125,24 @@ import Testing
         #expect(FileSystem.contents(of: CacheLayout(root: root).staging).isEmpty)
     }
 
+    @Test func aDamagedBaseTreeIsNotPassedOnByADelta() async throws {
+        let scratch = try TemporaryFolder("delta-damaged-base")
+        let (repo, root, v1, v2) = try await deviceOnV1WithV2Published(scratch)
+        // Damage a file of v1 that v2 keeps unchanged.
+        let oldTree = installedTree(root: root, id: "app", version: "1.0", tree: v1.tree)
+        let shared = "pages/page-0.html"
+        chmod(oldTree + "/" + shared, 0o644)
+        try FileSystem.writeAtomically(Array("damaged".utf8), to: oldTree + "/" + shared)
+        let events = EventLog()
+        let report = try await syncDevice(root: root, repo: repo, events: events)
+        #expect(report.outcome == .activated && report.changes.first?.via == "archive")
+        guard case .corruptState = try #require(events.deltaFailures.first) else {
+            Issue.record("expected the damaged base to be found, got \(events.deltaFailures)")
+            return
+        }
+        #expect(try coreutilsTreeHash(installedTree(root: root, id: "app", version: "2.0", tree: v2.tree)) == v2.tree)
+    }
+
     @Test(arguments: [
         (#"{"from":"1.0","to":"2.0","delete":["../outside.txt"]}"#, "\"..\" segment"),
         (#"{"from":"1.0","to":"2.0","delete":["/etc/passwd"]}"#, "absolute path"),
