@@ -22,4 +22,10 @@ package final class RootLock: Sendable {
     }
 
     deinit { descriptor.close() }
+
+    /// Takes the lock from async code: a wait for another sync happens on a thread of its own, never on
+    /// one of the cooperative pool's few threads.
+    package static func acquire(layout: CacheLayout, wait: Bool) async throws -> RootLock {
+        wait ? try await runBlocking { try RootLock(layout: layout, wait: true) } : try RootLock(layout: layout, wait: false)
+    }
 }

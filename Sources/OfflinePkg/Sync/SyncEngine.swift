@@ -15,7 +15,7 @@ package struct SyncEngine: Sendable {
 
     package func run() async throws -> SyncReport {
         try layout.prepare()
-        let lock = try RootLock(layout: layout, wait: options.waitForLock)
+        let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
         // Staging left by a crashed sync is garbage: only a lock holder writes there.
         try clearStaging()

@@ -10,7 +10,7 @@ extension PackageStore {
     package func repair(_ damage: [TreeDamage], options: Updater.Options, transport: any Transport) async throws -> [String] {
         let ids = Set(damage.map(\.packageID))
         guard !ids.isEmpty else { return [] }
-        let lock = try RootLock(layout: layout, wait: options.waitForLock)
+        let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
         let state = try StoreState.load(layout)
         guard let source = state.manifestURL, let manifestURL = URL(string: source) else {
