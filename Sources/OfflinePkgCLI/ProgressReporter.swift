@@ -26,6 +26,7 @@ final class ProgressReporter: Sendable {
     func handle(_ event: SyncEvent) {
         guard style != .none else { return }
         switch event {
+        case .failed: finish()  // the command prints the error itself, once, as it exits
         case .checking(let url): line("checking \(url)")
         case .manifestUnchanged: line("manifest not modified")
         case .skippedRecentCheck: line("skipped: last check is younger than --min-interval")

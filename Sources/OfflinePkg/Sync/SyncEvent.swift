@@ -22,6 +22,8 @@ public enum SyncEvent: Sendable {
     case packageFailed(packageID: String, error: OfflinePkgError)
     /// The new active set was switched in.
     case activated(generation: Int)
+    /// The sync failed as a whole; the active set is as it was.
+    case failed(OfflinePkgError)
 }
 
 /// Receives sync events, on whatever thread the sync runs on.

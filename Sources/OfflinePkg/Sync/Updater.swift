@@ -30,9 +30,14 @@ public actor Updater {
         let task = Task { try await engine.run() }
         inFlight = task
         defer { inFlight = nil }
-        let report = try await task.value
-        if report.outcome == .activated { store.activated() }
-        return report
+        do {
+            let report = try await task.value
+            if report.outcome == .activated { store.activated() }
+            return report
+        } catch let error as OfflinePkgError {
+            options.events?(.failed(error))
+            throw error
+        }
     }
 
     /// One sync of the cache root at `root` for a process that reads nothing from it, such as the

@@ -316,6 +316,18 @@ struct LifecycleTests {
         #expect(Date().timeIntervalSince(start) >= 1.0)
         #expect(server.requests(for: "/manifest.json").map(\.status) == [429, 200])
     }
+
+    @Test func aFailedSyncIsReportedAsAnEvent() async throws {
+        let events = EventLog()
+        let store = try Self.store(try TemporaryDirectory())
+        let updater = Updater(store: store, manifestURL: URL(fileURLWithPath: "/nonexistent/manifest.json"), options: .init(events: { events.append($0) }))
+        await #expect(throws: OfflinePkgError.self) { try await updater.sync() }
+        guard case .failed(let error) = try #require(events.all.last) else {
+            Issue.record("expected a failed event last, got \(events.all)")
+            return
+        }
+        #expect("\(error)".contains("/nonexistent/manifest.json"))
+    }
 }
 
 @Suite("Gating and routes")
