@@ -18,6 +18,11 @@ struct CLIContext: Sendable {
     func root(_ arguments: ParsedArguments) -> String {
         arguments.value("root") ?? CacheLayout.defaultRoot(environment: environment)
     }
+
+    /// The cache root opened for a one-shot command: no watcher thread, since the process ends soon.
+    func openStore(_ arguments: ParsedArguments) throws -> PackageStore {
+        try PackageStore(root: URL(fileURLWithPath: root(arguments)), options: .init(watchInterval: 0))
+    }
 }
 
 /// Where a command writes: results on stdout, progress and errors on stderr.

@@ -23,7 +23,7 @@ enum LookupCommand {
         guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
             throw UsageError("lookup takes an absolute http or https URL, got \"\(url)\"")
         }
-        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)), options: .init(watchInterval: 0))
+        let store = try context.openStore(arguments)
         guard let hit = store.resolve(url) else {
             throw OfflinePkgError.unavailable("no active package answers \(url)")
         }

@@ -9,7 +9,7 @@ enum VerifyCommand {
         summary: "re-hash the active trees; exit 4 naming each damaged file", run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)), options: .init(watchInterval: 0))
+        let store = try context.openStore(arguments)
         let damage = try store.verify()
         if arguments.flag("json") {
             context.output.json(["damaged": damage])
@@ -36,7 +36,7 @@ enum GCCommand {
         run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)), options: .init(watchInterval: 0))
+        let store = try context.openStore(arguments)
         let removed = try store.collectGarbage()
         if arguments.flag("json") {
             context.output.json(["removed": removed])
@@ -53,7 +53,7 @@ enum RollbackCommand {
         summary: "switch back to the previous active set", run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)), options: .init(watchInterval: 0))
+        let store = try context.openStore(arguments)
         let set = try store.rollback()
         if arguments.flag("json") {
             context.output.json(set)

@@ -7,7 +7,7 @@ enum StatusCommand {
         summary: "show the active set, the previous one, history and what was held back", run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)), options: .init(watchInterval: 0))
+        let store = try context.openStore(arguments)
         let status = try store.status()
         if arguments.flag("json") {
             context.output.json(status)

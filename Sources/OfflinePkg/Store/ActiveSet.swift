@@ -53,13 +53,7 @@ package struct ActiveRecord: Codable, Sendable, Equatable {
     package static let empty = ActiveRecord(current: .empty, previous: nil)
 
     package static func load(_ layout: CacheLayout) throws -> ActiveRecord {
-        guard FileSystem.exists(layout.activeSet) else { return .empty }
-        let bytes = try FileSystem.read(layout.activeSet)
-        do {
-            return try JSONCoding.decoder.decode(ActiveRecord.self, from: Data(bytes))
-        } catch {
-            throw OfflinePkgError.corruptState(path: layout.activeSet, reason: "\(error)")
-        }
+        try JSONCoding.load(ActiveRecord.self, from: layout.activeSet) ?? .empty
     }
 
     /// Writes the record with write, fsync, rename, fsync-folder: a crash leaves the old or the new one.
@@ -74,6 +68,17 @@ package enum JSONCoding {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         return decoder
+    }
+
+    /// Reads one of the cache root's JSON files; nil when it does not exist yet.
+    package static func load<T: Decodable>(_ type: T.Type, from path: String) throws -> T? {
+        guard FileSystem.exists(path) else { return nil }
+        let bytes = try FileSystem.read(path)
+        do {
+            return try decoder.decode(type, from: Data(bytes))
+        } catch {
+            throw OfflinePkgError.corruptState(path: path, reason: "\(error)")
+        }
     }
 
     package static func encode(_ value: some Encodable, pretty: Bool = true) -> [UInt8] {

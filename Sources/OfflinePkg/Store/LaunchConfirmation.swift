@@ -10,9 +10,9 @@ package struct LaunchRecord: Codable, Sendable, Equatable {
     package var launches: Int
     package var confirmed: Bool
 
+    /// Nil when there is none yet, or it cannot be read (then counting starts again).
     package static func load(_ layout: CacheLayout) -> LaunchRecord? {
-        guard let bytes = try? FileSystem.read(layout.launches, limit: 64 << 10) else { return nil }
-        return try? JSONCoding.decoder.decode(LaunchRecord.self, from: Data(bytes))
+        (try? JSONCoding.load(LaunchRecord.self, from: layout.launches)) ?? nil
     }
 
     package func save(_ layout: CacheLayout) throws {

@@ -22,13 +22,7 @@ package struct StoreState: Codable, Sendable, Equatable {
     package init() {}
 
     package static func load(_ layout: CacheLayout) throws -> StoreState {
-        guard FileSystem.exists(layout.state) else { return StoreState() }
-        let bytes = try FileSystem.read(layout.state)
-        do {
-            return try JSONCoding.decoder.decode(StoreState.self, from: Data(bytes))
-        } catch {
-            throw OfflinePkgError.corruptState(path: layout.state, reason: "\(error)")
-        }
+        try JSONCoding.load(StoreState.self, from: layout.state) ?? StoreState()
     }
 
     package func save(_ layout: CacheLayout) throws {
