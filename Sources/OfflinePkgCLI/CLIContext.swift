@@ -1,5 +1,6 @@
 import Foundation
 import OfflinePkg
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -38,7 +38,9 @@ struct CommandSpec: Sendable {
 
 /// Shared options, spelled once.
 extension CommandSpec.Option {
-    static let root = Self(name: "root", value: "DIR", help: "cache root (default $OFFLINEPKG_ROOT, $XDG_DATA_HOME/offlinepkg, ~/.local/share/offlinepkg)")
+    static let root = Self(
+        name: "root", value: "DIR",
+        help: "cache root (default $OFFLINEPKG_ROOT, $XDG_DATA_HOME/offlinepkg, ~/.local/share/offlinepkg)")
     static let json = Self(name: "json", value: nil, help: "print one JSON object on stdout")
     static let quiet = Self(name: "quiet", value: nil, help: "print no progress")
 }
@@ -121,7 +123,9 @@ extension CommandSpec {
             throw UsageError("\(name) needs \(required.joined(separator: " "))")
         }
         if parsed.positionals.count > self.arguments.count {
-            throw UsageError("\(name) takes \(self.arguments.isEmpty ? "no arguments" : self.arguments.joined(separator: " ")), got \"\(parsed.positionals[self.arguments.count])\"")
+            throw UsageError(
+                "\(name) takes \(self.arguments.isEmpty ? "no arguments" : self.arguments.joined(separator: " ")), got \"\(parsed.positionals[self.arguments.count])\""
+            )
         }
         return parsed
     }

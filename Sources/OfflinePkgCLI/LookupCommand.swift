@@ -28,9 +28,10 @@ enum LookupCommand {
             throw OfflinePkgError.unavailable("no active package answers \(url)")
         }
         if arguments.flag("json") {
-            context.output.json(Answer(
-                url: url, path: hit.path, mimeType: hit.mimeType, size: hit.size, packageID: hit.packageID,
-                version: hit.version, etag: hit.etag, sha256: hit.sha256))
+            context.output.json(
+                Answer(
+                    url: url, path: hit.path, mimeType: hit.mimeType, size: hit.size, packageID: hit.packageID,
+                    version: hit.version, etag: hit.etag, sha256: hit.sha256))
         } else {
             context.output.print(hit.path)
         }

@@ -3,7 +3,8 @@ import OfflinePkg
 
 enum VerifyCommand {
     static let spec = CommandSpec(
-        name: "verify", arguments: [], options: [
+        name: "verify", arguments: [],
+        options: [
             .root, .init(name: "repair", value: nil, help: "fetch damaged packages again from the last manifest"), .json,
         ],
         summary: "re-hash the active trees; exit 4 naming each damaged file", run: run)
@@ -17,7 +18,8 @@ enum VerifyCommand {
             context.output.print("ok: \(store.activeSet.packages.count) active package(s) match their tree hashes")
         }
         for item in damage {
-            context.output.error("damaged: \(item.packageID) \(item.version): \(item.path.isEmpty ? "(index)" : item.path): \(item.problem)")
+            context.output.error(
+                "damaged: \(item.packageID) \(item.version): \(item.path.isEmpty ? "(index)" : item.path): \(item.problem)")
         }
         if arguments.flag("repair") && !damage.isEmpty {
             let repaired = try await store.repair(damage)
@@ -58,7 +60,8 @@ enum RollbackCommand {
         if arguments.flag("json") {
             context.output.json(set)
         } else {
-            context.output.print("active: set \(set.generation): " + set.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
+            context.output.print(
+                "active: set \(set.generation): " + set.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
         }
         return OfflinePkgCommand.ExitStatus.success
     }

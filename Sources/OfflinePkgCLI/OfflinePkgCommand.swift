@@ -55,7 +55,8 @@ public enum OfflinePkgCommand {
         context.output.error("offlinepkg \(name): \(message)")
         // `--json` promises one JSON object on stdout, failures included, so a script never parses nothing.
         if rest.contains("--json") {
-            context.output.json(JSONFailure(error: message.split(separator: "\n").first.map(String.init) ?? message, exitStatus: exitStatus))
+            context.output.json(
+                JSONFailure(error: message.split(separator: "\n").first.map(String.init) ?? message, exitStatus: exitStatus))
         }
         return exitStatus
     }

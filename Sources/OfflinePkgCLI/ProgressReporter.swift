@@ -35,7 +35,8 @@ final class ProgressReporter: Sendable {
             line("fetching \(id) \(version) (\(isDelta ? "delta, " : "")\(Self.format(bytes)))")
         case .downloadProgress(let id, let received, let total):
             progress(id: id, received: received, total: total)
-        case .deltaFailed(let id, let version, let error): line("delta for \(id) \(version) failed, fetching the full archive: \(error)")
+        case .deltaFailed(let id, let version, let error):
+            line("delta for \(id) \(version) failed, fetching the full archive: \(error)")
         case .installed(let id, let version): line("installed \(id) \(version)")
         case .heldBack(let id, let version, let reason): line("held back \(id) \(version): \(reason)")
         case .packageFailed(let id, let error): line("failed \(id): \(error)")

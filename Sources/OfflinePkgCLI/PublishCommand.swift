@@ -15,7 +15,8 @@ enum PublishCommand {
             .init(name: "sign-key", value: "FILE", help: "minisign secret key: writes manifest.json.minisig"),
             .init(name: "rollout", value: "P", help: "percentage of devices that take this version (0-100)"),
             .init(name: "min-shell-version", value: "V", help: "oldest shell version that may take this version"),
-            .init(name: "expires", value: "WHEN", help: "manifest expiry: a duration from now (30d, 12h, 90m) or an RFC 3339 time"),
+            .init(
+                name: "expires", value: "WHEN", help: "manifest expiry: a duration from now (30d, 12h, 90m) or an RFC 3339 time"),
             .init(name: "format", value: "FMT", help: "tar.zst (default: fastest to unpack on devices), tar.gz or zip"),
             .json, .quiet,
         ],
@@ -31,7 +32,8 @@ enum PublishCommand {
         var format = ArchiveFormat.tarZstd
         if let text = arguments.value("format") {
             guard let chosen = ArchiveFormat(rawValue: text) else {
-                throw UsageError("--format takes \(ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\"")
+                throw UsageError(
+                    "--format takes \(ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\"")
             }
             format = chosen
         }
@@ -67,7 +69,9 @@ enum PublishCommand {
             "  tree    \(report.tree)",
         ]
         for delta in report.deltas {
-            lines.append("  delta   \(delta.file.url)  \(ProgressReporter.format(delta.file.size))  \(delta.changed) changed, \(delta.deleted) deleted")
+            lines.append(
+                "  delta   \(delta.file.url)  \(ProgressReporter.format(delta.file.size))  \(delta.changed) changed, \(delta.deleted) deleted"
+            )
         }
         for skipped in report.skippedDeltas {
             lines.append("  no delta from \(skipped.from): \(skipped.reason)")

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import OfflinePkg
 import OfflinePkgServer
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -41,7 +42,8 @@ enum ServeCommand {
         guard let value = context.environment["OFFLINEPKG_SERVE_THREADS"], !value.isEmpty else { return .standard }
         if value == "per-connection" { return .threadPerConnection }
         guard let threads = Int(value), (1...256).contains(threads) else {
-            throw UsageError("OFFLINEPKG_SERVE_THREADS takes a thread count from 1 to 256 or \"per-connection\", got \"\(value)\"")
+            throw UsageError(
+                "OFFLINEPKG_SERVE_THREADS takes a thread count from 1 to 256 or \"per-connection\", got \"\(value)\"")
         }
         return .pool(threads: threads)
     }

@@ -17,13 +17,17 @@ enum StatusCommand {
         if status.active.generation == 0 {
             lines.append("active: nothing installed yet")
         } else {
-            lines.append("active: set \(status.active.generation) (sequence \(status.active.sequence), since \(RFC3339.format(status.active.activatedAt)))")
+            lines.append(
+                "active: set \(status.active.generation) (sequence \(status.active.sequence), since \(RFC3339.format(status.active.activatedAt)))"
+            )
             for package in status.active.packages {
                 lines.append("  \(package.id) \(package.version)  \(package.routes.joined(separator: " "))")
             }
         }
         if let previous = status.previous, previous.generation > 0 {
-            lines.append("previous: set \(previous.generation): " + previous.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
+            lines.append(
+                "previous: set \(previous.generation): "
+                    + previous.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
         }
         if let url = status.manifestURL { lines.append("manifest: \(url)") }
         if let check = status.lastCheck { lines.append("last check: \(RFC3339.format(check))") }
@@ -32,7 +36,9 @@ enum StatusCommand {
         if status.history.count > 1 {
             lines.append("history:")
             for set in status.history.reversed() {
-                lines.append("  set \(set.generation) at \(RFC3339.format(set.activatedAt)): " + set.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
+                lines.append(
+                    "  set \(set.generation) at \(RFC3339.format(set.activatedAt)): "
+                        + set.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
             }
         }
         context.output.print(lines.joined(separator: "\n"))

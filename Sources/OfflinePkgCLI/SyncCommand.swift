@@ -7,7 +7,9 @@ enum SyncCommand {
         options: [
             .root,
             .init(name: "jobs", value: "N", help: "parallel downloads (default 4)"),
-            .init(name: "trust-key", value: "FILE", repeatable: true, help: "minisign public key; the manifest must be signed by one"),
+            .init(
+                name: "trust-key", value: "FILE", repeatable: true,
+                help: "minisign public key; the manifest must be signed by one"),
             .init(name: "shell-version", value: "V", help: "this shell's version, compared with minShellVersion"),
             .init(name: "min-interval", value: "S", help: "skip the network if the last check is younger than S seconds"),
             .init(name: "jitter", value: "S", help: "sleep a random 0..S seconds first (fleets on one timer)"),
@@ -40,7 +42,8 @@ enum SyncCommand {
         let options = Updater.Options(
             trustedKeys: keys, minInterval: try arguments.seconds("min-interval") ?? 0,
             jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: arguments.value("shell-version"),
-            stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"), caBundle: arguments.value("ca-bundle"),
+            stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"),
+            caBundle: arguments.value("ca-bundle"),
             events: { reporter.handle($0) })
         if let jitter = try arguments.seconds("jitter"), jitter > 0 {
             try await Task.sleep(nanoseconds: UInt64(Double.random(in: 0...jitter) * 1_000_000_000))
@@ -63,7 +66,8 @@ enum SyncCommand {
         case .upToDate: return "up to date (set \(report.generation), sequence \(report.sequence))"
         case .activated:
             let changes = report.changes.map { "\($0.id) \($0.from ?? "-") -> \($0.to ?? "removed")" }
-            return "activated set \(report.generation) (sequence \(report.sequence), \(ProgressReporter.format(report.bytesFetched)) fetched): "
+            return
+                "activated set \(report.generation) (sequence \(report.sequence), \(ProgressReporter.format(report.bytesFetched)) fetched): "
                 + changes.joined(separator: ", ")
         }
     }

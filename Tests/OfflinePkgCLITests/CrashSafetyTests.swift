@@ -7,8 +7,13 @@ import Testing
 @Suite("Crash safety")
 struct CrashSafetyTests {
     static func release(_ version: String) -> (home: [SiteFile], docs: [SiteFile]) {
-        ([SiteFile("index.html", "home \(version)"), SiteFile("js/app.js", "app \(version)")],
-         [SiteFile("index.html", "docs \(version)"), SiteFile("big.bin", bytes: [UInt8](repeating: UInt8(version.count), count: 300_000))])
+        (
+            [SiteFile("index.html", "home \(version)"), SiteFile("js/app.js", "app \(version)")],
+            [
+                SiteFile("index.html", "docs \(version)"),
+                SiteFile("big.bin", bytes: [UInt8](repeating: UInt8(version.count), count: 300_000)),
+            ]
+        )
     }
 
     static func publish(_ repo: TestRepository, _ version: String) throws {

@@ -9,10 +9,12 @@ import Testing
 struct ExitStatusTests {
     @Test func aSecondSyncExitsThreeAndWaitWaits() throws {
         let repo = try TestRepository()
-        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [
-            SiteFile("index.html", "x"), // Random, so the archive stays 3 MB: at 1 MB/s the first sync holds the lock for ~2 s.
-            SiteFile("big.bin", bytes: (0..<3_000_000).map { _ in UInt8.random(in: 0...255) }),
-        ])
+        try repo.add(
+            "home", "1", routes: ["https://m.example.com/"],
+            files: [
+                SiteFile("index.html", "x"),  // Random, so the archive stays 3 MB: at 1 MB/s the first sync holds the lock for ~2 s.
+                SiteFile("big.bin", bytes: (0..<3_000_000).map { _ in UInt8.random(in: 0...255) }),
+            ])
         try repo.publish()
         let nginx = try NginxServer(documentRoot: repo.path, limitRate: 1_000_000)
         let root = try TemporaryDirectory()
@@ -49,7 +51,9 @@ struct ExitStatusTests {
         #expect(refused.status == 4)
         #expect(refused.stderr.contains("sha256 mismatch for archives/home-1.tar.gz: expected 0000"))
 
-        let unreachable = try OfflinePkgBinary.run(["sync", "http://127.0.0.1:9/manifest.json", "--root", root.path, "--quiet", "--json"])
+        let unreachable = try OfflinePkgBinary.run([
+            "sync", "http://127.0.0.1:9/manifest.json", "--root", root.path, "--quiet", "--json",
+        ])
         #expect(unreachable.status == 1)
         // --json prints one object on failure too.
         let failure = try JSONSerialization.jsonObject(with: Data(unreachable.stdout.utf8)) as? [String: Any]
@@ -60,14 +64,17 @@ struct ExitStatusTests {
         #expect(miss.status == 1)
         #expect(miss.stderr.contains("no active package answers https://m.example.com/"))
 
-        for usage in [["sync"], ["sync", "a", "b"], ["sync", "x", "--jobs", "0"], ["status", "--bogus"], ["nope"], ["lookup", "not-a-url"],
-                      ["sync", "x", "--stall-timeout", "0"], ["sync", "x", "--trust-key", "/nonexistent.pub"]] {
+        for usage in [
+            ["sync"], ["sync", "a", "b"], ["sync", "x", "--jobs", "0"], ["status", "--bogus"], ["nope"], ["lookup", "not-a-url"],
+            ["sync", "x", "--stall-timeout", "0"], ["sync", "x", "--trust-key", "/nonexistent.pub"],
+        ] {
             #expect(try OfflinePkgBinary.run(usage).status == 2, "\(usage)")
         }
     }
 
     @Test func theManPageNamesEveryCommandAndOption() throws {
-        let man = try String(contentsOf: Fixtures.root.deletingLastPathComponent().appendingPathComponent("man/offlinepkg.1"), encoding: .utf8)
+        let man = try String(
+            contentsOf: Fixtures.root.deletingLastPathComponent().appendingPathComponent("man/offlinepkg.1"), encoding: .utf8)
         // roff escapes dashes as \-
         let text = man.replacingOccurrences(of: "\\-", with: "-")
         for command in OfflinePkgCommand.commands {
@@ -80,7 +87,8 @@ struct ExitStatusTests {
         // Every OFFLINEPKG_* variable the sources read, plus the XDG fallback.
         let sources = Fixtures.root.deletingLastPathComponent().appendingPathComponent("Sources")
         var variables: Set<String> = ["XDG_DATA_HOME"]
-        for case let file as URL in FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)! where file.pathExtension == "swift" {
+        for case let file as URL in FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)!
+        where file.pathExtension == "swift" {
             let code = try String(contentsOf: file, encoding: .utf8)
             for match in code.matches(of: /OFFLINEPKG_[A-Z_]+/) { variables.insert(String(match.output)) }
         }

@@ -8,9 +8,11 @@ import Testing
 struct ProgressOutputTests {
     static func repository() throws -> TestRepository {
         let repo = try TestRepository()
-        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [
-            SiteFile("index.html", "x"), SiteFile("big.bin", bytes: (0..<400_000).map { _ in UInt8.random(in: 0...255) }),
-        ])
+        try repo.add(
+            "home", "1", routes: ["https://m.example.com/"],
+            files: [
+                SiteFile("index.html", "x"), SiteFile("big.bin", bytes: (0..<400_000).map { _ in UInt8.random(in: 0...255) }),
+            ])
         try repo.publish()
         return repo
     }
@@ -27,9 +29,12 @@ struct ProgressOutputTests {
 
     @Test func nothingWithQuietAndOneObjectWithJSON() throws {
         let repo = try Self.repository()
-        let quiet = try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", try TemporaryDirectory().path, "--quiet"]).checked()
+        let quiet = try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", try TemporaryDirectory().path, "--quiet"])
+            .checked()
         #expect(quiet.stderr.isEmpty && quiet.stdout.isEmpty)
-        let json = try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", try TemporaryDirectory().path, "--json", "--quiet"]).checked()
+        let json = try OfflinePkgBinary.run([
+            "sync", repo.manifestPath, "--root", try TemporaryDirectory().path, "--json", "--quiet",
+        ]).checked()
         let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
         #expect(object?["outcome"] as? String == "activated")
         #expect(json.stdout.split(separator: "\n").count == 1)

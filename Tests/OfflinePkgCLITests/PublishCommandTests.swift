@@ -46,13 +46,17 @@ import Testing
         #expect(manifest.packages.first?.deltas.map(\.from) == ["1"])
     }
 
-    @Test(arguments: [
-        (["--id", "web", "--version", "1", "--route", "https://m.example.com/"], 2),  // no --repo
-        (["--repo", "R", "--id", "web", "--version", "1"], 2),  // no --route
-        (["--repo", "R", "--id", "web", "--version", "1", "--route", "https://m.example.com/", "--format", "rar"], 2),
-        (["--repo", "R", "--id", "Web!", "--version", "1", "--route", "https://m.example.com/"], 2),
-        (["--repo", "R", "--id", "web", "--version", "1", "--route", "https://m.example.com/", "--entry", "missing.html"], 4),
-    ] as [([String], Int32)])
+    @Test(
+        arguments: [
+            (["--id", "web", "--version", "1", "--route", "https://m.example.com/"], 2),  // no --repo
+            (["--repo", "R", "--id", "web", "--version", "1"], 2),  // no --route
+            (["--repo", "R", "--id", "web", "--version", "1", "--route", "https://m.example.com/", "--format", "rar"], 2),
+            (["--repo", "R", "--id", "Web!", "--version", "1", "--route", "https://m.example.com/"], 2),
+            (
+                ["--repo", "R", "--id", "web", "--version", "1", "--route", "https://m.example.com/", "--entry", "missing.html"],
+                4
+            ),
+        ] as [([String], Int32)])
     func badInvocationsExitWithTheirStatus(arguments: [String], status: Int32) async throws {
         let dir = try scratch()
         defer { try? FileSystem.removeTree(dir) }
@@ -65,7 +69,9 @@ import Testing
     @Test func publishIsInTheCommandTable() {
         let spec = OfflinePkgCommand.commands.first { $0.name == "publish" }
         let options = Set(spec?.options.map(\.name) ?? [])
-        for flag in ["repo", "id", "version", "route", "entry", "fallback", "deltas", "sign-key", "rollout", "min-shell-version", "format"] {
+        for flag in [
+            "repo", "id", "version", "route", "entry", "fallback", "deltas", "sign-key", "rollout", "min-shell-version", "format",
+        ] {
             #expect(options.contains(flag), "publish lacks --\(flag)")
         }
         #expect(OfflinePkgCommand.overview.contains("publish"))

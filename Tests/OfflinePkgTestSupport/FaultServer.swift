@@ -3,7 +3,7 @@ import OfflinePkg
 import Synchronization
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// How `FaultServer` answers one request for a path.

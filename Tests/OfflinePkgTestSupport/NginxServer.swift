@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// One line of an `NginxServer` access log. Header fields are nil when the request did not send them.
@@ -48,11 +48,14 @@ public final class NginxServer: Sendable {
         prefix = try TemporaryDirectory(prefix: "offlinepkg-nginx")
         var tlsConfig = ""
         if tls {
-            try run("openssl", [
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                "-keyout", prefix.path("tls.key"), "-out", prefix.path("tls.crt"),
-            ]).checked("openssl req")
+            try run(
+                "openssl",
+                [
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", prefix.path("tls.key"), "-out", prefix.path("tls.crt"),
+                ]
+            ).checked("openssl req")
             tlsConfig = "ssl_certificate \"\(prefix.path("tls.crt"))\"; ssl_certificate_key \"\(prefix.path("tls.key"))\";"
         }
         for attempt in 1...20 {

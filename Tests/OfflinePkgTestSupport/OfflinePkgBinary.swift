@@ -13,7 +13,9 @@ public enum OfflinePkgBinary {
     }
 
     /// Runs `offlinepkg` with `arguments`.
-    public static func run(_ arguments: [String], environment: [String: String]? = nil, timeout: Double = 60) throws -> ProcessResult {
+    public static func run(_ arguments: [String], environment: [String: String]? = nil, timeout: Double = 60) throws
+        -> ProcessResult
+    {
         try OfflinePkgTestSupport.run(path, arguments, environment: environment, timeout: timeout)
     }
 }

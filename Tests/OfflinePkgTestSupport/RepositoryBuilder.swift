@@ -39,10 +39,13 @@ public struct RepositoryBuilder: Sendable {
         for package in packages {
             let name = "archives/\(package.id)-\(package.version).tar.gz"
             let archive = directory + "/" + name
-            try Self.run("/usr/bin/bsdtar", ["--uid", "0", "--gid", "0", "--numeric-owner", "-czf", archive, "-C", package.site, "."])
+            try Self.run(
+                "/usr/bin/bsdtar", ["--uid", "0", "--gid", "0", "--numeric-owner", "-czf", archive, "-C", package.site, "."])
             var entry: [String: Any] = [
                 "id": package.id, "version": package.version, "routes": package.routes,
-                "archive": ["url": name, "sha256": try FileHasher.sha256(ofFile: archive), "size": FileSystem.fileSize(archive)!],
+                "archive": [
+                    "url": name, "sha256": try FileHasher.sha256(ofFile: archive), "size": FileSystem.fileSize(archive)!,
+                ],
                 "tree": try Self.treeHash(package.site),
             ]
             if let value = package.entry { entry["entry"] = value }
@@ -77,7 +80,8 @@ public struct RepositoryBuilder: Sendable {
         let message = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw OfflinePkgError.unavailable("\(tool) \(arguments.joined(separator: " ")) failed: \(String(decoding: message, as: UTF8.self))")
+            throw OfflinePkgError.unavailable(
+                "\(tool) \(arguments.joined(separator: " ")) failed: \(String(decoding: message, as: UTF8.self))")
         }
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// A fresh directory under `/tmp`, removed with everything in it when the value goes away.

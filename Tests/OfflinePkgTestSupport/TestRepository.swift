@@ -24,7 +24,8 @@ public final class TestRepository: @unchecked Sendable {
     ) throws -> [String: Any] {
         let site = directory.path("sites/\(id)-\(version)")
         try? FileManager.default.removeItem(atPath: site)
-        var entry = try buildPackage(id: id, version: version, routes: routes, files: files, site: site, repo: path, format: format)
+        var entry = try buildPackage(
+            id: id, version: version, routes: routes, files: files, site: site, repo: path, format: format)
         entry.merge(extra) { _, new in new }
         if entries[id] == nil { order.append(id) }
         entries[id] = entry
@@ -47,16 +48,20 @@ public final class TestRepository: @unchecked Sendable {
     @discardableResult
     public func publish(sequence: Int? = nil, expires: String? = nil) throws -> [UInt8] {
         self.sequence = sequence ?? self.sequence + 1
-        let bytes = try writeManifest(packages: order.compactMap { entries[$0] }, sequence: self.sequence, expires: expires, to: manifestPath)
+        let bytes = try writeManifest(
+            packages: order.compactMap { entries[$0] }, sequence: self.sequence, expires: expires, to: manifestPath)
         // nginx's ETag and Last-Modified have one-second resolution: two publishes within a second of the
         // same size would look unchanged to a conditional request. Give each publish its own mtime.
         publishes += 1
-        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(Double(publishes))], ofItemAtPath: manifestPath)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(Double(publishes))], ofItemAtPath: manifestPath)
         return bytes
     }
 
     public func site(_ id: String, _ version: String) -> String { directory.path("sites/\(id)-\(version)") }
-    public func archivePath(_ id: String) -> String { path + "/" + ((entries[id]?["archive"] as? [String: Any])?["url"] as! String) }
+    public func archivePath(_ id: String) -> String {
+        path + "/" + ((entries[id]?["archive"] as? [String: Any])?["url"] as! String)
+    }
     public func archiveURL(_ id: String) -> String { (entries[id]?["archive"] as? [String: Any])?["url"] as! String }
     public var manifestPath: String { path + "/manifest.json" }
 }

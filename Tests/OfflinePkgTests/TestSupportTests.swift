@@ -5,7 +5,7 @@ import Testing
 @testable import OfflinePkg
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// Proves the shared test helpers do what other tests rely on: if a helper is wrong, every test

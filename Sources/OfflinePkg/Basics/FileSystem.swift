@@ -1,4 +1,5 @@
 internal import CSystemShims
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -173,7 +174,9 @@ package enum FileSystem {
     }
 
     package static func realPath(_ path: String) throws -> String {
-        guard let resolved = realpath(path, nil) else { throw OfflinePkgError.io(path: path, operation: "realpath", Errno.current) }
+        guard let resolved = realpath(path, nil) else {
+            throw OfflinePkgError.io(path: path, operation: "realpath", Errno.current)
+        }
         defer { free(resolved) }
         return String(cString: resolved)
     }

@@ -87,7 +87,9 @@ extension OfflinePkgError: CustomStringConvertible {
             "size check refused \(what): \(reason)"
         case .archiveRefused(let archive, let entry, let reason):
             // Entry names come from the archive: escape them, so a hostile name cannot drive the terminal.
-            if let entry { "archive \(archive) refused: entry \"\(Self.escaped(entry))\": \(reason)" } else {
+            if let entry {
+                "archive \(archive) refused: entry \"\(Self.escaped(entry))\": \(reason)"
+            } else {
                 "archive \(archive) refused: \(reason)"
             }
         case .treeMismatch(let package, let expected, let actual):

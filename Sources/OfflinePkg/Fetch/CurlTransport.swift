@@ -43,8 +43,10 @@ private final class CurlTransfer: @unchecked Sendable {
     var lastProgress = ContinuousClock.now
     var stalled = false
 
-    init(request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
-         onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) {
+    init(
+        request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
+        onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void
+    ) {
         self.request = request
         self.onResponse = onResponse
         self.onBody = onBody

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,7 +13,9 @@ package struct Downloader: Sendable {
     package var stallTimeout: TimeInterval
     package var caBundle: String?
 
-    package init(transport: any Transport, layout: CacheLayout, retry: RetryPolicy, stallTimeout: TimeInterval, caBundle: String? = nil) {
+    package init(
+        transport: any Transport, layout: CacheLayout, retry: RetryPolicy, stallTimeout: TimeInterval, caBundle: String? = nil
+    ) {
         self.caBundle = caBundle
         self.transport = transport
         self.layout = layout
@@ -79,7 +82,8 @@ package struct Downloader: Sendable {
         }
         let (digest, written, fetched) = try sink.finish()
         guard written == file.size else {
-            throw OfflinePkgError.transfer(url: urlText, reason: "body ended after \(written) of \(file.size) bytes", retryable: true)
+            throw OfflinePkgError.transfer(
+                url: urlText, reason: "body ended after \(written) of \(file.size) bytes", retryable: true)
         }
         guard digest == file.sha256 else {
             FileSystem.removeFile(part)
@@ -153,7 +157,8 @@ private final class DownloadSink: @unchecked Sendable {
             var remaining = resumeOffset
             while remaining > 0 {
                 let count = try buffer.withUnsafeMutableBytes {
-                    try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<Int(min(Int64($0.count), remaining))]), path: path)
+                    try descriptor.read(
+                        into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<Int(min(Int64($0.count), remaining))]), path: path)
                 }
                 if count == 0 { break }
                 buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }

@@ -5,8 +5,10 @@ import Foundation
 package protocol Transport: Sendable {
     /// Performs one GET. Response headers reach `onResponse` before the first body byte, with the
     /// status; `onBody` gets the body in chunks and returns false to abort the transfer.
-    func get(_ request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
-             onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void) async throws -> TransferResponseHead
+    func get(
+        _ request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
+        onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void
+    ) async throws -> TransferResponseHead
 }
 
 /// One GET: the URL, extra request headers, and timeouts.

@@ -164,7 +164,6 @@ private struct ManifestReader {
     }
 }
 
-
 extension PackageEntry {
     /// `[a-z0-9][a-z0-9._-]{0,63}`
     public static func isValidID(_ id: String) -> Bool {

@@ -1,4 +1,5 @@
 internal import CArchive
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,11 +32,13 @@ package final class ArchiveWriter {
             try check(archive_write_set_format_pax_restricted(archive), "set format pax_restricted")
             try check(archive_write_add_filter_zstd(archive), "add zstd filter")
             // Level 19: publishing is done once, unpacking on every device; zstd decodes as fast at 19 as at 3.
-            try checkOption(archive_write_set_filter_option(archive, "zstd", "compression-level", "19"), "zstd:compression-level=19")
+            try checkOption(
+                archive_write_set_filter_option(archive, "zstd", "compression-level", "19"), "zstd:compression-level=19")
         case .tarGzip:
             try check(archive_write_set_format_pax_restricted(archive), "set format pax_restricted")
             try check(archive_write_add_filter_gzip(archive), "add gzip filter")
-            try checkOption(archive_write_set_filter_option(archive, "gzip", "compression-level", "9"), "gzip:compression-level=9")
+            try checkOption(
+                archive_write_set_filter_option(archive, "gzip", "compression-level", "9"), "gzip:compression-level=9")
             // No mtime in the gzip header (the `gzip:!timestamp` option).
             try checkOption(archive_write_set_filter_option(archive, "gzip", "timestamp", nil), "gzip:!timestamp")
         case .zip:
@@ -75,7 +78,9 @@ package final class ArchiveWriter {
         let fd = try FileDescriptor.open(source, O_RDONLY | O_NOFOLLOW)
         return try fd.closeAfter { fd in
             var info = stat()
-            guard fstat(fd.rawValue, &info) == 0 else { throw OfflinePkgError.io(path: source, operation: "fstat", Errno.current) }
+            guard fstat(fd.rawValue, &info) == 0 else {
+                throw OfflinePkgError.io(path: source, operation: "fstat", Errno.current)
+            }
             guard (info.st_mode & S_IFMT) == S_IFREG else {
                 throw OfflinePkgError.publishRefused(reason: "\(source) is not a regular file")
             }

@@ -10,7 +10,8 @@ package struct ManifestDocument {
 
     package static func load(_ path: String) throws -> ManifestDocument {
         guard FileSystem.exists(path) else {
-            return ManifestDocument(object: ["format": Manifest.supportedFormat, "sequence": 0, "packages": [Any]()], parsed: nil)
+            return ManifestDocument(
+                object: ["format": Manifest.supportedFormat, "sequence": 0, "packages": [Any]()], parsed: nil)
         }
         let bytes = try FileSystem.read(path, limit: Manifest.maximumSize)
         // Publishing on top of a manifest devices would refuse would only hide the problem.
@@ -58,7 +59,8 @@ package struct ManifestDocument {
     }
 
     package func encoded() throws -> [UInt8] {
-        var data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        var data = try JSONSerialization.data(
+            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
         data.append(0x0a)
         return Array(data)
     }

@@ -54,7 +54,8 @@ public struct PublishRequest: Sendable, Equatable {
         }
         for (name, path) in [("entry", entry), ("fallback", fallback)] {
             if let path, let reason = ArchivePath.validate(path) {
-                throw OfflinePkgError.invalidArgument("\(name) \"\(path)\" is not a relative file path inside the site (\(reason))")
+                throw OfflinePkgError.invalidArgument(
+                    "\(name) \"\(path)\" is not a relative file path inside the site (\(reason))")
             }
         }
         guard deltaCount >= 0 else { throw OfflinePkgError.invalidArgument("the number of deltas cannot be negative") }

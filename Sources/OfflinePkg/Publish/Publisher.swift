@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -59,7 +60,8 @@ public struct Publisher: Sendable {
         }
         // The listing marks the version as published: written only once everything else is, so a publish
         // that failed on the way can be rerun with corrected content under the same version.
-        try FileSystem.writeAtomically(TreeIndexFile.encode(files), to: layout.treeIndex(id: request.id, version: request.version))
+        try FileSystem.writeAtomically(
+            TreeIndexFile.encode(files), to: layout.treeIndex(id: request.id, version: request.version))
         try recordVersion(request.version, id: request.id)
 
         // The manifest: this package replaced or added, everything else as it was, sequence + 1.
@@ -67,7 +69,9 @@ public struct Publisher: Sendable {
             id: request.id, version: request.version, routes: request.routes, entry: request.entry,
             fallback: request.fallback, archive: RemoteFile(url: archive.url, sha256: archive.sha256, size: archive.size),
             tree: tree,
-            deltas: deltas.map { Delta(from: $0.from, file: RemoteFile(url: $0.file.url, sha256: $0.file.sha256, size: $0.file.size)) },
+            deltas: deltas.map {
+                Delta(from: $0.from, file: RemoteFile(url: $0.file.url, sha256: $0.file.sha256, size: $0.file.size))
+            },
             minShellVersion: request.minShellVersion, rollout: request.rollout)
         let sequence = document.sequence + 1
         document.setSequence(sequence)
@@ -123,7 +127,9 @@ public struct Publisher: Sendable {
         guard let previous else { return false }
         guard previous == tree else {
             throw OfflinePkgError.publishRefused(
-                reason: "\(request.id) \(request.version) was already published with other content (tree \(previous), now \(tree)); publish it under a new version")
+                reason:
+                    "\(request.id) \(request.version) was already published with other content (tree \(previous), now \(tree)); publish it under a new version"
+            )
         }
         return true
     }
@@ -155,7 +161,9 @@ public struct Publisher: Sendable {
             }
         }
         try writer.finish()
-        guard let size = FileSystem.fileSize(scratch) else { throw OfflinePkgError.io(path: scratch, operation: "stat", Errno.noEntry) }
+        guard let size = FileSystem.fileSize(scratch) else {
+            throw OfflinePkgError.io(path: scratch, operation: "stat", Errno.noEntry)
+        }
         guard size < fullSize else {
             return .skipped("the delta (\(size) bytes) is not smaller than the full archive (\(fullSize) bytes)")
         }
@@ -169,7 +177,8 @@ public struct Publisher: Sendable {
     private func moveIntoPlace(_ scratch: String, url: String) throws {
         let path = layout.path(ofURL: url)
         if FileSystem.exists(path), try FileHasher.sha256(ofFile: path) != FileHasher.sha256(ofFile: scratch) {
-            throw OfflinePkgError.publishRefused(reason: "\(url) already exists with other content; published archives are never rewritten")
+            throw OfflinePkgError.publishRefused(
+                reason: "\(url) already exists with other content; published archives are never rewritten")
         }
         try FileSystem.makeDirectories(FileSystem.parentPath(path))
         try FileSystem.rename(scratch, to: path)

@@ -46,9 +46,13 @@ package struct SiteScan: Sendable {
             case S_IFREG:
                 entries.append(Entry(path: childRelative, isDirectory: false))
             case S_IFLNK:
-                throw OfflinePkgError.publishRefused(reason: "\(child) is a symbolic link; a site may hold only regular files and folders (copy the target in its place)")
+                throw OfflinePkgError.publishRefused(
+                    reason:
+                        "\(child) is a symbolic link; a site may hold only regular files and folders (copy the target in its place)"
+                )
             default:
-                throw OfflinePkgError.publishRefused(reason: "\(child) is not a regular file or folder; a site may hold only those")
+                throw OfflinePkgError.publishRefused(
+                    reason: "\(child) is not a regular file or folder; a site may hold only those")
             }
         }
     }

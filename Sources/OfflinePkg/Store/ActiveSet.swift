@@ -84,7 +84,8 @@ package enum JSONCoding {
     package static func encode(_ value: some Encodable, pretty: Bool = true) -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
-        encoder.outputFormatting = pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting =
+            pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
         // Encoding our own plain structs cannot fail; a failure here is a programming error.
         return Array(try! encoder.encode(value))
     }

@@ -25,7 +25,8 @@ package struct DeltaApplier {
             try FileSystem.hardLink(baseTree + "/" + path, to: target)
         }
 
-        let unpacked = try ArchiveUnpacker(limits: limits, archiveName: name, isDelta: true).unpack(archivePath: archive, into: staging)
+        let unpacked = try ArchiveUnpacker(limits: limits, archiveName: name, isDelta: true).unpack(
+            archivePath: archive, into: staging)
         // The unpacker insists on the control member for a delta.
         let control = try DeltaControl.decode(unpacked.deltaControl ?? [], archive: name)
         guard control.from == baseVersion, control.to == targetVersion else {
@@ -37,7 +38,8 @@ package struct DeltaApplier {
             guard files[path] != nil, unpacked.files[path] == nil else {
                 throw OfflinePkgError.archiveRefused(
                     archive: name, entry: ArchivePath.deltaControlName,
-                    reason: "delete \"\(path)\": " + (files[path] == nil ? "not a file of \(baseVersion)" : "the delta also writes it"))
+                    reason: "delete \"\(path)\": "
+                        + (files[path] == nil ? "not a file of \(baseVersion)" : "the delta also writes it"))
             }
             try FileSystem.unlinkFile(staging + "/" + path)
             files[path] = nil
@@ -49,7 +51,8 @@ package struct DeltaApplier {
             let actual = try FileHasher.sha256(ofFile: staging + "/" + path)
             guard actual == files[path]!.sha256 else {
                 throw OfflinePkgError.corruptState(
-                    path: baseTree + "/" + path, reason: "the delta's base file has sha256 \(actual), expected \(files[path]!.sha256)")
+                    path: baseTree + "/" + path,
+                    reason: "the delta's base file has sha256 \(actual), expected \(files[path]!.sha256)")
             }
         }
         files.merge(unpacked.files) { _, new in new }

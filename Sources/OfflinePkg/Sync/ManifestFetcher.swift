@@ -47,12 +47,16 @@ package struct ManifestFetcher: Sendable {
         return components.url ?? URL(string: manifestURL.absoluteString + ".minisig")!
     }
 
-    private func get(_ url: URL, headers: [(String, String)], limit: Int, what: String) async throws -> (TransferResponseHead, [UInt8]) {
+    private func get(_ url: URL, headers: [(String, String)], limit: Int, what: String) async throws -> (
+        TransferResponseHead, [UInt8]
+    ) {
         let urlText = url.absoluteString
         return try await retry.run { _ in
             let body = Mutex<[UInt8]>([])
             do {
-                let head = try await transport.get(TransferRequest(url: url, headers: headers, stallTimeout: stallTimeout, caBundle: caBundle)) { head in
+                let head = try await transport.get(
+                    TransferRequest(url: url, headers: headers, stallTimeout: stallTimeout, caBundle: caBundle)
+                ) { head in
                     if !head.isSuccess && head.status != 304 { throw RetryableFailure.status(head, url: urlText) }
                 } onBody: { buffer in
                     try body.withLock { bytes in

@@ -65,7 +65,9 @@ package struct PackageInstaller: Sendable {
         return DeltaBase(delta: delta, version: installed.version, tree: tree, index: index)
     }
 
-    private func installDelta(_ entry: PackageEntry, base: DeltaBase, manifestURL: URL, received: ProgressCounter) async throws -> Outcome {
+    private func installDelta(_ entry: PackageEntry, base: DeltaBase, manifestURL: URL, received: ProgressCounter) async throws
+        -> Outcome
+    {
         let file = base.delta.file
         let url = try ManifestLocation.resolve(file.url, against: manifestURL)
         events?(.downloadStarted(packageID: entry.id, version: entry.version, bytes: file.size, isDelta: true))

@@ -39,7 +39,8 @@ package struct ReleasePlanner {
         for (index, old) in kept {
             if let clash = old.routes.first(where: { owners[RouteKey.normalized($0) ?? $0] != nil }) {
                 let owner = owners[RouteKey.normalized(clash) ?? clash]!
-                plan.heldBack[index].reason += "; \(old.id) \(old.version) is not kept either: its route \(clash) now belongs to \(owner)"
+                plan.heldBack[index].reason +=
+                    "; \(old.id) \(old.version) is not kept either: its route \(clash) now belongs to \(owner)"
                 continue
             }
             plan.packages.append(old)

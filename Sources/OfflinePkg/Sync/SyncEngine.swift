@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,7 +33,8 @@ package struct SyncEngine: Sendable {
         }
 
         // Check.
-        let fetcher = ManifestFetcher(transport: transport, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle)
+        let fetcher = ManifestFetcher(
+            transport: transport, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle)
         options.events?(.checking(manifestURL: manifestURL.absoluteString))
         var requests = 1
         let response = try await fetcher.fetchManifest(
@@ -95,7 +97,9 @@ package struct SyncEngine: Sendable {
         }
         state.heldBack = plan.heldBack
         // A reverted release stays blocked only while the manifest still offers that very version.
-        state.reverted = state.reverted?.filter { id, version in manifest.packages.contains { $0.id == id && $0.version == version } }
+        state.reverted = state.reverted?.filter { id, version in
+            manifest.packages.contains { $0.id == id && $0.version == version }
+        }
         try state.save(layout)
         try checkFreeSpace(for: plan.toInstall)
 
@@ -106,11 +110,13 @@ package struct SyncEngine: Sendable {
         // Switch.
         var outcome = SyncReport.Outcome.upToDate
         var current = record.current
-        let candidate = ActiveSet(generation: record.current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)
+        let candidate = ActiveSet(
+            generation: record.current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)
         if !candidate.hasSameContent(as: record.current) {
             try FileSystem.syncFileSystem(containing: layout.root)
             FailPoint.beforeSwitch.hit()
-            try ActiveRecord(current: candidate, previous: record.current.generation == 0 ? record.previous : record.current).save(layout)
+            try ActiveRecord(current: candidate, previous: record.current.generation == 0 ? record.previous : record.current)
+                .save(layout)
             FailPoint.afterSwitch.hit()
             History.append(candidate, to: layout)
             current = candidate
@@ -142,7 +148,8 @@ package struct SyncEngine: Sendable {
         let source = manifestURL.absoluteString
         if !options.trustedKeys.isEmpty {
             guard let signature else {
-                throw OfflinePkgError.signatureRefused(source: source, reason: "no signature at \(source).minisig, and trusted keys are configured")
+                throw OfflinePkgError.signatureRefused(
+                    source: source, reason: "no signature at \(source).minisig, and trusted keys are configured")
             }
             _ = try SignatureVerifier.verify(message: bytes, signature: signature, keys: options.trustedKeys, source: source)
         }
@@ -152,10 +159,12 @@ package struct SyncEngine: Sendable {
         }
         if let accepted = state.acceptedSequence {
             if manifest.sequence < accepted {
-                throw OfflinePkgError.manifestRollback(source: source, reason: "sequence \(manifest.sequence) is lower than the accepted \(accepted)")
+                throw OfflinePkgError.manifestRollback(
+                    source: source, reason: "sequence \(manifest.sequence) is lower than the accepted \(accepted)")
             }
             if manifest.sequence == accepted, let digest = state.acceptedManifestSHA256, digest != SHA256.hash(bytes).hex {
-                throw OfflinePkgError.manifestRollback(source: source, reason: "sequence \(accepted) was accepted before with other content")
+                throw OfflinePkgError.manifestRollback(
+                    source: source, reason: "sequence \(accepted) was accepted before with other content")
             }
         }
         return manifest
@@ -182,7 +191,9 @@ package struct SyncEngine: Sendable {
     private func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstallResults {
         let installer = PackageInstaller(
             layout: layout,
-            downloader: Downloader(transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle),
+            downloader: Downloader(
+                transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout,
+                caBundle: options.caBundle),
             limits: limits, events: options.events)
         let manifestURL = self.manifestURL
         var results = InstallResults()
@@ -218,7 +229,11 @@ package struct SyncEngine: Sendable {
                     var outcomes = [(String, Result<PackageInstaller.Outcome, OfflinePkgError>)]()
                     for entry in entries {
                         do {
-                            outcomes.append((entry.id, .success(try await installer.install(entry, manifestURL: manifestURL, current: current))))
+                            outcomes.append(
+                                (
+                                    entry.id,
+                                    .success(try await installer.install(entry, manifestURL: manifestURL, current: current))
+                                ))
                         } catch let error as OfflinePkgError {
                             outcomes.append((entry.id, .failure(error)))
                         }
@@ -245,7 +260,9 @@ package struct SyncEngine: Sendable {
     }
 
     private func report(_ outcome: SyncReport.Outcome, _ set: ActiveSet, requests: Int = 0) -> SyncReport {
-        SyncReport(outcome: outcome, generation: set.generation, sequence: set.sequence, changes: [], heldBack: [], bytesFetched: 0, requests: requests)
+        SyncReport(
+            outcome: outcome, generation: set.generation, sequence: set.sequence, changes: [], heldBack: [], bytesFetched: 0,
+            requests: requests)
     }
 
     private static func changes(from old: ActiveSet, to new: ActiveSet, via: [String: String]) -> [SyncReport.Change] {

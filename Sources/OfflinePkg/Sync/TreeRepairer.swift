@@ -19,12 +19,19 @@ extension PackageStore {
         let manifest = try Manifest(parsing: FileSystem.read(layout.storedManifest, limit: Manifest.maximumSize), source: source)
         let installer = PackageInstaller(
             layout: layout,
-            downloader: Downloader(transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle),
+            downloader: Downloader(
+                transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout,
+                caBundle: options.caBundle),
             limits: self.options.unpackLimits, events: options.events)
         var repaired = [String]()
         for package in try ActiveRecord.load(layout).current.packages where ids.contains(package.id) {
-            guard let entry = manifest.packages.first(where: { $0.id == package.id && $0.version == package.version && $0.tree == package.tree }) else {
-                throw OfflinePkgError.unavailable("cannot repair \(package.id) \(package.version): the stored manifest no longer offers it; run sync")
+            guard
+                let entry = manifest.packages.first(where: {
+                    $0.id == package.id && $0.version == package.version && $0.tree == package.tree
+                })
+            else {
+                throw OfflinePkgError.unavailable(
+                    "cannot repair \(package.id) \(package.version): the stored manifest no longer offers it; run sync")
             }
             _ = try await installer.install(entry, manifestURL: manifestURL)
             repaired.append(package.id)

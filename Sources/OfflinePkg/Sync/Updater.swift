@@ -52,8 +52,10 @@ public actor Updater {
         // As PackageStore does: libarchive's secure-symlink check refuses a target path through a link,
         // so the root's own links are resolved first.
         let layout = CacheLayout(root: try FileSystem.realPath(root))
-        return try await SyncEngine(layout: layout, manifestURL: manifestURL, options: options, limits: limits, transport: transport)
-            .run()
+        return try await SyncEngine(
+            layout: layout, manifestURL: manifestURL, options: options, limits: limits, transport: transport
+        )
+        .run()
     }
 
     /// Starts background updates: a sync now, then every `minInterval` (at least a minute) plus jitter.

@@ -66,12 +66,14 @@ public enum ManifestLocation {
         guard let url = URL(string: reference, relativeTo: manifest)?.absoluteURL,
             ["http", "https", "file"].contains(url.scheme?.lowercased() ?? "")
         else {
-            throw OfflinePkgError.invalidManifest(source: manifest.absoluteString, field: "url", reason: "\"\(reference)\" is not an http, https or file URL")
+            throw OfflinePkgError.invalidManifest(
+                source: manifest.absoluteString, field: "url", reason: "\"\(reference)\" is not an http, https or file URL")
         }
         // A remote manifest must never make the device read its own files (file:///etc/shadow).
         if url.isFileURL && !manifest.isFileURL {
             throw OfflinePkgError.invalidManifest(
-                source: manifest.absoluteString, field: "url", reason: "\"\(reference)\" is a file URL, which only a file manifest may use")
+                source: manifest.absoluteString, field: "url",
+                reason: "\"\(reference)\" is a file URL, which only a file manifest may use")
         }
         return url
     }

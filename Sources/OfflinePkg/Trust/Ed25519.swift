@@ -12,9 +12,11 @@ enum Ed25519 {
     /// Whether `signature` is a valid signature of `message` by `publicKey`.
     static func isValidSignature(_ signature: [UInt8], of message: [UInt8], publicKey: [UInt8]) -> Bool {
         guard signature.count == signatureLength, publicKey.count == publicKeyLength else { return false }
-        guard let key = publicKey.withUnsafeBufferPointer({
-            EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, $0.baseAddress, $0.count)
-        }) else {
+        guard
+            let key = publicKey.withUnsafeBufferPointer({
+                EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, $0.baseAddress, $0.count)
+            })
+        else {
             // Only a wrong length or an allocation failure gets here; either way nothing verifies.
             return false
         }
@@ -70,21 +72,24 @@ enum Ed25519 {
         }
         defer { EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
-        precondition(EVP_PKEY_keygen_init(context) == 1 && EVP_PKEY_keygen(context, &key) == 1 && key != nil,
-                     "openssl failed to generate an ed25519 key")
+        precondition(
+            EVP_PKEY_keygen_init(context) == 1 && EVP_PKEY_keygen(context, &key) == 1 && key != nil,
+            "openssl failed to generate an ed25519 key")
         defer { EVP_PKEY_free(key) }
         var seed = [UInt8](repeating: 0, count: seedLength)
         var length = seedLength
-        precondition(EVP_PKEY_get_raw_private_key(key, &seed, &length) == 1 && length == seedLength,
-                     "openssl failed to export an ed25519 private key")
+        precondition(
+            EVP_PKEY_get_raw_private_key(key, &seed, &length) == 1 && length == seedLength,
+            "openssl failed to export an ed25519 private key")
         return (seed, rawPublicKey(key!))
     }
 
     private static func rawPublicKey(_ key: OpaquePointer) -> [UInt8] {
         var publicKey = [UInt8](repeating: 0, count: publicKeyLength)
         var length = publicKeyLength
-        precondition(EVP_PKEY_get_raw_public_key(key, &publicKey, &length) == 1 && length == publicKeyLength,
-                     "openssl failed to export an ed25519 public key")
+        precondition(
+            EVP_PKEY_get_raw_public_key(key, &publicKey, &length) == 1 && length == publicKeyLength,
+            "openssl failed to export an ed25519 public key")
         return publicKey
     }
 

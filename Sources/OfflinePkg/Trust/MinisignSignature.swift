@@ -59,7 +59,8 @@ package struct MinisignSignature: Sendable, Equatable {
         }
         let lines = MinisignFormat.lines(bytes)
         guard lines.count == 4 else {
-            throw malformed("expected 4 lines (untrusted comment, signature, trusted comment, global signature), got \(lines.count)")
+            throw malformed(
+                "expected 4 lines (untrusted comment, signature, trusted comment, global signature), got \(lines.count)")
         }
         for (index, line) in lines.enumerated() {
             // A NUL ends the line for minisign's C string handling, and a lone CR is not a line ending:

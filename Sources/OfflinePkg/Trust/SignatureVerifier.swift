@@ -18,18 +18,25 @@ package enum SignatureVerifier {
         }
         let signedBytes = parsed.signedBytes(of: message)
         // Key IDs are random, not derived from the key: two trusted keys may share one, so try each.
-        guard let key = candidates.first(where: {
-            Ed25519.isValidSignature(parsed.signature, of: signedBytes, publicKey: $0.publicKeyBytes)
-        }) else {
+        guard
+            let key = candidates.first(where: {
+                Ed25519.isValidSignature(parsed.signature, of: signedBytes, publicKey: $0.publicKeyBytes)
+            })
+        else {
             let form = parsed.algorithm == .prehashed ? "prehashed (ED)" : "legacy (Ed)"
             throw OfflinePkgError.signatureRefused(
                 source: source,
-                reason: "wrong signature: the \(form) ed25519 signature does not match the \(message.count) signed bytes for key \(parsed.keyID)")
+                reason:
+                    "wrong signature: the \(form) ed25519 signature does not match the \(message.count) signed bytes for key \(parsed.keyID)"
+            )
         }
-        guard Ed25519.isValidSignature(parsed.globalSignature, of: parsed.globallySignedBytes, publicKey: key.publicKeyBytes) else {
+        guard Ed25519.isValidSignature(parsed.globalSignature, of: parsed.globallySignedBytes, publicKey: key.publicKeyBytes)
+        else {
             throw OfflinePkgError.signatureRefused(
                 source: source,
-                reason: "wrong trusted-comment signature: the global signature does not match the trusted comment for key \(parsed.keyID)")
+                reason:
+                    "wrong trusted-comment signature: the global signature does not match the trusted comment for key \(parsed.keyID)"
+            )
         }
         return String(decoding: parsed.trustedComment, as: UTF8.self)
     }

@@ -89,7 +89,9 @@ extension SigningKey {
         record.replaceSubrange(Self.keyIDOffset..<Self.secretKeyOffset, with: keyIDBytes)
         record.replaceSubrange(Self.secretKeyOffset..<Self.secretKeyOffset + 64, with: seed + publicKey.publicKeyBytes)
         // The checksum stays zero, as minisign -G -W leaves it (see init(contentsOfFile:)).
-        return Array("untrusted comment: offlinepkg secret key \(keyID), unencrypted\n".utf8) + Base64.encode(record) + [UInt8(ascii: "\n")]
+        return Array("untrusted comment: offlinepkg secret key \(keyID), unencrypted\n".utf8) + Base64.encode(record) + [
+            UInt8(ascii: "\n")
+        ]
     }
 
     /// Writes `<prefix>.key` (mode 0600) and `<prefix>.pub`, the pair `minisign -G -W -s <prefix>.key

@@ -30,7 +30,8 @@ public struct SigningKey: Sendable {
 
     /// minisign's limit on the trusted comment (`TRUSTEDCOMMENTMAXBYTES - sizeof TRUSTED_COMMENT_PREFIX`,
     /// exclusive): a longer one would not fit the buffer `minisign -V` reads the line into.
-    package static let trustedCommentLimit = MinisignFormat.trustedCommentLineLimit - MinisignFormat.trustedCommentPrefix.count - 1
+    package static let trustedCommentLimit =
+        MinisignFormat.trustedCommentLineLimit - MinisignFormat.trustedCommentPrefix.count - 1
 
     /// Signs `message` and returns the `.minisig` file: prehashed (`ED`), with `trustedComment` signed too.
     ///
@@ -39,7 +40,8 @@ public struct SigningKey: Sendable {
     public func sign(_ message: [UInt8], trustedComment: String) throws -> [UInt8] {
         let comment = Array(trustedComment.utf8)
         if comment.contains(where: { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") || $0 == 0 }) {
-            throw OfflinePkgError.invalidArgument("trusted comment \(MinisignFormat.quoted(comment)) must be one line without nul bytes")
+            throw OfflinePkgError.invalidArgument(
+                "trusted comment \(MinisignFormat.quoted(comment)) must be one line without nul bytes")
         }
         guard comment.count < Self.trustedCommentLimit else {
             throw OfflinePkgError.invalidArgument(

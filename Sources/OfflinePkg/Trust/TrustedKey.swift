@@ -67,7 +67,8 @@ public struct TrustedKey: Sendable, Equatable {
             }
             base64Line = lines[1]
         default:
-            throw refuse("expected the base64 key line, optionally after an \"untrusted comment: \" line; got \(lines.count) lines")
+            throw refuse(
+                "expected the base64 key line, optionally after an \"untrusted comment: \" line; got \(lines.count) lines")
         }
         guard let decoded = Base64.decode(base64Line) else {
             throw refuse("the key line is not valid base64: \(MinisignFormat.quoted(base64Line))")

@@ -1,4 +1,5 @@
 internal import CArchive
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -128,7 +129,9 @@ package struct ArchiveUnpacker {
     /// folder's files together, so remembering what was made saves an lstat and a mkdir per file.
     private func makeFolder(_ path: String, in destination: String, entry: String, state: inout UnpackState) throws {
         if path.isEmpty || state.made.contains(path) { return }
-        do { try FileSystem.makeDirectories(destination + "/" + path) } catch { throw refuse(entry, "cannot create folder: \(error)") }
+        do { try FileSystem.makeDirectories(destination + "/" + path) } catch {
+            throw refuse(entry, "cannot create folder: \(error)")
+        }
         var folder = Substring(path)
         while state.made.insert(String(folder)).inserted, let slash = folder.lastIndex(of: "/") {
             folder = folder[..<slash]

@@ -35,9 +35,11 @@ package enum TreeIndexFile {
         for line in bytes.split(separator: 0x0a) {
             let parts = line.split(separator: 0x20, maxSplits: 2, omittingEmptySubsequences: false)
             guard parts.count == 3, let size = Int64(String(decoding: parts[1], as: UTF8.self)) else {
-                throw OfflinePkgError.corruptState(path: path, reason: "malformed line \"\(String(decoding: line, as: UTF8.self))\"")
+                throw OfflinePkgError.corruptState(
+                    path: path, reason: "malformed line \"\(String(decoding: line, as: UTF8.self))\"")
             }
-            files[String(decoding: parts[2], as: UTF8.self)] = TreeFile(sha256: String(decoding: parts[0], as: UTF8.self), size: size)
+            files[String(decoding: parts[2], as: UTF8.self)] = TreeFile(
+                sha256: String(decoding: parts[0], as: UTF8.self), size: size)
         }
         return files
     }

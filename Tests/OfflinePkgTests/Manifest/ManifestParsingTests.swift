@@ -63,32 +63,71 @@ struct ManifestParsingTests {
         .init(name: "format fractional", bytes: manifest(["format": 1.5]), field: "format"),
         .init(name: "format boolean", bytes: manifest(["format": true]), field: "format"),
         .init(name: "sequence zero", bytes: manifest(["sequence": 0]), field: "sequence"),
-        .init(name: "sequence past Int64", bytes: Array(#"{"format":1,"sequence":9223372036854775808,"packages":[]}"#.utf8), field: "sequence"),
-        .init(name: "sequence past UInt64", bytes: Array(#"{"format":1,"sequence":18446744073709551617,"packages":[]}"#.utf8), field: "sequence"),
+        .init(
+            name: "sequence past Int64", bytes: Array(#"{"format":1,"sequence":9223372036854775808,"packages":[]}"#.utf8),
+            field: "sequence"),
+        .init(
+            name: "sequence past UInt64", bytes: Array(#"{"format":1,"sequence":18446744073709551617,"packages":[]}"#.utf8),
+            field: "sequence"),
         .init(name: "sequence string", bytes: manifest(["sequence": "42"]), field: "sequence"),
         .init(name: "expires not RFC 3339", bytes: manifest(["expires": "tomorrow"]), field: "expires"),
         .init(name: "packages not a list", bytes: manifest(["packages": "x"]), field: "packages"),
         .init(name: "id uppercase", bytes: manifest(packages: [package(["id": "Home"])]), field: "packages[0].id"),
-        .init(name: "id too long", bytes: manifest(packages: [package(["id": String(repeating: "a", count: 65)])]), field: "packages[0].id"),
+        .init(
+            name: "id too long", bytes: manifest(packages: [package(["id": String(repeating: "a", count: 65)])]),
+            field: "packages[0].id"),
         .init(name: "id starts with dot", bytes: manifest(packages: [package(["id": ".home"])]), field: "packages[0].id"),
-        .init(name: "version with slash", bytes: manifest(packages: [package(["version": "1/2"])]), field: "packages[0] (home).version"),
+        .init(
+            name: "version with slash", bytes: manifest(packages: [package(["version": "1/2"])]),
+            field: "packages[0] (home).version"),
         .init(name: "version empty", bytes: manifest(packages: [package(["version": ""])]), field: "packages[0] (home).version"),
-        .init(name: "routes empty", bytes: manifest(packages: [package(["routes": [String]()])]), field: "packages[0] (home).routes"),
-        .init(name: "route without slash", bytes: manifest(packages: [package(["routes": ["https://m.example.com/home"]])]), field: "packages[0] (home).routes[0]"),
-        .init(name: "route relative", bytes: manifest(packages: [package(["routes": ["/home/"]])]), field: "packages[0] (home).routes[0]"),
-        .init(name: "route ftp", bytes: manifest(packages: [package(["routes": ["ftp://m.example.com/"]])]), field: "packages[0] (home).routes[0]"),
-        .init(name: "entry escapes", bytes: manifest(packages: [package(["entry": "../x.html"])]), field: "packages[0] (home).entry"),
-        .init(name: "fallback absolute", bytes: manifest(packages: [package(["fallback": "/index.html"])]), field: "packages[0] (home).fallback"),
-        .init(name: "sha256 uppercase", bytes: manifest(packages: [package(["archive": ["url": "a", "sha256": sha.uppercased(), "size": 1]])]), field: "packages[0] (home).archive.sha256"),
-        .init(name: "size negative", bytes: manifest(packages: [package(["archive": ["url": "a", "sha256": sha, "size": -1]])]), field: "packages[0] (home).archive.size"),
-        .init(name: "archive missing", bytes: manifest(packages: [package(["archive": NSNull()])]), field: "packages[0] (home).archive"),
+        .init(
+            name: "routes empty", bytes: manifest(packages: [package(["routes": [String]()])]), field: "packages[0] (home).routes"
+        ),
+        .init(
+            name: "route without slash", bytes: manifest(packages: [package(["routes": ["https://m.example.com/home"]])]),
+            field: "packages[0] (home).routes[0]"),
+        .init(
+            name: "route relative", bytes: manifest(packages: [package(["routes": ["/home/"]])]),
+            field: "packages[0] (home).routes[0]"),
+        .init(
+            name: "route ftp", bytes: manifest(packages: [package(["routes": ["ftp://m.example.com/"]])]),
+            field: "packages[0] (home).routes[0]"),
+        .init(
+            name: "entry escapes", bytes: manifest(packages: [package(["entry": "../x.html"])]), field: "packages[0] (home).entry"
+        ),
+        .init(
+            name: "fallback absolute", bytes: manifest(packages: [package(["fallback": "/index.html"])]),
+            field: "packages[0] (home).fallback"),
+        .init(
+            name: "sha256 uppercase",
+            bytes: manifest(packages: [package(["archive": ["url": "a", "sha256": sha.uppercased(), "size": 1]])]),
+            field: "packages[0] (home).archive.sha256"),
+        .init(
+            name: "size negative", bytes: manifest(packages: [package(["archive": ["url": "a", "sha256": sha, "size": -1]])]),
+            field: "packages[0] (home).archive.size"),
+        .init(
+            name: "archive missing", bytes: manifest(packages: [package(["archive": NSNull()])]),
+            field: "packages[0] (home).archive"),
         .init(name: "tree short", bytes: manifest(packages: [package(["tree": "abc"])]), field: "packages[0] (home).tree"),
         .init(name: "rollout 101", bytes: manifest(packages: [package(["rollout": 101])]), field: "packages[0] (home).rollout"),
-        .init(name: "minShellVersion text", bytes: manifest(packages: [package(["minShellVersion": "three"])]), field: "packages[0] (home).minShellVersion"),
-        .init(name: "delta from invalid", bytes: manifest(packages: [package(["deltas": [["from": "a b", "url": "d", "sha256": sha, "size": 1]]])]), field: "packages[0] (home).deltas[0].from"),
-        .init(name: "duplicate id", bytes: manifest(packages: [package(), package(["routes": ["https://m.example.com/other/"]])]), field: "packages[1].id"),
-        .init(name: "duplicate route", bytes: manifest(packages: [package(), package(["id": "other"])]), field: "packages[1].routes"),
-        .init(name: "route duplicate up to case and port", bytes: manifest(packages: [package(), package(["id": "other", "routes": ["HTTP://M.EXAMPLE.COM:80/home/"]])]), field: "packages[1].routes"),
+        .init(
+            name: "minShellVersion text", bytes: manifest(packages: [package(["minShellVersion": "three"])]),
+            field: "packages[0] (home).minShellVersion"),
+        .init(
+            name: "delta from invalid",
+            bytes: manifest(packages: [package(["deltas": [["from": "a b", "url": "d", "sha256": sha, "size": 1]]])]),
+            field: "packages[0] (home).deltas[0].from"),
+        .init(
+            name: "duplicate id", bytes: manifest(packages: [package(), package(["routes": ["https://m.example.com/other/"]])]),
+            field: "packages[1].id"),
+        .init(
+            name: "duplicate route", bytes: manifest(packages: [package(), package(["id": "other"])]), field: "packages[1].routes"
+        ),
+        .init(
+            name: "route duplicate up to case and port",
+            bytes: manifest(packages: [package(), package(["id": "other", "routes": ["HTTP://M.EXAMPLE.COM:80/home/"]])]),
+            field: "packages[1].routes"),
     ]
 
     @Test(arguments: invalid)
@@ -122,16 +161,18 @@ struct ManifestParsingTests {
     }
 
     @Test func nestedRoutesAreFine() throws {
-        let manifest = try Self.parse(Self.manifest(packages: [
-            Self.package(["routes": ["https://m.example.com/"]]),
-            Self.package(["id": "docs", "routes": ["https://m.example.com/docs/"]]),
-        ]))
+        let manifest = try Self.parse(
+            Self.manifest(packages: [
+                Self.package(["routes": ["https://m.example.com/"]]),
+                Self.package(["id": "docs", "routes": ["https://m.example.com/docs/"]]),
+            ]))
         #expect(manifest.packages.count == 2)
     }
 
     @Test(arguments: [("3.2", "3.2.0", 0), ("3.10", "3.9", 1), ("2", "3.0.1", -1), ("1.0.0", "1", 0)])
     func shellVersionsCompareNumerically(_ left: String, _ right: String, _ order: Int) throws {
-        let a = try #require(ShellVersion(left)), b = try #require(ShellVersion(right))
+        let a = try #require(ShellVersion(left))
+        let b = try #require(ShellVersion(right))
         #expect((a < b ? -1 : (b < a ? 1 : 0)) == order)
     }
 

@@ -60,7 +60,9 @@ import Testing
     }
 
     /// Publishes v1, syncs the device to it, publishes v2; returns what the tests need to tamper with v2.
-    private func deviceOnV1WithV2Published(_ scratch: TemporaryFolder) async throws -> (repo: String, root: String, v1: PublishReport, v2: PublishReport) {
+    private func deviceOnV1WithV2Published(_ scratch: TemporaryFolder) async throws -> (
+        repo: String, root: String, v1: PublishReport, v2: PublishReport
+    ) {
         let repo = scratch.sub("repo")
         let root = scratch.sub("root")
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
@@ -200,7 +202,8 @@ import Testing
             size "$repo/archives/app-1-2.delta.tar.xz"
             """#
         let deltaSize = try shell(
-            "cat > '\(scratch.sub("make.sh"))' <<'EOF'\n\(script)\nEOF\nbash '\(scratch.sub("make.sh"))' '\(repo)' '\(scratch.sub("site-v1"))' '\(scratch.sub("site-v2"))'")
+            "cat > '\(scratch.sub("make.sh"))' <<'EOF'\n\(script)\nEOF\nbash '\(scratch.sub("make.sh"))' '\(repo)' '\(scratch.sub("site-v1"))' '\(scratch.sub("site-v2"))'"
+        )
 
         try shell("cp '\(repo)/manifest.v1.json' '\(repo)/manifest.json'")
         let first = try await syncDevice(root: root, repo: repo)
@@ -235,7 +238,9 @@ import Testing
         let manifestPath = repo + "/manifest.json"
         var object = try JSONSerialization.jsonObject(with: Data(FileSystem.read(manifestPath))) as! [String: Any]
         var packages = object["packages"] as! [[String: Any]]
-        packages[0]["deltas"] = [["from": "1.0", "url": url, "sha256": try FileHasher.sha256(ofFile: file), "size": Int(FileSystem.fileSize(file)!)]]
+        packages[0]["deltas"] = [
+            ["from": "1.0", "url": url, "sha256": try FileHasher.sha256(ofFile: file), "size": Int(FileSystem.fileSize(file)!)]
+        ]
         object["packages"] = packages
         try FileSystem.writeAtomically(Array(JSONSerialization.data(withJSONObject: object)), to: manifestPath)
     }

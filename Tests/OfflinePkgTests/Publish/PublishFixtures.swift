@@ -10,7 +10,9 @@ final class TemporaryFolder: Sendable {
 
     init(_ label: String = "publish") throws {
         var template = Array((NSTemporaryDirectory() + "/offlinepkg-\(label)-XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else { throw OfflinePkgError.io(path: "mkdtemp", operation: "mkdtemp", Errno.current) }
+        guard let made = mkdtemp(&template) else {
+            throw OfflinePkgError.io(path: "mkdtemp", operation: "mkdtemp", Errno.current)
+        }
         path = try FileSystem.realPath(String(cString: made))
     }
 

@@ -10,7 +10,8 @@ import Testing
         try writeSite(scratch.sub("a/v1"), DemoSite.files(version: 1))
         try writeSite(scratch.sub("a/v2"), DemoSite.files(version: 2))
         // The second copy differs in everything but content: times, modes, owner, creation order.
-        try shell("""
+        try shell(
+            """
             cp -r '\(scratch.sub("a"))' '\(scratch.sub("b"))'
             find '\(scratch.sub("b"))' -exec touch -d '2001-02-03 04:05:06' {} +
             chmod 600 '\(scratch.sub("b"))/v1/index.html'; chmod 700 '\(scratch.sub("b"))/v1/img'
@@ -27,13 +28,17 @@ import Testing
             TreeWalker.regularFiles(in: repo + "/archives") { files[$0] = try? FileSystem.read(repo + "/archives/" + $0) }
             outputs.append(files)
         }
-        #expect(outputs[0].keys.sorted() == [
-            "app/1.0/app-1.0.\(format.rawValue)", "app/2.0/app-1.0-to-2.0.delta.\(format.rawValue)", "app/2.0/app-2.0.\(format.rawValue)",
-        ])
+        #expect(
+            outputs[0].keys.sorted() == [
+                "app/1.0/app-1.0.\(format.rawValue)", "app/2.0/app-1.0-to-2.0.delta.\(format.rawValue)",
+                "app/2.0/app-2.0.\(format.rawValue)",
+            ])
         #expect(outputs[0] == outputs[1])
 
         // What the entries carry, as bsdtar reads them: root owner, fixed modes, epoch mtime, sorted.
-        let listing = try shell("bsdtar -tvf '\(scratch.sub("repo-b"))/archives/app/1.0/app-1.0.\(format.rawValue)' | awk '{print $1, $3, $4, $6, $7, $8, $9}'")
+        let listing = try shell(
+            "bsdtar -tvf '\(scratch.sub("repo-b"))/archives/app/1.0/app-1.0.\(format.rawValue)' | awk '{print $1, $3, $4, $6, $7, $8, $9}'"
+        )
         let lines = listing.split(separator: "\n")
         #expect(lines.contains("drwxr-xr-x 0 0 Jan 1 1970 img/"))
         #expect(lines.contains("-rw-r--r-- 0 0 Jan 1 1970 index.html"))
@@ -68,7 +73,8 @@ import Testing
             }
             """
         try writeSite(repo, ["manifest.json": Array(original.utf8)])
-        let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(DemoSite.request(site: scratch.sub("site"), version: 1))
+        let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(
+            DemoSite.request(site: scratch.sub("site"), version: 1))
         #expect(report.sequence == 42)
 
         let before = try JSONSerialization.jsonObject(with: Data(original.utf8)) as! NSDictionary
@@ -152,7 +158,8 @@ import Testing
         let bad = scratch.sub("site") + "/js/bad"
         try shell(kind == "symlink" ? "ln -s /etc/passwd '\(bad)'" : "mkfifo '\(bad)'")
         #expect {
-            try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(DemoSite.request(site: scratch.sub("site"), version: 1))
+            try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(
+                DemoSite.request(site: scratch.sub("site"), version: 1))
         } throws: { error in
             "\(error)".contains("\(bad) \(message)")
         }
@@ -174,7 +181,9 @@ import Testing
         }
     }
 
-    @Test(arguments: [("App", "1.0"), ("-app", "1.0"), ("app", "1.0 beta"), ("app", ""), ("app", String(repeating: "1", count: 65))])
+    @Test(arguments: [
+        ("App", "1.0"), ("-app", "1.0"), ("app", "1.0 beta"), ("app", ""), ("app", String(repeating: "1", count: 65)),
+    ])
     func badIDOrVersionIsRefused(id: String, version: String) throws {
         let scratch = try TemporaryFolder("refuse-id")
         try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
@@ -193,8 +202,10 @@ import Testing
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
         try writeSite(scratch.sub("a"), ["index.html": Array("app 1-2".utf8)])
         try writeSite(scratch.sub("b"), ["index.html": Array("app-1 2".utf8)])
-        let first = try publisher.publish(PublishRequest(site: scratch.sub("a"), id: "app", version: "1-2", routes: ["https://m.example.com/a/"]))
-        let second = try publisher.publish(PublishRequest(site: scratch.sub("b"), id: "app-1", version: "2", routes: ["https://m.example.com/b/"]))
+        let first = try publisher.publish(
+            PublishRequest(site: scratch.sub("a"), id: "app", version: "1-2", routes: ["https://m.example.com/a/"]))
+        let second = try publisher.publish(
+            PublishRequest(site: scratch.sub("b"), id: "app-1", version: "2", routes: ["https://m.example.com/b/"]))
         #expect(first.archive.url != second.archive.url)
         #expect(try FileHasher.sha256(ofFile: repo + "/" + first.archive.url) == first.archive.sha256)
         #expect(try FileHasher.sha256(ofFile: repo + "/" + second.archive.url) == second.archive.sha256)

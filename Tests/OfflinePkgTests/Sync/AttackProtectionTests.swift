@@ -172,7 +172,8 @@ struct LocalFileTests {
         await #expect {
             try await Updater(store: store, manifestURL: nginx.url("manifest.json")).sync()
         } throws: { error in
-            "\(error)".contains("is a file URL, which only a file manifest may use") && (error as? OfflinePkgError)?.category == .refused
+            "\(error)".contains("is a file URL, which only a file manifest may use")
+                && (error as? OfflinePkgError)?.category == .refused
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.path("downloads")).isEmpty)
     }
@@ -182,7 +183,10 @@ struct LocalFileTests {
 struct SignatureURLTests {
     @Test(arguments: [
         ("https://cdn.example.com/app/manifest.json", "https://cdn.example.com/app/manifest.json.minisig"),
-        ("https://cdn.example.com/app/manifest.json?token=a%2Fb&x=1", "https://cdn.example.com/app/manifest.json.minisig?token=a%2Fb&x=1"),
+        (
+            "https://cdn.example.com/app/manifest.json?token=a%2Fb&x=1",
+            "https://cdn.example.com/app/manifest.json.minisig?token=a%2Fb&x=1"
+        ),
         ("file:///srv/repo/manifest.json", "file:///srv/repo/manifest.json.minisig"),
     ])
     func theSignatureSitsBesideTheManifestAndKeepsTheQuery(_ manifest: String, _ signature: String) {

@@ -13,7 +13,8 @@ struct LifecycleTests {
             var files = [SiteFile("index.html", "\(id) \(version)")]
             // Random bytes: incompressible, so the archive is as big as the file.
             if big > 0 { files.append(SiteFile("big.bin", bytes: (0..<big).map { _ in UInt8.random(in: 0...255) })) }
-            try repo.add(id, version, routes: [id == "home" ? "https://m.example.com/" : "https://m.example.com/\(id)/"], files: files)
+            try repo.add(
+                id, version, routes: [id == "home" ? "https://m.example.com/" : "https://m.example.com/\(id)/"], files: files)
         }
         try repo.publish()
         return repo
@@ -59,7 +60,9 @@ struct LifecycleTests {
 
     @Test func aChangedShellVersionReevaluatesTheStoredManifestAfterA304() async throws {
         let repo = try TestRepository()
-        try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")], extra: ["minShellVersion": "3.0"])
+        try repo.add(
+            "home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")],
+            extra: ["minShellVersion": "3.0"])
         try repo.publish()
         let nginx = try NginxServer(documentRoot: repo.path)
         let store = try Self.store(try TemporaryDirectory())
@@ -76,7 +79,9 @@ struct LifecycleTests {
     @Test(arguments: [0, 25, 50, 100])
     func rolloutFollowsTheBucketOfTheDeviceID(_ percent: Int) async throws {
         let repo = try TestRepository()
-        try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")], extra: ["rollout": percent])
+        try repo.add(
+            "home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")],
+            extra: ["rollout": percent])
         try repo.publish()
         let root = try TemporaryDirectory()
         _ = try root.write("6f1c2a4e-0000-4000-8000-000000000001\n", to: "device-id")
@@ -118,7 +123,12 @@ struct LifecycleTests {
             try await Self.sync(store, server.url("manifest.json"), .init(retry: .init(attempts: 1)))
         }
         // The publisher rebuilds the same archive name with other bytes: If-Range no longer matches.
-        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1 rebuilt"), SiteFile("big.bin", bytes: (0..<1_000_000).map { _ in UInt8.random(in: 0...255) })])
+        try repo.add(
+            "home", "1", routes: ["https://m.example.com/"],
+            files: [
+                SiteFile("index.html", "home 1 rebuilt"),
+                SiteFile("big.bin", bytes: (0..<1_000_000).map { _ in UInt8.random(in: 0...255) }),
+            ])
         try repo.publish()
         let report = try await Self.sync(store, server.url("manifest.json"))
         #expect(report.outcome == .activated)
@@ -208,7 +218,10 @@ struct LifecycleTests {
             try repo.publish()
             _ = try await Self.sync(syncer, url)
         }
-        let trees = { try FileManager.default.contentsOfDirectory(atPath: root.path("trees/home")).filter { !$0.hasSuffix(".index") }.sorted() }
+        let trees = {
+            try FileManager.default.contentsOfDirectory(atPath: root.path("trees/home")).filter { !$0.hasSuffix(".index") }
+                .sorted()
+        }
         #expect(try trees().count == 3)  // 1 (leased), 2 (previous), 3 (active)
         kill(reader.processIdentifier, SIGKILL)
         reader.waitUntilExit()
@@ -269,13 +282,17 @@ struct LifecycleTests {
         let repo = try Self.repo()
         let store = try Self.store(try TemporaryDirectory())
         let events = EventLog()
-        let updater = Updater(store: store, manifestURL: URL(fileURLWithPath: repo.manifestPath), options: .init(minInterval: 3600, events: { events.append($0) }))
+        let updater = Updater(
+            store: store, manifestURL: URL(fileURLWithPath: repo.manifestPath),
+            options: .init(minInterval: 3600, events: { events.append($0) }))
         updater.start()
         defer { updater.stop() }
         for _ in 0..<100 where store.activeSet.generation == 0 { try await Task.sleep(nanoseconds: 50_000_000) }
         #expect(try Self.served(store) == "home 1")
         let names = events.all.map { String(describing: $0).prefix { $0 != "(" }.description }
-        #expect(names.first == "checking" && names.contains("downloadStarted") && names.contains("downloadProgress") && names.last == "activated")
+        #expect(
+            names.first == "checking" && names.contains("downloadStarted") && names.contains("downloadProgress")
+                && names.last == "activated")
     }
 
     @Test func aNextLaunchReaderKeepsItsSetUntilReopened() async throws {
@@ -302,7 +319,9 @@ struct LifecycleTests {
         try repo.publish()
         try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", root.path, "--quiet"]).checked()
         let switched = Date()
-        while try Self.served(shell) != "home 2" && Date().timeIntervalSince(switched) < 3 { try await Task.sleep(nanoseconds: 20_000_000) }
+        while try Self.served(shell) != "home 2" && Date().timeIntervalSince(switched) < 3 {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
         #expect(Date().timeIntervalSince(switched) < 1.0)
     }
 
@@ -311,7 +330,9 @@ struct LifecycleTests {
         let server = try FaultServer(documentRoot: repo.path)
         server.script("/manifest.json", [.status(429, retryAfter: "1")])
         let start = Date()
-        let report = try await Self.sync(try Self.store(try TemporaryDirectory()), server.url("manifest.json"), .init(retry: .init(attempts: 2, baseDelay: 0.01)))
+        let report = try await Self.sync(
+            try Self.store(try TemporaryDirectory()), server.url("manifest.json"),
+            .init(retry: .init(attempts: 2, baseDelay: 0.01)))
         #expect(report.outcome == .activated)
         #expect(Date().timeIntervalSince(start) >= 1.0)
         #expect(server.requests(for: "/manifest.json").map(\.status) == [429, 200])
@@ -320,7 +341,9 @@ struct LifecycleTests {
     @Test func aFailedSyncIsReportedAsAnEvent() async throws {
         let events = EventLog()
         let store = try Self.store(try TemporaryDirectory())
-        let updater = Updater(store: store, manifestURL: URL(fileURLWithPath: "/nonexistent/manifest.json"), options: .init(events: { events.append($0) }))
+        let updater = Updater(
+            store: store, manifestURL: URL(fileURLWithPath: "/nonexistent/manifest.json"),
+            options: .init(events: { events.append($0) }))
         await #expect(throws: OfflinePkgError.self) { try await updater.sync() }
         guard case .failed(let error) = try #require(events.all.last) else {
             Issue.record("expected a failed event last, got \(events.all)")
@@ -339,7 +362,8 @@ struct GatingRouteTests {
         let store = try PackageStore(root: try TemporaryDirectory().url, options: .init(watchInterval: 0))
         let url = URL(fileURLWithPath: repo.manifestPath)
         _ = try await Updater(store: store, manifestURL: url, options: .init(shellVersion: "1")).sync()
-        try repo.add("a", "2", routes: ["https://x.test/other/"], files: [SiteFile("a.html", "a2")], extra: ["minShellVersion": "9"])
+        try repo.add(
+            "a", "2", routes: ["https://x.test/other/"], files: [SiteFile("a.html", "a2")], extra: ["minShellVersion": "9"])
         try repo.add("b", "1", routes: ["https://x.test/a/"], files: [SiteFile("b.html", "b1")])
         try repo.publish()
         let report = try await Updater(store: store, manifestURL: url, options: .init(shellVersion: "1")).sync()
@@ -367,7 +391,9 @@ struct DamagedIndexTests {
         #expect(damage.map(\.packageID) == ["docs"] && damage[0].problem.contains("tree index is unreadable"))
         #expect(try await store.repair(damage) == ["docs"])
         #expect(try store.verify().isEmpty)
-        #expect(try LifecycleTests.served(try PackageStore(root: root.url, options: .init(watchInterval: 0)), "https://m.example.com/docs/") == "docs 1")
+        #expect(
+            try LifecycleTests.served(
+                try PackageStore(root: root.url, options: .init(watchInterval: 0)), "https://m.example.com/docs/") == "docs 1")
     }
 }
 
@@ -397,7 +423,9 @@ struct ReaderLeaseTests {
         let root = try TemporaryDirectory()
         chmod(root.path, 0o755)
         try OfflinePkgBinary.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
-        let lookup = try run("runuser", ["-u", "nobody", "--", OfflinePkgBinary.path, "lookup", "https://demo.offlinepkg.test/", "--root", root.path])
+        let lookup = try run(
+            "runuser",
+            ["-u", "nobody", "--", OfflinePkgBinary.path, "lookup", "https://demo.offlinepkg.test/", "--root", root.path])
         #expect(lookup.status == 0, "\(lookup.stderr)")
         #expect(lookup.stdout.hasSuffix("index.html\n"))
         let status = try run("runuser", ["-u", "nobody", "--", OfflinePkgBinary.path, "status", "--root", root.path])

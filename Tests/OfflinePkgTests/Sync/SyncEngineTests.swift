@@ -8,7 +8,9 @@ import Testing
 /// do): SPEC §6's all-or-nothing release, diffing, and download faults.
 @Suite("Sync engine")
 struct SyncEngineTests {
-    static let home = [SiteFile("index.html", "<h1>home v1</h1>"), SiteFile("js/app.js", "console.log(1)"), SiteFile("css/a.css", "body{}")]
+    static let home = [
+        SiteFile("index.html", "<h1>home v1</h1>"), SiteFile("js/app.js", "console.log(1)"), SiteFile("css/a.css", "body{}"),
+    ]
     static let docs = [SiteFile("index.html", "<h1>docs</h1>"), SiteFile("guide/index.html", "<p>guide</p>")]
 
     struct Device {
@@ -20,7 +22,9 @@ struct SyncEngineTests {
             store = try PackageStore(root: root.url, options: .init(watchInterval: 0))
         }
 
-        func sync(_ url: URL, _ options: Updater.Options = .init(retry: .init(attempts: 3, baseDelay: 0.05))) async throws -> SyncReport {
+        func sync(_ url: URL, _ options: Updater.Options = .init(retry: .init(attempts: 3, baseDelay: 0.05))) async throws
+            -> SyncReport
+        {
             try await Updater(store: store, manifestURL: url, options: options).sync()
         }
 
@@ -50,7 +54,8 @@ struct SyncEngineTests {
         #expect(try device.content("https://M.EXAMPLE.COM/docs/guide/") == "<p>guide</p>")
         // The installed trees are byte-for-byte the sites, by the coreutils tree hash.
         for (id, _) in [("home", 0), ("docs", 0)] {
-            let hit = try #require(device.store.resolve(id == "home" ? "https://m.example.com/index.html" : "https://m.example.com/docs/index.html"))
+            let hit = try #require(
+                device.store.resolve(id == "home" ? "https://m.example.com/index.html" : "https://m.example.com/docs/index.html"))
             let tree = URL(fileURLWithPath: hit.path).deletingLastPathComponent().path
             #expect(try treeHash(of: tree) == treeHash(of: repo.site(id, "1.0")))
         }
@@ -143,7 +148,8 @@ struct SyncEngineTests {
             try await device.sync(nginx.url("manifest.json"), .init(retry: .init(attempts: 1)))
         } throws: { error in
             let text = "\(error)"
-            return kind == "smaller" ? text.contains("more than the") && text.contains("bytes the manifest promised")
+            return kind == "smaller"
+                ? text.contains("more than the") && text.contains("bytes the manifest promised")
                 : text.contains("body ended after")
         }
         #expect(device.store.activeSet.generation == 0)
@@ -171,7 +177,8 @@ struct SyncEngineTests {
         await #expect {
             try await device.sync(nginx.url("manifest.json"))
         } throws: { error in
-            "\(error)".contains("archives/docs-1.0.tar.gz failed: HTTP status 404") && (error as? OfflinePkgError)?.category == .failure
+            "\(error)".contains("archives/docs-1.0.tar.gz failed: HTTP status 404")
+                && (error as? OfflinePkgError)?.category == .failure
         }
         #expect(nginx.requestCount(path: "/archives/docs-1.0.tar.gz") == 1)
         // home was fetched and verified, and is kept for the next attempt.
@@ -181,14 +188,18 @@ struct SyncEngineTests {
 
     @Test func packagesSharingOneArchiveAreBothInstalled() async throws {
         let repo = try TestRepository()
-        let files = [SiteFile("index.html", "same"), SiteFile("big.bin", bytes: (0..<2_000_000).map { _ in UInt8.random(in: 0...255) })]
+        let files = [
+            SiteFile("index.html", "same"), SiteFile("big.bin", bytes: (0..<2_000_000).map { _ in UInt8.random(in: 0...255) }),
+        ]
         try repo.add("one", "1", routes: ["https://m.example.com/one/"], files: files)
         try repo.add("two", "1", routes: ["https://m.example.com/two/"], files: [])
         // The second package's entry points at the first's archive: same URL, sha256 and size.
         let shared = try #require(try Manifest(parsing: Array(repo.publish()), source: "repo").packages.first?.archive)
         repo.edit("two") { entry in
             entry["archive"] = ["url": shared.url, "sha256": shared.sha256, "size": shared.size]
-            entry["tree"] = try! Manifest(parsing: Array(try! Data(contentsOf: URL(fileURLWithPath: repo.manifestPath))), source: "repo").packages[0].tree
+            entry["tree"] = try! Manifest(
+                parsing: Array(try! Data(contentsOf: URL(fileURLWithPath: repo.manifestPath))), source: "repo"
+            ).packages[0].tree
         }
         try repo.publish()
         let nginx = try NginxServer(documentRoot: repo.path)
@@ -216,15 +227,19 @@ struct TransportSecurityTests {
         let repo = try TestRepository()
         try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "tls")])
         try repo.publish()
-        let tls = try NginxServer(documentRoot: repo.path, locations: "location = /moved.json { return 302 /manifest.json; }", tls: true)
+        let tls = try NginxServer(
+            documentRoot: repo.path, locations: "location = /moved.json { return 302 /manifest.json; }", tls: true)
         let root = try TemporaryDirectory()
         let store = try PackageStore(root: root.url, options: .init(watchInterval: 0))
-        let report = try await Updater(store: store, manifestURL: tls.url("moved.json"), options: .init(caBundle: tls.certificatePath)).sync()
+        let report = try await Updater(
+            store: store, manifestURL: tls.url("moved.json"), options: .init(caBundle: tls.certificatePath)
+        ).sync()
         #expect(report.outcome == .activated)
         // Without the CA, the certificate is refused.
         let untrusted = try PackageStore(root: try TemporaryDirectory().url, options: .init(watchInterval: 0))
         await #expect(throws: OfflinePkgError.self) {
-            try await Updater(store: untrusted, manifestURL: tls.url("manifest.json"), options: .init(retry: .init(attempts: 1))).sync()
+            try await Updater(store: untrusted, manifestURL: tls.url("manifest.json"), options: .init(retry: .init(attempts: 1)))
+                .sync()
         }
     }
 
@@ -234,10 +249,12 @@ struct TransportSecurityTests {
         try repo.publish()
         let plain = try NginxServer(documentRoot: repo.path)
         let tls = try NginxServer(
-            documentRoot: repo.path, locations: "location = /manifest.json { return 302 \(plain.url("manifest.json").absoluteString); }", tls: true)
+            documentRoot: repo.path,
+            locations: "location = /manifest.json { return 302 \(plain.url("manifest.json").absoluteString); }", tls: true)
         let store = try PackageStore(root: try TemporaryDirectory().url, options: .init(watchInterval: 0))
         await #expect {
-            try await Updater(store: store, manifestURL: tls.url("manifest.json"), options: .init(caBundle: tls.certificatePath)).sync()
+            try await Updater(store: store, manifestURL: tls.url("manifest.json"), options: .init(caBundle: tls.certificatePath))
+                .sync()
         } throws: { error in "\(error)".contains("redirect to a disallowed scheme") }
         #expect(plain.requestCount(path: "/manifest.json") == 0)
     }

@@ -34,7 +34,8 @@ struct TrustMinisignInteropTests {
         signature.algorithm = .prehashed
         let key = try TrustedKey(contentsOfFile: dir.file("stock.pub"))
         let reason = trustRefusalReason {
-            _ = try SignatureVerifier.verify(message: message, signature: signature.fileContents, keys: [key], source: "test-source")
+            _ = try SignatureVerifier.verify(
+                message: message, signature: signature.fileContents, keys: [key], source: "test-source")
         }
         #expect(reason?.hasPrefix("wrong signature: the prehashed (ED) ed25519 signature") == true)
     }
@@ -74,7 +75,8 @@ struct TrustMinisignInteropTests {
 
         // And minisign notices when the file changes, so the test above can fail.
         try dir.write("manifest.json", message + [0x20])
-        let tampered = try TrustMinisignTool.run(["-V", "-p", "ours.pub", "-m", "manifest.json", "-x", "manifest.json.sig"], in: dir)
+        let tampered = try TrustMinisignTool.run(
+            ["-V", "-p", "ours.pub", "-m", "manifest.json", "-x", "manifest.json.sig"], in: dir)
         #expect(tampered.status != 0)
     }
 
@@ -85,7 +87,8 @@ struct TrustMinisignInteropTests {
         try key.write(prefix: dir.file("ours"))
         try dir.write("manifest.json", message)
         // -p makes minisign check that the secret key matches our public key file before it writes.
-        try TrustMinisignTool.succeed(["-S", "-s", "ours.key", "-p", "ours.pub", "-m", "manifest.json", "-t", "made by stock"], in: dir)
+        try TrustMinisignTool.succeed(
+            ["-S", "-s", "ours.key", "-p", "ours.pub", "-m", "manifest.json", "-t", "made by stock"], in: dir)
         let trusted = try SignatureVerifier.verify(
             message: message, signature: try dir.read("manifest.json.minisig"), keys: [key.publicKey], source: "test")
         #expect(trusted == "made by stock")

@@ -37,7 +37,8 @@ struct TrustSignatureRefusalTests {
             case .shortSignatureRecord: "malformed signature file: line 2 should decode to 74 bytes, got 71"
             case .truncatedFile: "malformed signature file: expected 4 lines"
             case .truncatedLastLine: "malformed signature file: line 4 is not valid base64"
-            case .extraLine: "malformed signature file: expected 4 lines (untrusted comment, signature, trusted comment, global signature), got 5"
+            case .extraLine:
+                "malformed signature file: expected 4 lines (untrusted comment, signature, trusted comment, global signature), got 5"
             case .missingUntrustedPrefix: "malformed signature file: line 1 should start with \"untrusted comment: \""
             case .missingTrustedPrefix: "malformed signature file: line 3 should start with \"trusted comment: \""
             case .carriageReturnInComment: "malformed signature file: line 3 contains the control byte 0x0d"
@@ -125,14 +126,17 @@ struct TrustSignatureRefusalTests {
     @Test("an untampered signature verifies (the control for every refusal)")
     func untamperedVerifies() throws {
         let signed = try signedCase()
-        #expect(try SignatureVerifier.verify(message: signed.message, signature: signed.signature, keys: signed.keys, source: "test") == "sequence:42")
+        #expect(
+            try SignatureVerifier.verify(message: signed.message, signature: signed.signature, keys: signed.keys, source: "test")
+                == "sequence:42")
     }
 
     @Test("a tampered signature is refused with the reason of its check", arguments: Tampering.allCases)
     func tamperedIsRefused(tampering: Tampering) throws {
         let tampered = tampering.apply(to: try signedCase(), signer: signer)
         let reason = trustRefusalReason {
-            _ = try SignatureVerifier.verify(message: tampered.message, signature: tampered.signature, keys: tampered.keys, source: "test-source")
+            _ = try SignatureVerifier.verify(
+                message: tampered.message, signature: tampered.signature, keys: tampered.keys, source: "test-source")
         }
         #expect(reason?.hasPrefix(tampering.expectedReason) == true, "reason: \(reason ?? "none")")
     }
@@ -142,7 +146,8 @@ struct TrustSignatureRefusalTests {
         let signed = try signedCase()
         let other = SigningKey.generate().publicKey
         let reason = trustRefusalReason {
-            _ = try SignatureVerifier.verify(message: signed.message, signature: signed.signature, keys: [other], source: "test-source")
+            _ = try SignatureVerifier.verify(
+                message: signed.message, signature: signed.signature, keys: [other], source: "test-source")
         }
         #expect(reason == "signed by key \(signer.keyID), which is not trusted (trusted: \(other.keyID))")
         let error = OfflinePkgError.signatureRefused(source: "https://cdn.example/manifest.json", reason: reason ?? "")
@@ -161,7 +166,9 @@ struct TrustSignatureRefusalTests {
             Array(lines.flatMap { $0 + [UInt8(ascii: "\n")] }.dropLast()),
         ]
         for variant in variants {
-            #expect(try SignatureVerifier.verify(message: signed.message, signature: variant, keys: signed.keys, source: "test") == "sequence:42")
+            #expect(
+                try SignatureVerifier.verify(message: signed.message, signature: variant, keys: signed.keys, source: "test")
+                    == "sequence:42")
         }
     }
 
@@ -170,14 +177,16 @@ struct TrustSignatureRefusalTests {
         let signature = try signedCase().signature
         for length in stride(from: 0, to: signature.count - 1, by: 7) {
             let reason = trustRefusalReason {
-                _ = try SignatureVerifier.verify(message: message, signature: Array(signature.prefix(length)), keys: [signer.publicKey], source: "test-source")
+                _ = try SignatureVerifier.verify(
+                    message: message, signature: Array(signature.prefix(length)), keys: [signer.publicKey], source: "test-source")
             }
             #expect(reason?.hasPrefix("malformed signature file: ") == true, "prefix \(length): \(reason ?? "none")")
         }
         for _ in 0..<50 {
             let noise = SecureRandom.bytes(Int.random(in: 0..<400))
             _ = trustRefusalReason {
-                _ = try SignatureVerifier.verify(message: message, signature: noise, keys: [signer.publicKey], source: "test-source")
+                _ = try SignatureVerifier.verify(
+                    message: message, signature: noise, keys: [signer.publicKey], source: "test-source")
             }
         }
     }

@@ -106,7 +106,9 @@ struct TrustSigningKeyTests {
         #expect(message?.contains(expected) == true, "message: \(message ?? "none")")
     }
 
-    @Test("trusted comments that minisign could not read back are refused", arguments: ["two\nlines", "cr\rhere", "nul\0byte", "8174 bytes"])
+    @Test(
+        "trusted comments that minisign could not read back are refused",
+        arguments: ["two\nlines", "cr\rhere", "nul\0byte", "8174 bytes"])
     func badTrustedComment(comment: String) {
         let comment = comment == "8174 bytes" ? String(repeating: "x", count: 8174) : comment
         let message = trustInvalidArgumentMessage { _ = try SigningKey.generate().sign([1, 2, 3], trustedComment: comment) }

@@ -71,9 +71,13 @@ enum TrustMinisignTool {
 
     /// Runs minisign and records an issue with its output when it does not exit 0.
     @discardableResult
-    static func succeed(_ arguments: [String], in directory: TrustTempDir, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+    static func succeed(_ arguments: [String], in directory: TrustTempDir, sourceLocation: SourceLocation = #_sourceLocation)
+        throws -> String
+    {
         let result = try run(arguments, in: directory)
-        #expect(result.status == 0, "minisign \(arguments.joined(separator: " ")) failed: \(result.output)", sourceLocation: sourceLocation)
+        #expect(
+            result.status == 0, "minisign \(arguments.joined(separator: " ")) failed: \(result.output)",
+            sourceLocation: sourceLocation)
         return result.output
     }
 

@@ -40,7 +40,10 @@ struct TrustedKeyTests {
             ("RWQhihtsdjwZlgFqt0UNszMCp6QqBOgz0U2XgBE3wNvukRIrsvxnS5Q!", "not valid base64"),
             ("RWQhihtsdjwZlgFqt0UNszMCp6QqBOgz0U2XgBE3wNvukRIrsvxn", "should decode to 42 bytes, got 39"),
             ("RURhihtsdjwZlgFqt0UNszMCp6QqBOgz0U2XgBE3wNvukRIrsvxnS5Qw", "unsupported key algorithm \"ED\""),
-            ("comment\nRWQhihtsdjwZlgFqt0UNszMCp6QqBOgz0U2XgBE3wNvukRIrsvxnS5Qw", "line 1 should start with \"untrusted comment: \""),
+            (
+                "comment\nRWQhihtsdjwZlgFqt0UNszMCp6QqBOgz0U2XgBE3wNvukRIrsvxnS5Qw",
+                "line 1 should start with \"untrusted comment: \""
+            ),
             ("untrusted comment: a\nRWQhihtsdjwZlgFqt0UNszMCp6QqBOgz0U2XgBE3wNvukRIrsvxnS5Qw\nmore", "got 3 lines"),
         ])
     func refused(text: String, expected: String) {
@@ -85,7 +88,10 @@ struct TrustedKeyTests {
 
     @Test("base64 matches known vectors")
     func base64Vectors() {
-        let vectors = [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="), ("foobar", "Zm9vYmFy")]
+        let vectors = [
+            ("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ]
         for (plain, encoded) in vectors {
             #expect(Base64.encode(Array(plain.utf8)) == Array(encoded.utf8))
             #expect(Base64.decode(Array(encoded.utf8)) == Array(plain.utf8))
@@ -99,7 +105,10 @@ struct TrustedKeyTests {
 
     @Test("blake2b-512 matches RFC 7693's vector")
     func blake2b() {
-        #expect(Hex.encode(BLAKE2b512.hash(Array("abc".utf8))) == "ba80a53f981c4d0d6a2797b69f12f6e94c212f14685ac4b74b12bb6fdbffa2d17d87c5392aab792dc252d5de4533cc9518d38aa8dbf1925ab92386edd4009923")
+        #expect(
+            Hex.encode(BLAKE2b512.hash(Array("abc".utf8)))
+                == "ba80a53f981c4d0d6a2797b69f12f6e94c212f14685ac4b74b12bb6fdbffa2d17d87c5392aab792dc252d5de4533cc9518d38aa8dbf1925ab92386edd4009923"
+        )
         #expect(Hex.encode(BLAKE2b512.hash([])).hasPrefix("786a02f742015903c6c6fd852552d272"))
     }
 }

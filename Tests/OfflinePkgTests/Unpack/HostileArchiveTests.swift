@@ -26,21 +26,32 @@ struct HostileArchiveTests {
         Case(name: "symlink", mtree: ["./evil type=link link=/etc/passwd"], reason: "symbolic link", entry: "./evil"),
         Case(name: "absolute path", mtree: [], reason: "absolute path", entry: "/abs/f"),
         Case(name: "dot-dot", mtree: ["../up type=file contents=f"], reason: "\"..\" segment", entry: "../up"),
-        Case(name: "dot-dot behind dot segments", mtree: ["./a/./../../up type=file contents=f"], reason: "\"..\" segment", entry: "./a/./../../up"),
+        Case(
+            name: "dot-dot behind dot segments", mtree: ["./a/./../../up type=file contents=f"], reason: "\"..\" segment",
+            entry: "./a/./../../up"),
         Case(name: "empty segment", mtree: ["./a//b type=file contents=f"], reason: "empty segment", entry: nil),
         Case(name: "backslash", mtree: ["./a\\134b type=file contents=f"], reason: "backslash", entry: "./a\\b"),
-        Case(name: "control character", mtree: ["./c\\001d type=file contents=f"], reason: "control character", entry: "./c\u{1}d"),
+        Case(
+            name: "control character", mtree: ["./c\\001d type=file contents=f"], reason: "control character", entry: "./c\u{1}d"),
         Case(name: "duplicate path", mtree: [], reason: "duplicate path", entry: "./f"),
-        Case(name: "file and folder", mtree: ["./x type=file contents=f", "./x/y type=file contents=f"], reason: "both a file and a folder", entry: "./x/y"),
-        Case(name: "device node", mtree: ["./dev type=char device=native,1,3"], reason: "device node", entry: "./dev", zip: false),
+        Case(
+            name: "file and folder", mtree: ["./x type=file contents=f", "./x/y type=file contents=f"],
+            reason: "both a file and a folder", entry: "./x/y"),
+        Case(
+            name: "device node", mtree: ["./dev type=char device=native,1,3"], reason: "device node", entry: "./dev", zip: false),
         Case(name: "fifo", mtree: ["./fifo type=fifo"], reason: "FIFO", entry: "./fifo", zip: false),
         Case(name: "hard link", mtree: [], reason: "hard link", entry: nil, zip: false),
         Case(name: "setuid", mtree: ["./s type=file mode=4755 contents=f"], reason: "setuid", entry: "./s"),
-        Case(name: "reserved delta name", mtree: ["./.offlinepkg-delta.json type=file contents=f"], reason: "reserved name", entry: "./.offlinepkg-delta.json"),
-        Case(name: "too many entries", mtree: (0..<12).map { "./file\($0) type=file contents=f" }, reason: "more than 10 entries", entry: nil,
-             limits: UnpackLimits(maxEntries: 10, maxBytes: 1 << 30)),
-        Case(name: "bomb", mtree: ["./zeros type=file contents=zeros"], reason: "more than 1048576 bytes", entry: "./zeros",
-             limits: UnpackLimits(maxEntries: 100, maxBytes: 1 << 20)),
+        Case(
+            name: "reserved delta name", mtree: ["./.offlinepkg-delta.json type=file contents=f"], reason: "reserved name",
+            entry: "./.offlinepkg-delta.json"),
+        Case(
+            name: "too many entries", mtree: (0..<12).map { "./file\($0) type=file contents=f" }, reason: "more than 10 entries",
+            entry: nil,
+            limits: UnpackLimits(maxEntries: 10, maxBytes: 1 << 30)),
+        Case(
+            name: "bomb", mtree: ["./zeros type=file contents=zeros"], reason: "more than 1048576 bytes", entry: "./zeros",
+            limits: UnpackLimits(maxEntries: 100, maxBytes: 1 << 20)),
     ]
 
     static let formats = ["tar", "tar.gz", "tar.zst", "zip"]
@@ -117,11 +128,12 @@ struct HostileArchiveTests {
         _ = try dir.write([UInt8]((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7919) }), to: "site/data.bin")
         try run("bsdtar", ["-czf", dir.path("good.tar.gz"), "-C", dir.path("site"), "."]).checked()
         let good = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir.path("good.tar.gz"))))
-        let bytes: [UInt8] = switch kind {
-        case "truncated": Array(good.prefix(good.count / 2))
-        case "not an archive": Array("<!doctype html><title>404</title>".utf8)
-        default: []
-        }
+        let bytes: [UInt8] =
+            switch kind {
+            case "truncated": Array(good.prefix(good.count / 2))
+            case "not an archive": Array("<!doctype html><title>404</title>".utf8)
+            default: []
+            }
         let archive = try dir.write(bytes, to: "input")
         let staging = try dir.makeDirectory("staging")
         #expect(throws: OfflinePkgError.self) {
@@ -132,7 +144,8 @@ struct HostileArchiveTests {
     @Test(arguments: formats)
     func acceptsACleanArchiveAndHashesItsTree(format: String) throws {
         let dir = try TemporaryDirectory()
-        try writeSite([SiteFile("index.html", "<h1>hi</h1>"), SiteFile("js/app.js", "1"), SiteFile("a b/ü.txt", "x")], to: dir.path("site"))
+        try writeSite(
+            [SiteFile("index.html", "<h1>hi</h1>"), SiteFile("js/app.js", "1"), SiteFile("a b/ü.txt", "x")], to: dir.path("site"))
         let archive = dir.path("clean.\(format)")
         try run("bsdtar", Self.createFlags(format, keepAbsolutePaths: false) + [archive, "-C", dir.path("site"), "."]).checked()
         let staging = try dir.makeDirectory("staging")
@@ -142,7 +155,8 @@ struct HostileArchiveTests {
     }
 
     @Test func entryNamesInMessagesAreEscaped() {
-        let error = OfflinePkgError.archiveRefused(archive: "a.tar", entry: "./x\u{1B}[2Jy\\z", reason: "control character in path")
+        let error = OfflinePkgError.archiveRefused(
+            archive: "a.tar", entry: "./x\u{1B}[2Jy\\z", reason: "control character in path")
         #expect("\(error)" == #"archive a.tar refused: entry "./x\u{1B}[2Jy\\z": control character in path"#)
     }
 }

@@ -27,7 +27,9 @@ updater.start()
 for url in arguments.dropFirst() {
     // What a scheme handler does: resolve, then hand the bytes and type to the web view.
     if let (resource, bytes) = try store.data(for: url) {
-        print("\(url) -> \(resource.packageID) \(resource.version) \(resource.mimeType), \(bytes.count) bytes, etag \(resource.etag)")
+        print(
+            "\(url) -> \(resource.packageID) \(resource.version) \(resource.mimeType), \(bytes.count) bytes, etag \(resource.etag)"
+        )
     } else {
         print("\(url) -> not offline (load from the network or show an error page)")
     }
