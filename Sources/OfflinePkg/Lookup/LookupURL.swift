@@ -92,8 +92,9 @@ package enum LookupURL {
     }
 
     /// Writes the key of `input` to `output` (room for `input.count + 1` bytes); returns its length and
-    /// where its path starts.
-    @inline(__always)
+    /// where its path starts. Not inlined: callers stay small enough for the optimiser to inline
+    /// their closures (an outlined closure context cost a retain and release of the index per call).
+    @inline(never)
     private static func normalize(
         _ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>, route: Route = .automatic
     ) -> (Int, Int)? {
