@@ -21,16 +21,18 @@ static inline size_t cmicrohttpd_keep_escapes(void *cls, struct MHD_Connection *
 }
 
 // Starts a daemon listening on `address`. `pool_size` > 0 selects epoll with that many threads;
-// 0 selects one thread per connection (poll).
+// 0 selects one thread per connection (poll). `connection_memory` is each connection's memory pool
+// (request line and headers, response headers), which MHD zeroes whole after every request.
 static inline struct MHD_Daemon *cmicrohttpd_start_daemon(
     unsigned int flags, const struct sockaddr *address, unsigned int pool_size, unsigned int idle_timeout,
-    MHD_AccessHandlerCallback handler, void *handler_context) {
+    size_t connection_memory, MHD_AccessHandlerCallback handler, void *handler_context) {
     if (pool_size > 0) {
         return MHD_start_daemon(
             flags, 0, NULL, NULL, handler, handler_context,
             MHD_OPTION_SOCK_ADDR, address,
             MHD_OPTION_THREAD_POOL_SIZE, pool_size,
             MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory,
             MHD_OPTION_UNESCAPE_CALLBACK, cmicrohttpd_keep_escapes, NULL,
             MHD_OPTION_END);
     }
@@ -38,6 +40,7 @@ static inline struct MHD_Daemon *cmicrohttpd_start_daemon(
         flags, 0, NULL, NULL, handler, handler_context,
         MHD_OPTION_SOCK_ADDR, address,
         MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, connection_memory,
         MHD_OPTION_UNESCAPE_CALLBACK, cmicrohttpd_keep_escapes, NULL,
         MHD_OPTION_END);
 }

@@ -64,7 +64,7 @@ func measure(_ urls: [String], _ body: (String) -> Bool) -> (median: Double, all
 let resolve = measure(urls) { store.resolve($0) != nil }
 // Where the time goes: the loop and string access alone, then normalising without the table lookup.
 let loop = measure(urls) { $0.utf8.count > 8 }
-let normalize = measure(urls) { LookupURL.withKey($0) { $0.bytes.count } != nil }
+let normalize = measure(urls) { LookupURL.keyLength($0) != nil }
 print("files: \(store.activeSet.packages.count) packages, \(fileCount) files; urls: \(urls.count) (\(hits) hits)")
 print(String(format: "resolve(String): median %.1f ns/op  runs: %@", resolve.median,
     resolve.all.map { String(format: "%.1f", $0) }.joined(separator: " ")))

@@ -24,6 +24,9 @@ public final class LoopbackServer: Sendable {
         public static var standard: ThreadModel { .pool(threads: max(1, ProcessInfo.processInfo.activeProcessorCount)) }
     }
 
+    /// Each connection's memory pool (MHD's default).
+    static let connectionMemory = 32 * 1024
+
     public let store: PackageStore
     public let host: String
     public let threadModel: ThreadModel
@@ -79,7 +82,7 @@ public final class LoopbackServer: Sendable {
             let context = Unmanaged.passUnretained(handler).toOpaque()
             // Idle keep-alive connections close after 60 s, so a per-connection thread cannot linger.
             let daemon = address.withSockaddr { sockaddr in
-                cmicrohttpd_start_daemon(flags, sockaddr, poolSize, 60, handleRequest, context)
+                cmicrohttpd_start_daemon(flags, sockaddr, poolSize, 60, Self.connectionMemory, handleRequest, context)
             }
             guard let daemon else {
                 throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: "listen", Errno(errno == 0 ? EADDRINUSE : errno))
@@ -100,6 +103,9 @@ public final class LoopbackServer: Sendable {
 
     /// The port listened on: the one asked for, or the one the kernel picked for port 0.
     public var port: UInt16 { state.withLock { $0.daemon == nil ? requestedPort : $0.port } }
+
+    /// Bytes and entries of the small-file response cache (tests, diagnostics).
+    package var cachedResponses: (bytes: Int, entries: Int) { handler.responses.usage }
 
     /// `http://host:port/`, IPv6 hosts in brackets.
     public var url: URL {

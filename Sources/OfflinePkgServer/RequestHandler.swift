@@ -10,12 +10,15 @@ final class RequestHandler: @unchecked Sendable {
     // @unchecked: the canned responses are created once before the daemon starts and only queued
     // afterwards; MHD reference-counts a queued response under its own lock, so sharing is safe.
     let store: PackageStore
+    /// Small files as finished responses (`ResponseCache`).
+    let responses: ResponseCache
     private let notFound: OpaquePointer
     private let notAllowed: OpaquePointer
     private let badRequest: OpaquePointer
 
     init(store: PackageStore) {
         self.store = store
+        responses = ResponseCache(capacity: store.options.memoryCacheCapacity)
         notFound = Self.textResponse("not found\n")
         notAllowed = Self.textResponse("method not allowed: offlinepkg serve answers GET and HEAD\n")
         MHD_add_response_header(notAllowed, "Allow", "GET, HEAD")
@@ -49,8 +52,9 @@ final class RequestHandler: @unchecked Sendable {
         if let condition = header(connection, "If-None-Match"),
             HTTPConditions.noneMatchHits(Substring(condition), etag: resource.etag)
         {
+            if let queued = responses.queue(resource, notModified: true, on: connection) { return queued }
             let response = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)!
-            addValidators(response, resource)
+            ResponseHeaders.addValidators(response, resource)
             defer { MHD_destroy_response(response) }
             return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_MODIFIED), response)
         }
@@ -66,13 +70,14 @@ final class RequestHandler: @unchecked Sendable {
         if range == .unsatisfiable {
             let response = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)!
             MHD_add_response_header(response, "Content-Range", "bytes */\(resource.size)")
-            addValidators(response, resource)
+            ResponseHeaders.addValidators(response, resource)
             defer { MHD_destroy_response(response) }
             return MHD_queue_response(connection, UInt32(MHD_HTTP_RANGE_NOT_SATISFIABLE), response)
         }
+        if range == .whole, let queued = responses.queue(resource, notModified: false, on: connection) { return queued }
 
-        // Opened per request: the path comes from the active set and the tree is read-only, so there
-        // is no descriptor cache to invalidate on a switch. MHD sends it with sendfile and closes it.
+        // Large files and ranges: opened per request and sent with sendfile (MHD closes the file). The
+        // path comes from the active set and the tree is read-only, so nothing here goes stale.
         let descriptor = open(resource.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
@@ -88,20 +93,13 @@ final class RequestHandler: @unchecked Sendable {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
         }
         defer { MHD_destroy_response(response) }
-        MHD_add_response_header(response, "Content-Type", resource.mimeType)
-        MHD_add_response_header(response, "Accept-Ranges", "bytes")
-        addValidators(response, resource)
+        ResponseHeaders.addContent(response, resource)
+        ResponseHeaders.addValidators(response, resource)
         if case .partial = range {
             MHD_add_response_header(response, "Content-Range", "bytes \(offset)-\(offset + length - 1)/\(resource.size)")
             return MHD_queue_response(connection, UInt32(MHD_HTTP_PARTIAL_CONTENT), response)
         }
         return MHD_queue_response(connection, UInt32(MHD_HTTP_OK), response)
-    }
-
-    private func addValidators(_ response: OpaquePointer, _ resource: Resource) {
-        MHD_add_response_header(response, "ETag", resource.etag)
-        // The shell must revalidate (a cheap 304) so that a new active set shows at the next load.
-        MHD_add_response_header(response, "Cache-Control", "no-cache")
     }
 
     /// Resolves an origin-form target (`/path`, with the `Host` header) or an absolute-form one
@@ -143,8 +141,10 @@ func handleRequest(
     guard let context, let connection, let url, let method, let uploadSize, let requestContext else { return .NO }
     // MHD calls once when the headers are in, then once per chunk of body, then once more with none
     // left. A response queued at the first call makes MHD drop the body and close the connection,
-    // which costs keep-alive; so the first call only marks the request, body bytes are discarded
-    // (GET and HEAD have none worth reading), and the answer goes out at the last call.
+    // which costs keep-alive — even for a GET that announces no body (checked with libmicrohttpd
+    // 0.9.75: it marks the connection read-closed) — so the first call only marks the request, body
+    // bytes are discarded (GET and HEAD have none worth reading), and the answer goes out at the last
+    // call.
     if requestContext.pointee == nil {
         requestContext.pointee = context
         return .YES

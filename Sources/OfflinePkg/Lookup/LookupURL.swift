@@ -69,9 +69,35 @@ package enum LookupURL {
     /// Also "@" (0x40), which ends userinfo in the authority.
     private static var authoritySpecials: UInt64 { delimiters | 1 << 0x20 }
 
+    /// Which normaliser `normalize` uses: both, or one alone (the differential tests compare them).
+    package enum Route: Sendable {
+        case automatic, commonFormOnly, carefulOnly
+    }
+
+    /// The key of `url` through one route, as bytes (a decoded path need not be UTF-8); for
+    /// `.commonFormOnly`, nil also when the fast path declines.
+    package static func key(_ url: String, route: Route) -> [UInt8]? {
+        var url = url
+        return url.withUTF8 { input in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: input.count + 1) { buffer in
+                guard let (count, _) = normalize(input, into: buffer.baseAddress!, route: route) else { return nil }
+                return Array(UnsafeBufferPointer(start: buffer.baseAddress, count: count))
+            }
+        }
+    }
+
+    /// The length of `url`'s key, or nil: the normaliser alone, for the benchmark's breakdown.
+    package static func keyLength(_ url: String) -> Int? {
+        withKey(url) { $0.bytes.count }
+    }
+
     /// Writes the key of `input` to `output` (room for `input.count + 1` bytes); returns its length and
-    /// where its path starts.
-    private static func normalize(_ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>) -> (Int, Int)? {
+    /// where its path starts. Not inlined: callers stay small enough for the optimiser to inline
+    /// their closures (an outlined closure context cost a retain and release of the index per call).
+    @inline(never)
+    private static func normalize(
+        _ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>, route: Route = .automatic
+    ) -> (Int, Int)? {
         let count = input.count
         guard count >= 8, let text = input.baseAddress else { return nil }
 
@@ -85,7 +111,127 @@ package enum LookupURL {
             text[position + 2] == slash
         else { return nil }
         position += 3
+        switch route {
+        case .automatic:
+            if let key = normalizeCommonForm(text, count: count, isHTTPS: isHTTPS, from: position, into: output) { return key }
+        case .commonFormOnly:
+            return normalizeCommonForm(text, count: count, isHTTPS: isHTTPS, from: position, into: output)
+        case .carefulOnly:
+            break
+        }
+        return normalizeCarefully(text, count: count, isHTTPS: isHTTPS, from: position, into: output)
+    }
 
+    /// The fast path, for the form nearly every request of a web view has: no userinfo, no IPv6
+    /// literal, a decimal port or none, a non-empty path without `%` and without a segment that starts
+    /// with `.`. Such a key is the URL with its host lowercased, a default port dropped, and scheme,
+    /// query and fragment cut: eight bytes are tested and copied per step. Nil means "not that form":
+    /// the careful path decides (and may still accept the URL).
+    @inline(__always)
+    private static func normalizeCommonForm(
+        _ text: UnsafePointer<UInt8>, count: Int, isHTTPS: Bool, from start: Int, into output: UnsafeMutablePointer<UInt8>
+    ) -> (Int, Int)? {
+        // Host. A word is stored before it is judged: `output` has room for it (a key byte never sits
+        // after its input byte, and the input has eight more here), and a declined URL is rewritten
+        // from the start by the careful path.
+        var position = start
+        var hostEnd = -1
+        while position &+ 8 <= count {
+            let word = ByteLanes.load(text, position)
+            let ends = ByteLanes.equal(word, slash) | ByteLanes.equal(word, UInt8(ascii: "?"))
+                | ByteLanes.equal(word, UInt8(ascii: "#")) | ByteLanes.equal(word, UInt8(ascii: ":"))
+            let unusual = ByteLanes.equal(word, UInt8(ascii: "@")) | ByteLanes.equal(word, UInt8(ascii: "["))
+            ByteLanes.store(ByteLanes.lowercased(word), output + (position &- start))
+            if ends != 0 {
+                let lane = ByteLanes.firstLane(ends)
+                if unusual & ByteLanes.lanes(before: lane) != 0 { return nil }
+                hostEnd = position &+ lane
+                break
+            }
+            if unusual != 0 { return nil }
+            position &+= 8
+        }
+        if hostEnd < 0 {
+            while position < count {
+                let byte = text[position]
+                if byte == slash || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") || byte == UInt8(ascii: ":") {
+                    break
+                }
+                if byte == UInt8(ascii: "@") || byte == UInt8(ascii: "[") { return nil }
+                output[position &- start] = lower(byte)
+                position &+= 1
+            }
+            hostEnd = position
+        }
+        guard hostEnd > start, hostEnd < count else { return nil }
+
+        // Port: digits only, up to the path. A default one is dropped and leading zeros go, so the key
+        // is shorter than the input by `shift` bytes from here on.
+        position = hostEnd
+        var shift = 0
+        if text[position] == UInt8(ascii: ":") {
+            var end = position &+ 1
+            while end < count && text[end] &- 0x30 <= 9 { end &+= 1 }
+            // "host:/", "user:pass@host", "host:x": the careful path.
+            guard end > position &+ 1, end < count, text[end] == slash else { return nil }
+            var digits = position &+ 1
+            while digits < end &- 1 && text[digits] == UInt8(ascii: "0") { digits &+= 1 }
+            let length = end &- digits
+            let isDefault =
+                isHTTPS
+                ? length == 3 && text[digits] == 0x34 && text[digits &+ 1] == 0x34 && text[digits &+ 2] == 0x33
+                : length == 2 && text[digits] == 0x38 && text[digits &+ 1] == 0x30
+            if isDefault {
+                shift = end &- position
+            } else {
+                output[position &- start] = UInt8(ascii: ":")
+                for index in digits..<end { output[index &- start &- (digits &- position &- 1)] = text[index] }
+                shift = digits &- position &- 1
+            }
+            position = end
+        }
+        guard text[position] == slash else { return nil }
+        // Input byte `i` of the path goes to output byte `i - inputOffset`.
+        let inputOffset = start &+ shift
+        let pathStart = position &- inputOffset
+
+        // Path, copied as it is up to "?" or "#". A "." right after a "/" may start a dot-segment and
+        // "%" an escape: both go the careful way. `afterSlash` carries a "/" in the last lane of one
+        // word to the first lane of the next.
+        var afterSlash: UInt64 = 0
+        while position &+ 8 <= count {
+            let word = ByteLanes.load(text, position)
+            let ends = ByteLanes.equal(word, UInt8(ascii: "?")) | ByteLanes.equal(word, UInt8(ascii: "#"))
+            let slashes = ByteLanes.equal(word, slash)
+            let unusual = ByteLanes.equal(word, UInt8(ascii: "%"))
+                | ByteLanes.equal(word, dot) & (slashes << 8 | afterSlash)
+            ByteLanes.store(word, output + (position &- inputOffset))
+            if ends != 0 {
+                let lane = ByteLanes.firstLane(ends)
+                if unusual & ByteLanes.lanes(before: lane) != 0 { return nil }
+                return (position &+ lane &- inputOffset, pathStart)
+            }
+            if unusual != 0 { return nil }
+            afterSlash = slashes >> 56
+            position &+= 8
+        }
+        var previousIsSlash = afterSlash != 0
+        while position < count {
+            let byte = text[position]
+            if byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") { break }
+            if byte == UInt8(ascii: "%") || (byte == dot && previousIsSlash) { return nil }
+            previousIsSlash = byte == slash
+            output[position &- inputOffset] = byte
+            position &+= 1
+        }
+        return (position &- inputOffset, pathStart)
+    }
+
+    /// Every URL the fast path declines: userinfo, IPv6 literals, escapes, dot-segments, empty paths.
+    private static func normalizeCarefully(
+        _ text: UnsafePointer<UInt8>, count: Int, isHTTPS: Bool, from start: Int, into output: UnsafeMutablePointer<UInt8>
+    ) -> (Int, Int)? {
+        var position = start
         // Authority: [userinfo@]host[:port]. The last "@" ends the userinfo, as in a browser.
         var authorityEnd = position
         var hostStart = position

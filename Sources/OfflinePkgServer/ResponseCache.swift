@@ -1,0 +1,115 @@
+internal import CMicroHTTPD
+import Foundation
+import OfflinePkg
+import Synchronization
+
+/// Finished MHD responses for small files: the body copied into MHD's memory once and the headers
+/// added once, then queued on any number of connections. A cached request costs no `open`, `fstat`,
+/// `close`, no header allocation, and goes out as one `sendmsg` of headers and body where a file
+/// response needs a `send` for the headers, a `sendfile` for the body and cork/uncork calls around them.
+///
+/// Keyed by file path: installed trees are immutable, so a path's bytes and validators never change,
+/// and a switch to a new set only makes old entries cold. Bounded in bytes like `ResourceCache`
+/// (`PackageStore.Options.memoryCacheCapacity`, 4 MiB by default; files up to an eighth of it), the
+/// least recently used entry going first.
+///
+/// Lifetimes are MHD's: a response is reference-counted under its own lock, `MHD_queue_response` takes
+/// a reference for the connection and `MHD_destroy_response` drops one. The cache holds one per
+/// response and queues under its lock, so an eviction on another thread can never free a response
+/// between the lookup and the queueing; a connection still sending an evicted response keeps it alive.
+final class ResponseCache: Sendable {
+    /// A response MHD shares between threads (see above).
+    private struct Shared: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
+    private struct Entry {
+        let ok: Shared
+        let notModified: Shared
+        let size: Int
+        var lastUse: UInt64
+    }
+
+    private struct State: ~Copyable {
+        var entries: [String: Entry] = [:]
+        var bytes = 0
+        var clock: UInt64 = 0
+
+        deinit {
+            for entry in entries.values {
+                MHD_destroy_response(entry.ok.pointer)
+                MHD_destroy_response(entry.notModified.pointer)
+            }
+        }
+    }
+
+    let capacity: Int
+    private let state = Mutex<State>(State())
+
+    init(capacity: Int) {
+        self.capacity = max(0, capacity)
+    }
+
+    /// Largest file kept.
+    var largestCachedFile: Int { capacity / 8 }
+
+    /// Queues the cached `200` (or, with `notModified`, `304`) response for `resource` on `connection`,
+    /// reading the file into the cache first if need be. Nil when the file is too large to cache or
+    /// cannot be read as installed: the caller then answers from the file.
+    func queue(_ resource: Resource, notModified: Bool, on connection: OpaquePointer) -> MHD_Result? {
+        guard resource.size <= largestCachedFile else { return nil }
+        if let result = queueCached(resource.path, notModified: notModified, on: connection) { return result }
+        guard let entry = Self.makeEntry(resource) else { return nil }
+        return state.withLock { state in
+            if state.entries[resource.path] == nil {
+                while state.bytes + entry.size > capacity, let oldest = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+                    state.entries[oldest.key] = nil
+                    state.bytes -= oldest.value.size
+                    MHD_destroy_response(oldest.value.ok.pointer)
+                    MHD_destroy_response(oldest.value.notModified.pointer)
+                }
+                state.entries[resource.path] = entry
+                state.bytes += entry.size
+            } else {
+                // Another thread cached it meanwhile: keep theirs.
+                MHD_destroy_response(entry.ok.pointer)
+                MHD_destroy_response(entry.notModified.pointer)
+            }
+            return Self.queue(&state, resource.path, notModified: notModified, on: connection)
+        }
+    }
+
+    private func queueCached(_ path: String, notModified: Bool, on connection: OpaquePointer) -> MHD_Result? {
+        state.withLock { Self.queue(&$0, path, notModified: notModified, on: connection) }
+    }
+
+    private static func queue(_ state: inout State, _ path: String, notModified: Bool, on connection: OpaquePointer) -> MHD_Result? {
+        guard let entry = state.entries[path] else { return nil }
+        state.clock += 1
+        state.entries[path]!.lastUse = state.clock
+        return notModified
+            ? MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_MODIFIED), entry.notModified.pointer)
+            : MHD_queue_response(connection, UInt32(MHD_HTTP_OK), entry.ok.pointer)
+    }
+
+    /// Reads the file and builds both responses; nil when the file cannot be read or no longer has the
+    /// size it was installed with.
+    private static func makeEntry(_ resource: Resource) -> Entry? {
+        guard let data = FileManager.default.contents(atPath: resource.path), data.count == resource.size else { return nil }
+        let ok = data.withUnsafeBytes { bytes in
+            // MUST_COPY: MHD owns its copy and frees it with the last reference to the response.
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+        }
+        guard let ok, let notModified = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT) else {
+            if let ok { MHD_destroy_response(ok) }
+            return nil
+        }
+        ResponseHeaders.addContent(ok, resource)
+        ResponseHeaders.addValidators(ok, resource)
+        ResponseHeaders.addValidators(notModified, resource)
+        return Entry(ok: Shared(pointer: ok), notModified: Shared(pointer: notModified), size: data.count, lastUse: 0)
+    }
+
+    /// Bytes held and entries, for tests.
+    var usage: (bytes: Int, entries: Int) { state.withLock { ($0.bytes, $0.entries.count) } }
+}

@@ -1,0 +1,110 @@
+import OfflinePkg
+import Testing
+
+/// The normaliser's fast path (eight bytes per step, common URLs only) and its careful path must give
+/// the same key as a plain reference for any URL — or, for the fast path, decline it.
+@Suite struct LookupURLDifferentialTests {
+    /// SplitMix64: a fixed seed makes a failure reproducible.
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var value = state
+            value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+            return value ^ (value >> 31)
+        }
+    }
+
+    static let schemes = ["https://", "http://", "HTTPS://", "Http://", "hTTpS://", "ftp://", "https:/", "https//"]
+    static let userinfo = ["user@", "u:p@", "a@b@", ":@"]
+    static let ports = [":443", ":80", ":0443", ":080", ":8080", ":", ":x", ":0", ":00080", ":65535", ":44 3"]
+    static let specialSegments = [
+        ".", "..", "%2e", "%2E%2e", ".%2e", ".hidden", "a.b", "", "%41", "%2f", "%2F", "%00", "%zz", "%", "%4",
+        "caf%C3%A9", "x y", "caf\u{e9}", "a:b", "a@b", "[x]", "..a", "a..", "%252e",
+    ]
+    static let endings = ["?v=1", "?a=/../b", "?", "#frag", "#/x/../y", "?q#f", "/", "/?x", "%", "/."]
+
+    static func randomText(_ alphabet: String, _ length: Int, _ random: inout Generator) -> String {
+        let characters = Array(alphabet)
+        return String((0..<length).map { _ in characters.randomElement(using: &random)! })
+    }
+
+    static func randomURL(_ random: inout Generator) -> String {
+        var url = schemes[Int.random(in: 0..<schemes.count, using: &random)]
+        if Int.random(in: 0..<100, using: &random) < 10 {
+            // Raw bytes after the scheme: whatever the grammar above does not think of.
+            return url + randomText("/.%?#:@[]AZaz09-2eE", Int.random(in: 0...60, using: &random), &random)
+        }
+        if Int.random(in: 0..<100, using: &random) < 8 { url += userinfo.randomElement(using: &random)! }
+        if Int.random(in: 0..<100, using: &random) < 5 {
+            url += ["[::1]", "[::1", "[FE80::A]"].randomElement(using: &random)!
+        } else {
+            url += randomText("abcxyzABCXYZ0129-.", Int.random(in: 0...30, using: &random), &random)
+        }
+        if Int.random(in: 0..<100, using: &random) < 30 { url += ports.randomElement(using: &random)! }
+        for _ in 0..<Int.random(in: 0...8, using: &random) {
+            url += "/"
+            if Int.random(in: 0..<100, using: &random) < 25 {
+                url += specialSegments.randomElement(using: &random)!
+            } else {
+                url += randomText("abcdefghijklmnopqrstuvwxyzABCZ0189-_~.!$", Int.random(in: 1...20, using: &random), &random)
+            }
+        }
+        if Int.random(in: 0..<100, using: &random) < 30 { url += endings.randomElement(using: &random)! }
+        return url
+    }
+
+    static func check(_ url: String) -> String? {
+        let expected = ReferenceLookupKey.key(url)
+        let automatic = LookupURL.key(url, route: .automatic)
+        let careful = LookupURL.key(url, route: .carefulOnly)
+        let common = LookupURL.key(url, route: .commonFormOnly)
+        if automatic != expected || careful != expected || (common != nil && common != expected) {
+            func show(_ key: [UInt8]?) -> String { key.map { String(decoding: $0, as: UTF8.self) } ?? "nil" }
+            return "\(url): reference \(show(expected)), automatic \(show(automatic)), careful \(show(careful)), fast \(show(common))"
+        }
+        return nil
+    }
+
+    @Test func randomURLsAgreeWithTheReference() {
+        var random = Generator(state: 0x0FF1_1E9C)
+        var failures = [String]()
+        var fastAccepted = 0
+        let total = 30_000
+        for _ in 0..<total {
+            let url = Self.randomURL(&random)
+            if let failure = Self.check(url) { failures.append(failure) }
+            if LookupURL.key(url, route: .commonFormOnly) != nil { fastAccepted += 1 }
+        }
+        #expect(failures.isEmpty, "\(failures.count) disagreements, first: \(failures.prefix(5))")
+        // The comparison means something only if the fast path answers a good share of them.
+        #expect(fastAccepted > total / 10, "fast path took \(fastAccepted) of \(total)")
+    }
+
+    /// Hosts and paths of every length around the eight-byte steps, with a dot-segment, an escape or a
+    /// delimiter at each position: a lane mask off by one byte, or a "/" in the last lane of a word that
+    /// does not carry to the "." in the next, shows here.
+    @Test func wordBoundariesAgreeWithTheReference() {
+        var failures = [String]()
+        for hostLength in 1...17 {
+            let host = String("abcdefghijKLMNOPQRSTU".prefix(hostLength))
+            for filler in 0...17 {
+                let segment = String(repeating: "x", count: filler)
+                for tail in ["/../y.js", "/./y.js", "/.y", "/%2e%2e/y", "/y%20z", "?/../q", "#/../f", "/y.js", "/", ""] {
+                    for port in ["", ":443", ":0443", ":8080", ":80"] {
+                        let url = "https://\(host)\(port)/\(segment)\(tail)"
+                        if let failure = Self.check(url) { failures.append(failure) }
+                    }
+                }
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.count) disagreements, first: \(failures.prefix(5))")
+        // The common form does take the fast path.
+        #expect(LookupURL.key("https://App.Example.COM:443/assets/s1/app.js?v=2", route: .commonFormOnly)
+            == Array("app.example.com/assets/s1/app.js".utf8))
+        #expect(LookupURL.key("http://app.example.com:0080/x/y/", route: .commonFormOnly) == Array("app.example.com/x/y/".utf8))
+        #expect(LookupURL.key("http://app.example.com:00081/x", route: .commonFormOnly) == Array("app.example.com:81/x".utf8))
+        #expect(LookupURL.key("https://app.example.com/a/../b", route: .commonFormOnly) == nil)
+    }
+}
