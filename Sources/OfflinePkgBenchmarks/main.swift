@@ -17,10 +17,14 @@ let docs = scratch.path("site/docs")
 let paths = try SiteWriter.generateLargeSite(into: site, count: fileCount - 50)
 let docPaths = try SiteWriter.generateLargeSite(into: docs, count: 50)
 let repository = try RepositoryBuilder(directory: scratch.path("repo"))
-try repository.publish(sequence: 1, packages: [
-    .init(id: "app", version: "1.0.0", routes: ["https://bench.offlinepkg.test/"], fallback: "assets/section-0/group-0/index.html", site: site),
-    .init(id: "docs", version: "1.0.0", routes: ["https://bench.offlinepkg.test/docs/"], site: docs),
-])
+try repository.publish(
+    sequence: 1,
+    packages: [
+        .init(
+            id: "app", version: "1.0.0", routes: ["https://bench.offlinepkg.test/"],
+            fallback: "assets/section-0/group-0/index.html", site: site),
+        .init(id: "docs", version: "1.0.0", routes: ["https://bench.offlinepkg.test/docs/"], site: docs),
+    ])
 let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
 _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
 
@@ -66,6 +70,8 @@ let resolve = measure(urls) { store.resolve($0) != nil }
 let loop = measure(urls) { $0.utf8.count > 8 }
 let normalize = measure(urls) { LookupURL.keyLength($0) != nil }
 print("files: \(store.activeSet.packages.count) packages, \(fileCount) files; urls: \(urls.count) (\(hits) hits)")
-print(String(format: "resolve(String): median %.1f ns/op  runs: %@", resolve.median,
-    resolve.all.map { String(format: "%.1f", $0) }.joined(separator: " ")))
+print(
+    String(
+        format: "resolve(String): median %.1f ns/op  runs: %@", resolve.median,
+        resolve.all.map { String(format: "%.1f", $0) }.joined(separator: " ")))
 print(String(format: "  of which: loop and string access %.1f ns, normalising the URL %.1f ns", loop.median, normalize.median))

@@ -2,6 +2,7 @@ internal import CMicroHTTPD
 import Foundation
 import OfflinePkg
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -49,7 +50,8 @@ public final class LoopbackServer: Sendable {
         }
         guard address.isLoopback else {
             throw OfflinePkgError.invalidArgument(
-                "serve host \(host) is not a loopback address (127.0.0.0/8 or ::1): the server is for the shell on the same device")
+                "serve host \(host) is not a loopback address (127.0.0.0/8 or ::1): the server is for the shell on the same device"
+            )
         }
         if case .pool(let threads) = threadModel, threads < 1 {
             throw OfflinePkgError.invalidArgument("a thread pool needs at least one thread, got \(threads)")
@@ -85,7 +87,8 @@ public final class LoopbackServer: Sendable {
                 cmicrohttpd_start_daemon(flags, sockaddr, poolSize, 60, Self.connectionMemory, handleRequest, context)
             }
             guard let daemon else {
-                throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: "listen", Errno(errno == 0 ? EADDRINUSE : errno))
+                throw OfflinePkgError.io(
+                    path: "\(host):\(requestedPort)", operation: "listen", Errno(errno == 0 ? EADDRINUSE : errno))
             }
             state.daemon = daemon
             state.port = cmicrohttpd_bound_port(daemon)

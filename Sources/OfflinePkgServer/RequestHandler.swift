@@ -1,5 +1,6 @@
 internal import CMicroHTTPD
 import OfflinePkg
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -34,7 +35,8 @@ final class RequestHandler: @unchecked Sendable {
     private static func textResponse(_ text: String) -> OpaquePointer {
         var text = text
         let response = text.withUTF8 { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)!
+            MHD_create_response_from_buffer(
+                bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)!
         }
         MHD_add_response_header(response, "Content-Type", "text/plain; charset=utf-8")
         MHD_add_response_header(response, "Cache-Control", "no-cache")
@@ -61,7 +63,9 @@ final class RequestHandler: @unchecked Sendable {
 
         var range = RangeRequest.whole
         if isGet, let value = header(connection, "Range") {
-            if let ifRange = header(connection, "If-Range"), !HTTPConditions.ifRangeAllows(Substring(ifRange), etag: resource.etag) {
+            if let ifRange = header(connection, "If-Range"),
+                !HTTPConditions.ifRangeAllows(Substring(ifRange), etag: resource.etag)
+            {
                 range = .whole
             } else {
                 range = RangeRequest(header: Substring(value), size: resource.size)

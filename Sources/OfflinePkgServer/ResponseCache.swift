@@ -62,7 +62,9 @@ final class ResponseCache: Sendable {
         guard let entry = Self.makeEntry(resource) else { return nil }
         return state.withLock { state in
             if state.entries[resource.path] == nil {
-                while state.bytes + entry.size > capacity, let oldest = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+                while state.bytes + entry.size > capacity,
+                    let oldest = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse })
+                {
                     state.entries[oldest.key] = nil
                     state.bytes -= oldest.value.size
                     MHD_destroy_response(oldest.value.ok.pointer)
@@ -83,7 +85,9 @@ final class ResponseCache: Sendable {
         state.withLock { Self.queue(&$0, path, notModified: notModified, on: connection) }
     }
 
-    private static func queue(_ state: inout State, _ path: String, notModified: Bool, on connection: OpaquePointer) -> MHD_Result? {
+    private static func queue(_ state: inout State, _ path: String, notModified: Bool, on connection: OpaquePointer)
+        -> MHD_Result?
+    {
         guard let entry = state.entries[path] else { return nil }
         state.clock += 1
         state.entries[path]!.lastUse = state.clock

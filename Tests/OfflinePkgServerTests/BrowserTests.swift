@@ -10,10 +10,12 @@ import Testing
 struct BrowserTests {
     func browse(_ port: UInt16, _ arguments: [String]) throws -> ToolResult {
         let profile = try TemporaryDirectory(prefix: "offlinepkg-chromium")
-        return try Tool.run(chromium, [
-            "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
-            "--host-resolver-rules=MAP demo.offlinepkg.test 127.0.0.1:\(port), MAP check.offlinepkg.test 127.0.0.1:\(port)",
-        ] + arguments, timeout: 30)
+        return try Tool.run(
+            chromium,
+            [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
+                "--host-resolver-rules=MAP demo.offlinepkg.test 127.0.0.1:\(port), MAP check.offlinepkg.test 127.0.0.1:\(port)",
+            ] + arguments, timeout: 30)
     }
 
     @Test func demoPageRunsItsScript() async throws {
@@ -27,10 +29,13 @@ struct BrowserTests {
     @Test func stylesheetAndImageApply() async throws {
         let scratch = try TemporaryDirectory()
         let site = scratch.path("site")
-        let demoSite = demoManifest.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("demo-site/home").path
+        let demoSite = demoManifest.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+            "demo-site/home"
+        ).path
         try FileManager.default.copyItem(atPath: demoSite, toPath: site)
-        try SiteWriter.write([
-            "check.html": """
+        try SiteWriter.write(
+            [
+                "check.html": """
                 <!doctype html><html><head><link rel="stylesheet" href="/css/site.css"></head>
                 <body><img id="logo" src="/img/logo.svg"><p id="report">pending</p>
                 <script>
@@ -41,9 +46,10 @@ struct BrowserTests {
                 });
                 </script></body></html>
                 """
-        ], into: site)
+            ], into: site)
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
-        try repository.publish(sequence: 1, packages: [.init(id: "check", version: "1", routes: ["https://check.offlinepkg.test/"], site: site)])
+        try repository.publish(
+            sequence: 1, packages: [.init(id: "check", version: "1", routes: ["https://check.offlinepkg.test/"], site: site)])
         let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")))
         _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
         let server = try LoopbackServer(store: store)
@@ -57,7 +63,8 @@ struct BrowserTests {
     @Test func screenshotShowsTheRenderedPage() async throws {
         let demo = try await ServedDemo()
         let shots = try TemporaryDirectory()
-        _ = try browse(demo.port, ["--screenshot=\(shots.path("page.png"))", "--window-size=800,600", "http://demo.offlinepkg.test/"])
+        _ = try browse(
+            demo.port, ["--screenshot=\(shots.path("page.png"))", "--window-size=800,600", "http://demo.offlinepkg.test/"])
         _ = try browse(demo.port, ["--screenshot=\(shots.path("blank.png"))", "--window-size=800,600", "about:blank"])
         let page = try PNGInfo(path: shots.path("page.png"))
         let blank = try PNGInfo(path: shots.path("blank.png"))

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import OfflinePkgServer
 
 @Suite struct HTTPConditionsTests {

@@ -3,6 +3,7 @@ import OfflinePkg
 import OfflinePkgServer
 import OfflinePkgTestSupport
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,7 +11,8 @@ import Glibc
 /// SPEC §8 `serve`, checked with curl over real sockets.
 @Suite struct LoopbackServerTests {
     static let host = "demo.offlinepkg.test"
-    static let css = "body { font-family: sans-serif; background: #0b6e4f; color: #fff; margin: 2rem; }\nh1 { font-size: 2.5rem; }\n"
+    static let css =
+        "body { font-family: sans-serif; background: #0b6e4f; color: #fff; margin: 2rem; }\nh1 { font-size: 2.5rem; }\n"
 
     func get(_ demo: ServedDemo, _ path: String, _ extra: [String] = []) throws -> HTTPReply {
         HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: \(Self.host)"] + extra + [demo.base + path]).stdout)
@@ -36,7 +38,9 @@ import Glibc
     @Test func headSendsHeadersWithoutBody() async throws {
         let demo = try await ServedDemo()
         // With --head curl prints the response headers as its output, then what -w reports.
-        let result = try Tool.curl(["--head", "-H", "Host: \(Self.host)", "-w", "downloaded=%{size_download}", demo.base + "css/site.css"])
+        let result = try Tool.curl([
+            "--head", "-H", "Host: \(Self.host)", "-w", "downloaded=%{size_download}", demo.base + "css/site.css",
+        ])
         let reply = HTTPReply(result.stdout)
         #expect(reply.status == 200)
         #expect(reply.headers["content-length"] == "\(Self.css.utf8.count)")
@@ -48,19 +52,21 @@ import Glibc
     func ifNoneMatch(condition: String, status: Int) async throws {
         let demo = try await ServedDemo()
         let etag = try #require(demo.store.resolve("https://demo.offlinepkg.test/css/site.css")).etag
-        let reply = try get(demo, "css/site.css", ["-H", "If-None-Match: " + condition.replacingOccurrences(of: "etag", with: etag)])
+        let reply = try get(
+            demo, "css/site.css", ["-H", "If-None-Match: " + condition.replacingOccurrences(of: "etag", with: etag)])
         #expect(reply.status == status)
         #expect(reply.headers["etag"] == etag)
         #expect(reply.body.isEmpty == (status == 304))
     }
 
-    @Test(arguments: [
-        ("bytes=0-3", 206, "bytes 0-3/108", "body"),
-        ("bytes=100-", 206, "bytes 100-107/108", "2.5rem; }\n".suffix(8).description),
-        ("bytes=-2", 206, "bytes 106-107/108", "}\n"),
-        ("bytes=108-", 416, "bytes */108", ""),
-        ("bytes=0-1,4-5", 200, nil, css),
-    ] as [(String, Int, String?, String)])
+    @Test(
+        arguments: [
+            ("bytes=0-3", 206, "bytes 0-3/108", "body"),
+            ("bytes=100-", 206, "bytes 100-107/108", "2.5rem; }\n".suffix(8).description),
+            ("bytes=-2", 206, "bytes 106-107/108", "}\n"),
+            ("bytes=108-", 416, "bytes */108", ""),
+            ("bytes=0-1,4-5", 200, nil, css),
+        ] as [(String, Int, String?, String)])
     func range(header: String, status: Int, contentRange: String?, body: String) async throws {
         let demo = try await ServedDemo()
         let reply = try get(demo, "css/site.css", ["-H", "Range: " + header])
@@ -99,9 +105,11 @@ import Glibc
     @Test func absoluteFormTargetIsResolvedFromItsAuthority() async throws {
         let demo = try await ServedDemo()
         // As a proxy receives it: the request line names the whole URL and wins over Host.
-        let direct = HTTPReply(try Tool.curl([
-            "-D", "-", "-H", "Host: elsewhere.test", "--request-target", "http://demo.offlinepkg.test/css/site.css", demo.base,
-        ]).stdout)
+        let direct = HTTPReply(
+            try Tool.curl([
+                "-D", "-", "-H", "Host: elsewhere.test", "--request-target", "http://demo.offlinepkg.test/css/site.css",
+                demo.base,
+            ]).stdout)
         #expect(direct.status == 200 && direct.body == Self.css)
         let proxied = HTTPReply(try Tool.curl(["-D", "-", "--proxy", demo.base, "http://Demo.OfflinePkg.test/docs/"]).stdout)
         #expect(proxied.status == 200 && proxied.body.contains("<h1>Docs</h1>"))
@@ -122,9 +130,11 @@ import Glibc
         func publish(_ sequence: Int) throws {
             let site = scratch.path("site-\(sequence)")
             try SiteWriter.write(["index.html": "release \(sequence)\n"], into: site)
-            try repository.publish(sequence: sequence, packages: [
-                .init(id: "app", version: "\(sequence).0", routes: ["https://app.example.test/"], site: site)
-            ])
+            try repository.publish(
+                sequence: sequence,
+                packages: [
+                    .init(id: "app", version: "\(sequence).0", routes: ["https://app.example.test/"], site: site)
+                ])
         }
         let root = scratch.path("root")
         try publish(1)
@@ -149,7 +159,10 @@ import Glibc
         var answer = try body()
         var log = [String]()
         while answer != "release 2\n" && Date().timeIntervalSince(switched) < 10 {
-            log.append(String(format: "asked %.2f answered %.2f: %@", asked.timeIntervalSince(switched), Date().timeIntervalSince(switched), answer))
+            log.append(
+                String(
+                    format: "asked %.2f answered %.2f: %@", asked.timeIntervalSince(switched), Date().timeIntervalSince(switched),
+                    answer))
             // A blocking sleep: a Task.sleep waits for a free cooperative thread to resume, and
             // other tests' blocking waits made that take seconds, which is not the server's delay.
             usleep(50_000)
@@ -178,7 +191,8 @@ import Glibc
         try server.start()
         defer { server.stop() }
         #expect(server.url.absoluteString == "http://[::1]:\(server.port)/")
-        let reply = HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: \(Self.host)", server.url.absoluteString + "css/site.css"]).stdout)
+        let reply = HTTPReply(
+            try Tool.curl(["-D", "-", "-H", "Host: \(Self.host)", server.url.absoluteString + "css/site.css"]).stdout)
         #expect(reply.status == 200)
     }
 }

@@ -58,10 +58,14 @@ import Testing
         // most eight fit, so serving all of them twice must evict.
         let scratch = try TemporaryDirectory()
         var files = [String: String]()
-        for number in 0..<20 { files["f\(number).txt"] = String(format: "%03d", number) + String(repeating: "x", count: 96) + "\n" }
+        for number in 0..<20 {
+            files["f\(number).txt"] = String(format: "%03d", number) + String(repeating: "x", count: 96) + "\n"
+        }
         try SiteWriter.write(files, into: scratch.path("site"))
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
-        try repository.publish(sequence: 1, packages: [.init(id: "app", version: "1", routes: ["https://app.example.test/"], site: scratch.path("site"))])
+        try repository.publish(
+            sequence: 1,
+            packages: [.init(id: "app", version: "1", routes: ["https://app.example.test/"], site: scratch.path("site"))])
         let store = try PackageStore(
             root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0, memoryCacheCapacity: 800))
         _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
@@ -70,7 +74,8 @@ import Testing
         defer { server.stop() }
         for _ in 0..<2 {
             for (name, text) in files.sorted(by: { $0.key < $1.key }) {
-                let reply = HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: app.example.test", server.url.absoluteString + name]).stdout)
+                let reply = HTTPReply(
+                    try Tool.curl(["-D", "-", "-H", "Host: app.example.test", server.url.absoluteString + name]).stdout)
                 #expect(reply.status == 200 && reply.body == text, "\(name)")
                 #expect(server.cachedResponses.bytes <= 800)
             }

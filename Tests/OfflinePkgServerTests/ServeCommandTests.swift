@@ -1,6 +1,7 @@
 import Foundation
 import OfflinePkgTestSupport
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -2,6 +2,7 @@ import Foundation
 import OfflinePkg
 import OfflinePkgServer
 import OfflinePkgTestSupport
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -74,7 +75,10 @@ enum Tool {
     /// The built `offlinepkg` executable, beside the test bundle.
     static var offlinepkg: String {
         let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let candidates = [bundle.appendingPathComponent("offlinepkg").path, bundle.deletingLastPathComponent().appendingPathComponent("offlinepkg").path]
+        let candidates = [
+            bundle.appendingPathComponent("offlinepkg").path,
+            bundle.deletingLastPathComponent().appendingPathComponent("offlinepkg").path,
+        ]
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
     }
 }

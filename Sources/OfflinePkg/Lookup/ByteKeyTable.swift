@@ -37,7 +37,9 @@ package struct ByteKeyTable: Sendable {
             let hash = key.withUnsafeBytes { Self.hash($0) }
             var index = Int(truncatingIfNeeded: hash) & (capacity - 1)
             while slots[index].value != .min { index = (index + 1) & (capacity - 1) }
-            slots[index] = Slot(hash: UInt32(truncatingIfNeeded: hash >> 32), length: UInt32(key.count), offset: UInt32(arena.count), value: value)
+            slots[index] = Slot(
+                hash: UInt32(truncatingIfNeeded: hash >> 32), length: UInt32(key.count), offset: UInt32(arena.count), value: value
+            )
             arena.append(contentsOf: key)
         }
         self.arena = arena

@@ -38,9 +38,10 @@ package final class LookupIndex: Sendable {
             var numbers = [String: Int32]()
             for (path, file) in files {
                 numbers[path] = Int32(resources.count)
-                resources.append(Resource(
-                    path: tree + "/" + path, size: file.size, sha256: file.sha256, packageID: package.id,
-                    version: package.version))
+                resources.append(
+                    Resource(
+                        path: tree + "/" + path, size: file.size, sha256: file.sha256, packageID: package.id,
+                        version: package.version))
             }
             let entrySuffix = "/" + package.entry
             for route in package.routes {

@@ -138,7 +138,8 @@ package enum LookupURL {
         var hostEnd = -1
         while position &+ 8 <= count {
             let word = ByteLanes.load(text, position)
-            let ends = ByteLanes.equal(word, slash) | ByteLanes.equal(word, UInt8(ascii: "?"))
+            let ends =
+                ByteLanes.equal(word, slash) | ByteLanes.equal(word, UInt8(ascii: "?"))
                 | ByteLanes.equal(word, UInt8(ascii: "#")) | ByteLanes.equal(word, UInt8(ascii: ":"))
             let unusual = ByteLanes.equal(word, UInt8(ascii: "@")) | ByteLanes.equal(word, UInt8(ascii: "["))
             ByteLanes.store(ByteLanes.lowercased(word), output + (position &- start))
@@ -203,7 +204,8 @@ package enum LookupURL {
             let word = ByteLanes.load(text, position)
             let ends = ByteLanes.equal(word, UInt8(ascii: "?")) | ByteLanes.equal(word, UInt8(ascii: "#"))
             let slashes = ByteLanes.equal(word, slash)
-            let unusual = ByteLanes.equal(word, UInt8(ascii: "%"))
+            let unusual =
+                ByteLanes.equal(word, UInt8(ascii: "%"))
                 | ByteLanes.equal(word, dot) & (slashes << 8 | afterSlash)
             ByteLanes.store(word, output + (position &- inputOffset))
             if ends != 0 {

@@ -59,7 +59,7 @@ public final class PackageStore: Sendable {
     package init(layout: CacheLayout, options: Options = .init()) throws {
         do {
             try layout.prepare()
-        } catch where FileSystem.isDirectory(layout.root) {
+        } catch  where FileSystem.isDirectory(layout.root) {
             // A root this process may read but not write (a cron sync as root, a shell as a user):
             // answer from what is there.
         }

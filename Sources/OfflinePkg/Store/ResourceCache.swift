@@ -31,7 +31,8 @@ package final class ResourceCache: Sendable {
             throw OfflinePkgError.unavailable("cannot read \(resource.path): \(error)")
         }
         guard data.count == resource.size else {
-            throw OfflinePkgError.corruptState(path: resource.path, reason: "holds \(data.count) bytes, installed with \(resource.size)")
+            throw OfflinePkgError.corruptState(
+                path: resource.path, reason: "holds \(data.count) bytes, installed with \(resource.size)")
         }
         if data.count <= largestCachedFile && capacity > 0 {
             state.withLock { $0.insert(resource.path, data, capacity: capacity) }

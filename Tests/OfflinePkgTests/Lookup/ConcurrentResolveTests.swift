@@ -26,9 +26,11 @@ import Testing
         let reader = try PackageStore(root: root, options: .init(watchInterval: 0.02))
         func activate(_ sequence: Int) async throws {
             let release = sequence % 2 == 1 ? "A" : "B"
-            try repository.publish(sequence: sequence, packages: [
-                .init(id: "app", version: release, routes: ["https://app.example.test/"], site: sites[release]!)
-            ])
+            try repository.publish(
+                sequence: sequence,
+                packages: [
+                    .init(id: "app", version: release, routes: ["https://app.example.test/"], site: sites[release]!)
+                ])
             let report = try await Updater(store: writer, manifestURL: repository.manifestURL).sync()
             #expect(report.outcome == .activated)
         }

@@ -23,18 +23,21 @@ actor LookupFixture {
         let home = scratch.path("site/home")
         let docs = scratch.path("site/docs")
         let v6 = scratch.path("site/v6")
-        try SiteWriter.write([
-            "index.html": "home index", "css/site.css": "body{}", "js/app.js": "app()", "a b.html": "space",
-            "docs/only-in-home.js": "shadowed", "caf\u{e9}.txt": "accent",
-        ], into: home)
+        try SiteWriter.write(
+            [
+                "index.html": "home index", "css/site.css": "body{}", "js/app.js": "app()", "a b.html": "space",
+                "docs/only-in-home.js": "shadowed", "caf\u{e9}.txt": "accent",
+            ], into: home)
         try SiteWriter.write(["index.html": "docs index", "guide/index.html": "guide", "page.html": "page"], into: docs)
         try SiteWriter.write(["index.html": "v6 index"], into: v6)
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
-        try repository.publish(sequence: 1, packages: [
-            .init(id: "home", version: "1.0.0", routes: ["https://app.example.com/"], fallback: "index.html", site: home),
-            .init(id: "docs", version: "2.0.0", routes: ["https://app.example.com/docs/"], site: docs),
-            .init(id: "v6", version: "1.0.0", routes: ["http://[::1]:8080/"], site: v6),
-        ])
+        try repository.publish(
+            sequence: 1,
+            packages: [
+                .init(id: "home", version: "1.0.0", routes: ["https://app.example.com/"], fallback: "index.html", site: home),
+                .init(id: "docs", version: "2.0.0", routes: ["https://app.example.com/docs/"], site: docs),
+                .init(id: "v6", version: "1.0.0", routes: ["http://[::1]:8080/"], site: v6),
+            ])
         let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
         _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
         let result = Installed(scratch: scratch, store: store)

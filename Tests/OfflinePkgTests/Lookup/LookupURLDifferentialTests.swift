@@ -62,7 +62,8 @@ import Testing
         let common = LookupURL.key(url, route: .commonFormOnly)
         if automatic != expected || careful != expected || (common != nil && common != expected) {
             func show(_ key: [UInt8]?) -> String { key.map { String(decoding: $0, as: UTF8.self) } ?? "nil" }
-            return "\(url): reference \(show(expected)), automatic \(show(automatic)), careful \(show(careful)), fast \(show(common))"
+            return
+                "\(url): reference \(show(expected)), automatic \(show(automatic)), careful \(show(careful)), fast \(show(common))"
         }
         return nil
     }
@@ -101,8 +102,9 @@ import Testing
         }
         #expect(failures.isEmpty, "\(failures.count) disagreements, first: \(failures.prefix(5))")
         // The common form does take the fast path.
-        #expect(LookupURL.key("https://App.Example.COM:443/assets/s1/app.js?v=2", route: .commonFormOnly)
-            == Array("app.example.com/assets/s1/app.js".utf8))
+        #expect(
+            LookupURL.key("https://App.Example.COM:443/assets/s1/app.js?v=2", route: .commonFormOnly)
+                == Array("app.example.com/assets/s1/app.js".utf8))
         #expect(LookupURL.key("http://app.example.com:0080/x/y/", route: .commonFormOnly) == Array("app.example.com/x/y/".utf8))
         #expect(LookupURL.key("http://app.example.com:00081/x", route: .commonFormOnly) == Array("app.example.com:81/x".utf8))
         #expect(LookupURL.key("https://app.example.com/a/../b", route: .commonFormOnly) == nil)

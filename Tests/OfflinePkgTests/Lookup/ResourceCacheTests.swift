@@ -13,8 +13,10 @@ import Testing
         }
         try SiteWriter.write(Data(repeating: 0x5a, count: 64 << 10), to: site + "/big.bin")
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
-        try repository.publish(sequence: 1, packages: [.init(id: "app", version: "1", routes: ["https://app.example.test/"], site: site)])
-        let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0, memoryCacheCapacity: capacity))
+        try repository.publish(
+            sequence: 1, packages: [.init(id: "app", version: "1", routes: ["https://app.example.test/"], site: site)])
+        let store = try PackageStore(
+            root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0, memoryCacheCapacity: capacity))
         _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
         return (scratch, store)
     }
@@ -47,7 +49,8 @@ import Testing
         let zero = try #require(store.resolve("https://app.example.test/small-0.js"))
         let one = try #require(store.resolve("https://app.example.test/small-1.js"))
         let hidden = zero.path + ".hidden"
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: (zero.path as NSString).deletingLastPathComponent)
+        try FileManager.default.setAttributes(
+            [.posixPermissions: 0o755], ofItemAtPath: (zero.path as NSString).deletingLastPathComponent)
         try FileManager.default.moveItem(atPath: zero.path, toPath: hidden)
         try FileManager.default.moveItem(atPath: one.path, toPath: one.path + ".hidden")
         #expect(try store.data(for: "https://app.example.test/small-0.js")?.1.count == 1024)
