@@ -150,7 +150,7 @@ import Glibc
 
         // Another process (the CLI) syncs release 2 into the same root.
         try publish(2)
-        let sync = try Tool.run(Tool.offlinepkg, ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
+        let sync = try Tool.run(OfflinePkgBinary.path, ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
         try #require(sync.status == 0, "\(sync.stderr)")
         // Time to the request that first saw release 2, sent, not answered: a curl process takes
         // a while to start on a loaded machine, and that is not the server's delay.

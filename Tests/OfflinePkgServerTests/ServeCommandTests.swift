@@ -12,11 +12,11 @@ import Glibc
     func printsURLServesAndStopsOnSignal(signal: Int32) async throws {
         let scratch = try TemporaryDirectory()
         let root = scratch.path("root")
-        let sync = try Tool.run(Tool.offlinepkg, ["sync", demoManifest.absoluteString, "--root", root, "--quiet"])
+        let sync = try Tool.run(OfflinePkgBinary.path, ["sync", demoManifest.absoluteString, "--root", root, "--quiet"])
         try #require(sync.status == 0, "\(sync.stderr)")
 
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Tool.offlinepkg)
+        process.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
         process.arguments = ["serve", "--root", root, "--port", "0"]
         let output = Pipe()
         process.standardOutput = output
@@ -46,7 +46,7 @@ import Glibc
     @Test(arguments: ["0.0.0.0", "10.0.0.1", "::"])
     func refusesNonLoopbackHostWithUsageStatus(host: String) throws {
         let scratch = try TemporaryDirectory()
-        let result = try Tool.run(Tool.offlinepkg, ["serve", "--root", scratch.path("root"), "--host", host], timeout: 10)
+        let result = try Tool.run(OfflinePkgBinary.path, ["serve", "--root", scratch.path("root"), "--host", host], timeout: 10)
         #expect(result.status == 2)
         #expect(result.stderr.contains("not a loopback address"))
         #expect(result.stderr.contains("same device"))

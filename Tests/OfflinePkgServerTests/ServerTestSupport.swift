@@ -71,16 +71,6 @@ enum Tool {
     static func curl(_ arguments: [String]) throws -> ToolResult {
         try run("/usr/bin/curl", ["-sS", "--max-time", "10"] + arguments, timeout: 20)
     }
-
-    /// The built `offlinepkg` executable, beside the test bundle.
-    static var offlinepkg: String {
-        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let candidates = [
-            bundle.appendingPathComponent("offlinepkg").path,
-            bundle.deletingLastPathComponent().appendingPathComponent("offlinepkg").path,
-        ]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
-    }
 }
 
 /// Parses `curl -D -` output: status code, lowercase header names, and the body after the blank line.
