@@ -209,18 +209,7 @@ package struct SyncEngine: Sendable {
                 options.events?(.packageFailed(packageID: id, error: error))
             }
         }
-        // Packages that share an archive (same sha256) share its download file too: install those one
-        // after another, never side by side, so one never truncates or deletes the other's bytes.
-        var groups = [[PackageEntry]]()
-        var groupOfArchive = [String: Int]()
-        for entry in entries {
-            if let index = groupOfArchive[entry.archive.sha256] {
-                groups[index].append(entry)
-            } else {
-                groupOfArchive[entry.archive.sha256] = groups.count
-                groups.append([entry])
-            }
-        }
+        let groups = Self.groupsSharingDownloads(entries)
         try await withThrowingTaskGroup(of: [(String, Result<PackageInstaller.Outcome, OfflinePkgError>)].self) { group in
             var pending = groups[...]
             func startNext() {
@@ -251,6 +240,29 @@ package struct SyncEngine: Sendable {
             throw failures.count == 1 ? failures.values.first! : OfflinePkgError.releaseIncomplete(failures: failures)
         }
         return results
+    }
+
+    /// Packages whose archives or deltas have the same sha256 share a download file
+    /// (`downloads/<sha256>.part`): they are installed one after another, never side by side, so one
+    /// never truncates or deletes the other's bytes. Everyone else goes in a group of one.
+    static func groupsSharingDownloads(_ entries: [PackageEntry]) -> [[PackageEntry]] {
+        var groups = [[PackageEntry]]()
+        var groupOfFile = [String: Int]()
+        for entry in entries {
+            let files = [entry.archive.sha256] + entry.deltas.map(\.file.sha256)
+            // Every group this entry touches becomes one (the first of them).
+            let touched = Set(files.compactMap { groupOfFile[$0] }).sorted()
+            let target = touched.first ?? groups.count
+            if touched.isEmpty { groups.append([]) }
+            for other in touched.dropFirst() {
+                groups[target] += groups[other]
+                groups[other] = []
+                for (file, group) in groupOfFile where group == other { groupOfFile[file] = target }
+            }
+            groups[target].append(entry)
+            for file in files { groupOfFile[file] = target }
+        }
+        return groups.filter { !$0.isEmpty }
     }
 
     private func clearStaging() throws {
