@@ -34,12 +34,13 @@ demo: build
 	echo && $$bin status --root "$$root"
 
 test: build
-	$(SWIFT) build --build-tests
-	# One test at a time: several suites measure time (stall timeouts, a switch seen within a second,
-	# a lock held during a slow download) and would measure the machine's load instead.
-	$(SWIFT) test --skip-build --no-parallel
 	scripts/fuzz
 	$(MAKE) example
+	$(SWIFT) build --build-tests
+	# One test at a time: several suites measure time (stall timeouts, a switch seen within a second,
+	# a lock held during a slow download) and would measure the machine's load instead. Last, so the
+	# test runner's summary closes the output.
+	$(SWIFT) test --skip-build --no-parallel
 
 # The host-app example links the OfflinePkg product as an outside package would, and runs against
 # the demo repository.
@@ -48,7 +49,8 @@ example:
 	@root=$$(mktemp -d /tmp/offlinepkg-example.XXXXXX); \
 	OFFLINEPKG_ROOT=$$root $$($(SWIFT) build --package-path Examples/HostShell --show-bin-path)/HostShell \
 		"file://$(CURDIR)/Fixtures/demo-repo/manifest.json" $(DEMO_URL) $(DEMO_URL)docs/guide/ $(DEMO_URL)nope.png \
-		| tee /dev/stderr | grep -q "docs/guide/ -> docs 1.0.0"; status=$$?; rm -rf $$root; exit $$status
+		> $$root.out; status=$$?; cat $$root.out; \
+	grep -q "docs/guide/ -> docs 1.0.0" $$root.out && [ $$status = 0 ]; status=$$?; rm -rf $$root $$root.out; exit $$status
 
 # The long fuzz run: FUZZ_SECONDS per parser.
 fuzz: deps
