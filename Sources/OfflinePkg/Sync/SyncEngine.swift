@@ -33,31 +33,10 @@ package struct SyncEngine: Sendable {
         }
 
         // Check.
-        let fetcher = ManifestFetcher(
-            transport: transport, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle)
-        options.events?(.checking(manifestURL: manifestURL.absoluteString))
-        var requests = 1
-        let response = try await fetcher.fetchManifest(
-            manifestURL, etag: sameSource ? state.etag : nil, lastModified: sameSource ? state.lastModified : nil)
-        let bytes: [UInt8]
-        var signature: [UInt8]?
-        switch response {
-        case .notModified:
-            options.events?(.manifestUnchanged)
-            bytes = try FileSystem.read(layout.storedManifest, limit: Manifest.maximumSize)
-            signature = try? FileSystem.read(layout.storedSignature, limit: 64 << 10)
-            if signature == nil && !options.trustedKeys.isEmpty {
-                // Keys were configured after the stored manifest was taken unsigned: fetch its signature.
-                signature = try await fetcher.fetchSignature(manifestURL)
-                requests += 1
-            }
-            state.lastCheck = now()
-        case .fetched(let fetched, let etag, let lastModified):
-            bytes = fetched
-            if !options.trustedKeys.isEmpty {
-                signature = try await fetcher.fetchSignature(manifestURL)
-                requests += 1
-            }
+        let checked = try await check(conditionally: sameSource ? state : nil)
+        let (response, bytes, signature) = (checked.response, checked.bytes, checked.signature)
+        var requests = checked.requests
+        if case .fetched(_, let etag, let lastModified) = response {
             state.etag = etag
             state.lastModified = lastModified
         }
@@ -71,9 +50,9 @@ package struct SyncEngine: Sendable {
         state.acceptedSequence = manifest.sequence
         state.acceptedManifestSHA256 = digest
         state.lastCheck = now()
-        if let signature {
+        if checked.signatureFromNetwork, let signature {
             try FileSystem.writeAtomically(signature, to: layout.storedSignature)
-        } else {
+        } else if signature == nil {
             // A signature left from an older manifest would not match the new one.
             FileSystem.removeFile(layout.storedSignature)
         }
@@ -85,7 +64,6 @@ package struct SyncEngine: Sendable {
         }
         // Until this release is fully active, a 304 must not count as "evaluated".
         state.evaluatedInputs = nil
-        try state.save(layout)
 
         // Plan.
         let planner = ReleasePlanner(
@@ -100,6 +78,7 @@ package struct SyncEngine: Sendable {
         state.reverted = state.reverted?.filter { id, version in
             manifest.packages.contains { $0.id == id && $0.version == version }
         }
+        // The accepted sequence (rollback protection) is on disk before anything is downloaded.
         try state.save(layout)
         try checkFreeSpace(for: plan.toInstall)
 
@@ -136,6 +115,36 @@ package struct SyncEngine: Sendable {
         report.heldBack = plan.heldBack
         report.bytesFetched = installed.bytes
         return report
+    }
+
+    /// The check stage: the manifest (conditionally, with the validators of `stored`, if any) and, when
+    /// keys are configured, its signature. A 304 brings back the stored copy.
+    private func check(conditionally stored: StoreState?) async throws
+        -> (response: ManifestFetcher.Response, bytes: [UInt8], signature: [UInt8]?, signatureFromNetwork: Bool, requests: Int)
+    {
+        let fetcher = ManifestFetcher(
+            transport: transport, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle)
+        options.events?(.checking(manifestURL: manifestURL.absoluteString))
+        let response = try await fetcher.fetchManifest(manifestURL, etag: stored?.etag, lastModified: stored?.lastModified)
+        var requests = 1
+        let bytes: [UInt8]
+        var signature: [UInt8]?
+        switch response {
+        case .notModified:
+            options.events?(.manifestUnchanged)
+            bytes = try FileSystem.read(layout.storedManifest, limit: Manifest.maximumSize)
+            // Keys configured after the stored manifest was taken unsigned: its signature is fetched.
+            signature = try? FileSystem.read(layout.storedSignature, limit: 64 << 10)
+        case .fetched(let fetched, _, _):
+            bytes = fetched
+        }
+        var fromNetwork = false
+        if signature == nil && !options.trustedKeys.isEmpty {
+            signature = try await fetcher.fetchSignature(manifestURL)
+            fromNetwork = true
+            requests += 1
+        }
+        return (response, bytes, signature, fromNetwork, requests)
     }
 
     /// What the stored manifest was judged with: a change of either re-evaluates it after a 304.
