@@ -6,15 +6,18 @@ enum LookupCommand {
         name: "lookup", arguments: ["<url>"], options: [.root, .json],
         summary: "print the local file that answers a URL (exit 1 when none does)", run: run)
 
+    /// The resource's fields, with the URL that was asked for beside them in the same object.
     struct Answer: Encodable {
         var url: String
-        var path: String
-        var mimeType: String
-        var size: Int64
-        var packageID: String
-        var version: String
-        var etag: String
-        var sha256: String
+        var resource: Resource
+
+        private enum CodingKeys: String, CodingKey { case url }
+
+        func encode(to encoder: any Encoder) throws {
+            try resource.encode(to: encoder)
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(url, forKey: .url)
+        }
     }
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
@@ -28,10 +31,7 @@ enum LookupCommand {
             throw OfflinePkgError.unavailable("no active package answers \(url)")
         }
         if arguments.flag("json") {
-            context.output.json(
-                Answer(
-                    url: url, path: hit.path, mimeType: hit.mimeType, size: hit.size, packageID: hit.packageID,
-                    version: hit.version, etag: hit.etag, sha256: hit.sha256))
+            context.output.json(Answer(url: url, resource: hit))
         } else {
             context.output.print(hit.path)
         }

@@ -100,4 +100,20 @@ struct ExitStatusTests {
         let help = try OfflinePkgBinary.run(["--help"]).checked()
         for command in OfflinePkgCommand.commands { #expect(help.stdout.contains("  \(command.name)")) }
     }
+
+    @Test func lookupJSONPrintsTheWholeAnswer() throws {
+        let root = try TemporaryDirectory()
+        try OfflinePkgBinary.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
+        let url = "https://demo.offlinepkg.test/docs/guide/"
+        let result = try OfflinePkgBinary.run(["lookup", url, "--root", root.path, "--json"]).checked()
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect(Set(object.keys) == ["url", "path", "mimeType", "size", "packageID", "version", "etag", "sha256"])
+        #expect(object["url"] as? String == url)
+        #expect((object["path"] as? String)?.hasSuffix("/guide/index.html") == true)
+        #expect(object["mimeType"] as? String == "text/html; charset=utf-8")
+        #expect(object["packageID"] as? String == "docs" && object["version"] as? String == "1.0.0")
+        let sha = try #require(object["sha256"] as? String)
+        #expect(object["etag"] as? String == "\"" + sha.prefix(32) + "\"")
+        #expect(object["size"] as? Int == (try FileManager.default.attributesOfItem(atPath: object["path"] as! String)[.size] as? Int))
+    }
 }

@@ -47,9 +47,27 @@ public struct Resource: Sendable, Equatable {
         storage = Storage(path: path, size: size, sha256: sha256, packageID: packageID, version: version)
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case path, mimeType, size, packageID, version, etag, sha256
+    }
+
     public static func == (lhs: Resource, rhs: Resource) -> Bool {
         lhs.storage === rhs.storage
             || (lhs.path == rhs.path && lhs.sha256 == rhs.sha256 && lhs.size == rhs.size
                 && lhs.packageID == rhs.packageID && lhs.version == rhs.version)
+    }
+}
+
+/// A lookup's answer as JSON (`lookup --json`, or a host's own logs): every field a response needs.
+extension Resource: Encodable {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(path, forKey: .path)
+        try container.encode(mimeType, forKey: .mimeType)
+        try container.encode(size, forKey: .size)
+        try container.encode(packageID, forKey: .packageID)
+        try container.encode(version, forKey: .version)
+        try container.encode(etag, forKey: .etag)
+        try container.encode(sha256, forKey: .sha256)
     }
 }
