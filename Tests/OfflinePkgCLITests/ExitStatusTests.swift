@@ -114,6 +114,8 @@ struct ExitStatusTests {
         #expect(object["packageID"] as? String == "docs" && object["version"] as? String == "1.0.0")
         let sha = try #require(object["sha256"] as? String)
         #expect(object["etag"] as? String == "\"" + sha.prefix(32) + "\"")
-        #expect(object["size"] as? Int == (try FileManager.default.attributesOfItem(atPath: object["path"] as! String)[.size] as? Int))
+        #expect(
+            object["size"] as? Int == (try FileManager.default.attributesOfItem(atPath: object["path"] as! String)[.size] as? Int)
+        )
     }
 }

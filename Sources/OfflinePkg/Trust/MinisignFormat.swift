@@ -37,6 +37,15 @@ enum MinisignFormat {
         Hex.encode(keyID.reversed()).uppercased()
     }
 
+    /// Checks that line `number` (from 1) starts with `prefix`; otherwise throws `refuse` with why.
+    static func requirePrefix(
+        _ prefix: [UInt8], of line: [UInt8], number: Int, refuse: (String) -> OfflinePkgError
+    ) throws {
+        guard line.starts(with: prefix) else {
+            throw refuse("line \(number) should start with \"\(String(decoding: prefix, as: UTF8.self))\", got \(quoted(line))")
+        }
+    }
+
     /// A line for messages: printable ASCII as is, anything else escaped, cut at 40 bytes.
     static func quoted(_ bytes: some Collection<UInt8>) -> String {
         var text = ""

@@ -69,18 +69,14 @@ package struct MinisignSignature: Sendable, Equatable {
                 throw malformed("line \(index + 1) contains the control byte 0x\(Hex.encode([bad]))")
             }
         }
-        guard lines[0].starts(with: MinisignFormat.untrustedCommentPrefix) else {
-            throw malformed("line 1 should start with \"untrusted comment: \", got \(MinisignFormat.quoted(lines[0]))")
-        }
+        try MinisignFormat.requirePrefix(MinisignFormat.untrustedCommentPrefix, of: lines[0], number: 1, refuse: malformed)
         guard let record = Base64.decode(lines[1]) else {
             throw malformed("line 2 is not valid base64: \(MinisignFormat.quoted(lines[1]))")
         }
         guard record.count == Self.recordLength else {
             throw malformed("line 2 should decode to \(Self.recordLength) bytes, got \(record.count)")
         }
-        guard lines[2].starts(with: MinisignFormat.trustedCommentPrefix) else {
-            throw malformed("line 3 should start with \"trusted comment: \", got \(MinisignFormat.quoted(lines[2]))")
-        }
+        try MinisignFormat.requirePrefix(MinisignFormat.trustedCommentPrefix, of: lines[2], number: 3, refuse: malformed)
         guard let global = Base64.decode(lines[3]) else {
             throw malformed("line 4 is not valid base64: \(MinisignFormat.quoted(lines[3]))")
         }

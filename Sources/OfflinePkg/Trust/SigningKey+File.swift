@@ -41,9 +41,7 @@ extension SigningKey {
         guard lines.count == 2 else {
             throw refuse("expected 2 lines (untrusted comment, key), got \(lines.count)")
         }
-        guard lines[0].starts(with: MinisignFormat.untrustedCommentPrefix) else {
-            throw refuse("line 1 should start with \"untrusted comment: \", got \(MinisignFormat.quoted(lines[0]))")
-        }
+        try MinisignFormat.requirePrefix(MinisignFormat.untrustedCommentPrefix, of: lines[0], number: 1, refuse: refuse)
         guard let record = Base64.decode(lines[1]) else {
             throw refuse("line 2 is not valid base64")
         }

@@ -62,9 +62,7 @@ public struct TrustedKey: Sendable, Equatable {
         case 1:
             base64Line = lines[0]
         case 2:
-            guard lines[0].starts(with: MinisignFormat.untrustedCommentPrefix) else {
-                throw refuse("line 1 should start with \"untrusted comment: \", got \(MinisignFormat.quoted(lines[0]))")
-            }
+            try MinisignFormat.requirePrefix(MinisignFormat.untrustedCommentPrefix, of: lines[0], number: 1, refuse: refuse)
             base64Line = lines[1]
         default:
             throw refuse(
