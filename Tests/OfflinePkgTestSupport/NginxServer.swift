@@ -264,26 +264,23 @@ public final class NginxServer: Sendable {
 
     /// Whether nothing listens on (or lingers in TIME_WAIT at) 127.0.0.1:`port` right now.
     private static func portLooksFree(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = loopback(port: port)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
+        withLoopbackSocket(port: port) { bind($0, $1, $2) == 0 }
     }
 
     private static func canConnect(port: Int) -> Bool {
+        withLoopbackSocket(port: port) { connect($0, $1, $2) == 0 }
+    }
+
+    /// Runs `body` with a fresh TCP socket and the address 127.0.0.1:`port`, closing the socket after.
+    private static func withLoopbackSocket(
+        port: Int, _ body: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
+    ) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = loopback(port: port)
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
 }
