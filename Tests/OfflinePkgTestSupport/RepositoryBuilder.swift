@@ -33,56 +33,20 @@ public struct RepositoryBuilder: Sendable {
         try FileManager.default.createDirectory(atPath: directory + "/archives", withIntermediateDirectories: true)
     }
 
-    /// Writes archives for `packages` and a manifest with `sequence` that lists exactly them.
+    /// Writes archives for `packages` and a manifest with `sequence` that lists exactly them, with the
+    /// stock-tool helpers of `SiteBuilder.swift` (bsdtar, sha256sum, the coreutils tree hash).
     public func publish(sequence: Int, packages: [Package]) throws {
         var entries = [[String: Any]]()
         for package in packages {
             let name = "archives/\(package.id)-\(package.version).tar.gz"
             let archive = directory + "/" + name
-            try Self.run(
-                "/usr/bin/bsdtar", ["--uid", "0", "--gid", "0", "--numeric-owner", "-czf", archive, "-C", package.site, "."])
-            var entry: [String: Any] = [
-                "id": package.id, "version": package.version, "routes": package.routes,
-                "archive": [
-                    "url": name, "sha256": try FileHasher.sha256(ofFile: archive), "size": FileSystem.fileSize(archive)!,
-                ],
-                "tree": try Self.treeHash(package.site),
-            ]
-            if let value = package.entry { entry["entry"] = value }
-            if let value = package.fallback { entry["fallback"] = value }
-            entries.append(entry)
+            try makeArchive(of: package.site, to: archive, format: .tarGz)
+            entries.append(
+                try makeManifestEntry(
+                    id: package.id, version: package.version, routes: package.routes, archivePath: archive, archiveURL: name,
+                    tree: try treeHash(of: package.site), entry: package.entry, fallback: package.fallback))
         }
-        let manifest: [String: Any] = ["format": 1, "sequence": sequence, "packages": entries]
-        let bytes = try JSONSerialization.data(withJSONObject: manifest, options: [.prettyPrinted, .sortedKeys])
-        try FileSystem.writeAtomically(Array(bytes), to: directory + "/manifest.json")
-    }
-
-    /// SPEC §4 over a folder, written out here rather than borrowed from the library under test.
-    public static func treeHash(_ folder: String) throws -> String {
-        var paths = [String]()
-        TreeWalker.regularFiles(in: folder) { paths.append($0) }
-        paths.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        let hasher = SHA256()
-        for path in paths {
-            hasher.update(Array("\(try FileHasher.sha256(ofFile: folder + "/" + path))  \(path)\n".utf8))
-        }
-        return hasher.finalize().hex
-    }
-
-    /// Runs a stock tool, failing with its stderr when it exits non-zero.
-    public static func run(_ tool: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw OfflinePkgError.unavailable(
-                "\(tool) \(arguments.joined(separator: " ")) failed: \(String(decoding: message, as: UTF8.self))")
-        }
+        try writeManifest(packages: entries, sequence: sequence, to: directory + "/manifest.json")
     }
 }
 
