@@ -16,7 +16,6 @@ public struct Errno: Error, Equatable, CustomStringConvertible, Sendable {
 
     package static let interrupted = Errno(EINTR)
     package static let noEntry = Errno(ENOENT)
-    package static let exists = Errno(EEXIST)
     package static let wouldBlock = Errno(EWOULDBLOCK)
 }
 

@@ -145,18 +145,6 @@ package enum FileSystem {
         }
     }
 
-    /// Makes a finished tree read-only: files 0444, folders 0555. Installed trees never change again.
-    package static func makeReadOnly(_ path: String) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { throw OfflinePkgError.io(path: path, operation: "stat", Errno.current) }
-        if (info.st_mode & S_IFMT) == S_IFDIR {
-            for name in contents(of: path) { try makeReadOnly(path + "/" + name) }
-            if chmod(path, 0o555) != 0 { throw OfflinePkgError.io(path: path, operation: "chmod", Errno.current) }
-        } else if (info.st_mode & 0o222) != 0, chmod(path, 0o444) != 0 {
-            throw OfflinePkgError.io(path: path, operation: "chmod", Errno.current)
-        }
-    }
-
     /// Makes `root` and the folders under it named in `folders` (relative paths) read-only, 0555: the
     /// cheap form of `makeReadOnly` for a tree whose files were created 0444 and whose folders are known.
     package static func makeFoldersReadOnly(_ folders: some Sequence<String>, under root: String) throws {
