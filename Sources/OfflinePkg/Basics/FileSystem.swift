@@ -145,8 +145,8 @@ package enum FileSystem {
         }
     }
 
-    /// Makes `root` and the folders under it named in `folders` (relative paths) read-only, 0555: the
-    /// cheap form of `makeReadOnly` for a tree whose files were created 0444 and whose folders are known.
+    /// Makes `root` and the folders under it named in `folders` (relative paths) read-only, 0555. The
+    /// files need nothing: the unpacker creates them 0444, so a finished tree is read-only without a walk.
     package static func makeFoldersReadOnly(_ folders: some Sequence<String>, under root: String) throws {
         for folder in folders where chmod(root + "/" + folder, 0o555) != 0 {
             throw OfflinePkgError.io(path: root + "/" + folder, operation: "chmod", Errno.current)
