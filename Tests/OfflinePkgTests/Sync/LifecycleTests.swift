@@ -423,12 +423,17 @@ struct ReaderLeaseTests {
         let root = try TemporaryDirectory()
         chmod(root.path, 0o755)
         try OfflinePkgBinary.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
-        let lookup = try run(
-            "runuser",
-            ["-u", "nobody", "--", OfflinePkgBinary.path, "lookup", "https://demo.offlinepkg.test/", "--root", root.path])
+        // The checkout may sit in a folder only root can enter (a fresh clone in a mkdtemp folder):
+        // give the other user a copy of the binary it can reach.
+        let bin = try TemporaryDirectory()
+        chmod(bin.path, 0o755)
+        let binary = bin.path("offlinepkg")
+        try FileManager.default.copyItem(atPath: OfflinePkgBinary.path, toPath: binary)
+        chmod(binary, 0o755)
+        let lookup = try run("runuser", ["-u", "nobody", "--", binary, "lookup", "https://demo.offlinepkg.test/", "--root", root.path])
         #expect(lookup.status == 0, "\(lookup.stderr)")
         #expect(lookup.stdout.hasSuffix("index.html\n"))
-        let status = try run("runuser", ["-u", "nobody", "--", OfflinePkgBinary.path, "status", "--root", root.path])
+        let status = try run("runuser", ["-u", "nobody", "--", binary, "status", "--root", root.path])
         #expect(status.status == 0, "\(status.stderr)")
     }
 }
