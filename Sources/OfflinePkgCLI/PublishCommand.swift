@@ -53,7 +53,9 @@ enum PublishCommand {
             }
         }
 
-        let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(request, signer: signer)
+        let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(request, signer: signer) {
+            context.output.error("waiting for another publish to \(repo) to finish")
+        }
         if arguments.flag("json") {
             context.output.json(report)
         } else if !arguments.flag("quiet") {

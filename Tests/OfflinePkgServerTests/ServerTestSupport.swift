@@ -45,8 +45,11 @@ enum Tool {
     /// to files, not pipes: a helper that keeps a pipe open cannot stall the read.
     static func run(_ tool: String, _ arguments: [String], timeout: TimeInterval = 30) throws -> ToolResult {
         let scratch = try TemporaryDirectory(prefix: "offlinepkg-tool")
-        FileManager.default.createFile(atPath: scratch.path("out"), contents: nil)
-        FileManager.default.createFile(atPath: scratch.path("err"), contents: nil)
+        for name in ["out", "err"] {
+            guard FileManager.default.createFile(atPath: scratch.path(name), contents: nil) else {
+                throw TestSupportError("cannot create \(scratch.path(name))")
+            }
+        }
         let process = Process()
         // Foundation starts the child as the leader of a new process group (pgid = pid), so one
         // kill(-pid) ends it and every helper it spawned that kept the group.

@@ -10,7 +10,9 @@ import Glibc
 /// Everything before the manifest write only adds files; the manifest (and its signature) go last, so a
 /// failed publish leaves a repository whose manifest still describes complete, consistent archives.
 ///
-/// One publish at a time per repository: it is a build step, run by one CI job.
+/// One publish at a time per repository: each holds an exclusive `flock` on `repo/.publish.lock` from
+/// reading the manifest to writing it, so two publishes started together (two packages released by
+/// two CI steps) run one after the other and neither loses the other's package.
 public struct Publisher: Sendable {
     package let layout: RepositoryLayout
 
@@ -20,10 +22,19 @@ public struct Publisher: Sendable {
     }
 
     /// Publishes `request`. `signer` turns the manifest bytes into a `manifest.json.minisig`; without
-    /// one, a signature left by an earlier publish is removed (it no longer matches).
-    public func publish(_ request: PublishRequest, signer: (([UInt8]) throws -> [UInt8])? = nil) throws -> PublishReport {
+    /// one, a signature left by an earlier publish is removed (it no longer matches). When another
+    /// publish holds the repository, `waiting` is called once and the publish waits for it to finish.
+    public func publish(
+        _ request: PublishRequest, signer: (([UInt8]) throws -> [UInt8])? = nil, waiting: (() -> Void)? = nil
+    ) throws -> PublishReport {
         try request.validate()
         let site = try SiteScan(site: request.site)
+        try FileSystem.makeDirectories(layout.root)
+        let lock = try FileLock(path: layout.lock, wait: false) ?? {
+            waiting?()
+            return try FileLock(path: layout.lock, wait: true)!
+        }()
+        defer { withExtendedLifetime(lock) {} }
         let siteFiles = Set(site.files)
         for (name, path) in [("entry", request.entry), ("fallback", request.fallback)] {
             guard let path else { continue }

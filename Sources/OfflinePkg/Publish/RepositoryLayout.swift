@@ -6,6 +6,7 @@
 ///       archives/<id>/<version>/<id>-<from>-to-<version>.delta.<ext> deltas into <version>
 ///       trees/<id>/<version>.index                      "<sha256> <size> <path>" per file of a published version
 ///       trees/<id>/versions                             published versions, oldest first, one a line
+///       .publish.lock                                   flock'd by the one publish at a time (not uploaded)
 ///
 /// `trees/` is the publisher's memory: with it a later publish writes deltas without the old sites.
 /// Devices never read it.
@@ -19,6 +20,7 @@ package struct RepositoryLayout: Sendable {
     }
 
     package var manifest: String { root + "/manifest.json" }
+    package var lock: String { root + "/.publish.lock" }
     package var signature: String { root + "/manifest.json.minisig" }
     package var archives: String { root + "/archives" }
     package var trees: String { root + "/trees" }

@@ -108,7 +108,7 @@ package struct SyncEngine: Sendable {
         try? state.save(layout)
 
         // Clean up: only after success, so a failed sync keeps what it verified.
-        try? GarbageCollector(layout: layout).collect()
+        _ = try? GarbageCollector(layout: layout).collect()
 
         var report = report(outcome, current, requests: requests)
         report.changes = Self.changes(from: record.current, to: current, via: installed.via)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import OfflinePkg
@@ -89,6 +90,54 @@ import Testing
         #expect(packagesAfter[1]["tree"] as? String == report.tree)
         let manifest = try Manifest(parsing: FileSystem.read(repo + "/manifest.json"), source: "test")
         #expect(manifest.packages.map(\.id) == ["docs", "app"])
+    }
+
+    /// Two packages released by two CI steps at once: the second publish waits for the first instead of
+    /// reading the manifest before the first writes it and dropping its package.
+    @Test func aPublishWaitsForTheOneHoldingTheRepository() throws {
+        let scratch = try TemporaryFolder("publish-lock")
+        let repo = scratch.sub("repo")
+        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        try FileSystem.makeDirectories(repo)
+        var holder = try FileLock(path: repo + "/.publish.lock", wait: false)
+        try #require(holder != nil)
+
+        let waiting = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        let result = Mutex<Result<PublishReport, any Error>?>(nil)
+        let publisher = Publisher(repository: URL(fileURLWithPath: repo))
+        let request = DemoSite.request(site: scratch.sub("site"), version: 1)
+        Thread.detachNewThread {
+            let outcome = Result { try publisher.publish(request, waiting: { waiting.signal() }) }
+            result.withLock { $0 = outcome }
+            finished.signal()
+        }
+        #expect(waiting.wait(timeout: .now() + 30) == .success, "the publish did not report that it waits")
+        #expect(finished.wait(timeout: .now() + 0.3) == .timedOut, "the publish went on while the repository was held")
+        #expect(!FileSystem.exists(repo + "/manifest.json"))
+
+        holder = nil
+        _ = holder
+        #expect(finished.wait(timeout: .now() + 30) == .success)
+        let report = try #require(try result.withLock { try $0?.get() })
+        #expect(report.sequence == 1)
+        #expect(try Manifest(parsing: FileSystem.read(repo + "/manifest.json"), source: "test").packages.map(\.id) == ["app"])
+    }
+
+    @Test func concurrentPublishesOfTwoPackagesKeepBoth() throws {
+        let scratch = try TemporaryFolder("publish-concurrent")
+        let repo = scratch.sub("repo")
+        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        let ids = ["one", "two", "three", "four"]
+        DispatchQueue.concurrentPerform(iterations: ids.count) { index in
+            var request = DemoSite.request(site: scratch.sub("site"), version: 1)
+            request.id = ids[index]
+            request.routes = ["https://m.example.com/\(ids[index])/"]
+            #expect(throws: Never.self) { try Publisher(repository: URL(fileURLWithPath: repo)).publish(request) }
+        }
+        let manifest = try Manifest(parsing: FileSystem.read(repo + "/manifest.json"), source: "test")
+        #expect(manifest.sequence == 4)
+        #expect(Set(manifest.packages.map(\.id)) == Set(ids))
     }
 
     @Test func republishingTheSameContentIsAllowedAndChangesOnlyTheEntry() throws {

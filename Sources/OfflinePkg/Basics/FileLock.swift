@@ -1,0 +1,25 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An exclusive `flock` on a file, held while the value lives. The kernel releases it when the process
+/// dies, so a crashed holder never leaves the file locked.
+package final class FileLock: Sendable {
+    private let descriptor: FileDescriptor
+
+    /// Takes the lock on `path` (created if missing). With `wait` false, returns nil at once when another
+    /// holder has it; with `wait` true, blocks until it is free.
+    package init?(path: String, wait: Bool) throws {
+        let fd = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o644)
+        do {
+            _ = try valueOrErrno { flock(fd.rawValue, LOCK_EX | (wait ? 0 : LOCK_NB)) }
+        } catch {
+            fd.close()
+            if error == .wouldBlock { return nil }
+            throw OfflinePkgError.io(path: path, operation: "flock", error)
+        }
+        descriptor = fd
+    }
+
+    deinit { descriptor.close() }
+}
