@@ -12,7 +12,8 @@ import Glibc
 /// `206` and `404`. It reads the store's current snapshot per request, so a set activated by another
 /// process is served within the store's watch interval, without a restart.
 ///
-/// Built on libmicrohttpd: file bodies go out with `sendfile`, keep-alive and request parsing are MHD's.
+/// Built on libmicrohttpd: small files go out from `ResponseCache`, larger ones from a memory map
+/// (`MappedFileBody`); keep-alive and request parsing are MHD's.
 public final class LoopbackServer: Sendable {
     /// How MHD runs connections.
     public enum ThreadModel: Sendable, Equatable {

@@ -16,6 +16,7 @@ final class RequestHandler: @unchecked Sendable {
     private let notFound: OpaquePointer
     private let notAllowed: OpaquePointer
     private let badRequest: OpaquePointer
+    private let damaged: OpaquePointer
 
     init(store: PackageStore) {
         self.store = store
@@ -24,12 +25,15 @@ final class RequestHandler: @unchecked Sendable {
         notAllowed = Self.textResponse("method not allowed: offlinepkg serve answers GET and HEAD\n")
         MHD_add_response_header(notAllowed, "Allow", "GET, HEAD")
         badRequest = Self.textResponse("bad request\n")
+        damaged = Self.textResponse(
+            "the installed file cannot be read as its index describes it: run offlinepkg verify --repair\n")
     }
 
     deinit {
         MHD_destroy_response(notFound)
         MHD_destroy_response(notAllowed)
         MHD_destroy_response(badRequest)
+        MHD_destroy_response(damaged)
     }
 
     private static func textResponse(_ text: String) -> OpaquePointer {
@@ -80,11 +84,17 @@ final class RequestHandler: @unchecked Sendable {
         }
         if range == .whole, let queued = responses.queue(resource, notModified: false, on: connection) { return queued }
 
-        // Large files and ranges: opened per request and sent with sendfile (MHD closes the file). The
+        // Large files and ranges: opened per request and sent from a memory map (`MappedFileBody`). The
         // path comes from the active set and the tree is read-only, so nothing here goes stale.
         let descriptor = open(resource.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
+        }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, Int64(status.st_size) == resource.size else {
+            // Changed on disk behind the index: no body is sent that contradicts its Content-Length.
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_INTERNAL_SERVER_ERROR), damaged)
         }
         var offset: Int64 = 0
         var length = resource.size
@@ -92,9 +102,8 @@ final class RequestHandler: @unchecked Sendable {
             offset = start
             length = end - start + 1
         }
-        guard let response = MHD_create_response_from_fd_at_offset64(UInt64(length), descriptor, UInt64(offset)) else {
-            close(descriptor)
-            return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
+        guard let response = MappedFileBody.response(descriptor: descriptor, offset: offset, length: length) else {
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_INTERNAL_SERVER_ERROR), damaged)
         }
         defer { MHD_destroy_response(response) }
         ResponseHeaders.addContent(response, resource)

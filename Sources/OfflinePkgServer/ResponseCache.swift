@@ -5,8 +5,7 @@ import Synchronization
 
 /// Finished MHD responses for small files: the body copied into MHD's memory once and the headers
 /// added once, then queued on any number of connections. A cached request costs no `open`, `fstat`,
-/// `close`, no header allocation, and goes out as one `sendmsg` of headers and body where a file
-/// response needs a `send` for the headers, a `sendfile` for the body and cork/uncork calls around them.
+/// `close`, no `mmap`, no header allocation, and goes out as one `sendmsg` of headers and body.
 ///
 /// Keyed by file path: installed trees are immutable, so a path's bytes and validators never change,
 /// and a switch to a new set only makes old entries cold. Bounded in bytes like `ResourceCache`

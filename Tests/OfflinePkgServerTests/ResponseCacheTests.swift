@@ -20,6 +20,24 @@ import Testing
         return (scratch, store, server)
     }
 
+    /// `files` as package `app` on https://app.example.test/, served by a store with `capacity` bytes
+    /// of memory cache.
+    static func serve(_ files: [String: String], capacity: Int) async throws -> (TemporaryDirectory, PackageStore, LoopbackServer)
+    {
+        let scratch = try TemporaryDirectory()
+        try SiteWriter.write(files, into: scratch.path("site"))
+        let repository = try RepositoryBuilder(directory: scratch.path("repo"))
+        try repository.publish(
+            sequence: 1,
+            packages: [.init(id: "app", version: "1", routes: ["https://app.example.test/"], site: scratch.path("site"))])
+        let store = try PackageStore(
+            root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0, memoryCacheCapacity: capacity))
+        _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
+        let server = try LoopbackServer(store: store, port: 0)
+        try server.start()
+        return (scratch, store, server)
+    }
+
     func get(_ server: LoopbackServer, _ path: String, _ extra: [String] = []) throws -> HTTPReply {
         HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: \(Self.host)"] + extra + [server.url.absoluteString + path]).stdout)
     }
@@ -56,22 +74,15 @@ import Testing
     @Test func staysWithinItsCapacityAndEvicts() async throws {
         // Twenty files of 100 bytes against 800 bytes of cache (largest cached file: 100 bytes): at
         // most eight fit, so serving all of them twice must evict.
-        let scratch = try TemporaryDirectory()
         var files = [String: String]()
         for number in 0..<20 {
             files["f\(number).txt"] = String(format: "%03d", number) + String(repeating: "x", count: 96) + "\n"
         }
-        try SiteWriter.write(files, into: scratch.path("site"))
-        let repository = try RepositoryBuilder(directory: scratch.path("repo"))
-        try repository.publish(
-            sequence: 1,
-            packages: [.init(id: "app", version: "1", routes: ["https://app.example.test/"], site: scratch.path("site"))])
-        let store = try PackageStore(
-            root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0, memoryCacheCapacity: 800))
-        _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
-        let server = try LoopbackServer(store: store, port: 0)
-        try server.start()
-        defer { server.stop() }
+        let (scratch, _, server) = try await Self.serve(files, capacity: 800)
+        defer {
+            withExtendedLifetime(scratch) {}
+            server.stop()
+        }
         for _ in 0..<2 {
             for (name, text) in files.sorted(by: { $0.key < $1.key }) {
                 let reply = HTTPReply(
@@ -81,5 +92,45 @@ import Testing
             }
         }
         #expect(server.cachedResponses.entries == 8)
+    }
+
+    /// Files past the cache go out from a memory map of the file, mapped from the page that holds a
+    /// range's first byte: every range must come out exact, whatever its offset within a page.
+    @Test func largeFilesAndRangesComeFromTheFileExactly() async throws {
+        // 5 pages and a bit, every line different, so any shifted byte shows.
+        let text = (0..<2_000).map { String(format: "line %05d\n", $0) }.joined()
+        let (scratch, store, server) = try await Self.serve(["big.txt": text, "small.txt": "small\n"], capacity: 0)
+        defer {
+            withExtendedLifetime(scratch) {}
+            server.stop()
+        }
+        func get(_ name: String, _ extra: [String] = []) throws -> HTTPReply {
+            HTTPReply(
+                try Tool.curl(["-D", "-", "-H", "Host: app.example.test"] + extra + [server.url.absoluteString + name]).stdout)
+        }
+        let bytes = Array(text.utf8)
+        #expect(bytes.count == 22_000)
+
+        let whole = try get("big.txt")
+        #expect(whole.status == 200 && whole.body == text && whole.headers["content-length"] == "22000")
+        for (start, end) in [
+            (0, 0), (1, 4_095), (4_095, 4_096), (4_096, 8_191), (4_097, 12_345), (21_999, 21_999), (8_000, 21_999),
+        ] {
+            let reply = try get("big.txt", ["-H", "Range: bytes=\(start)-\(end)"])
+            #expect(reply.status == 206, "\(start)-\(end)")
+            #expect(reply.headers["content-range"] == "bytes \(start)-\(end)/22000")
+            #expect(Array(reply.body.utf8) == Array(bytes[start...end]), "\(start)-\(end)")
+        }
+        let head = HTTPReply(try Tool.curl(["-I", "-H", "Host: app.example.test", server.url.absoluteString + "big.txt"]).stdout)
+        #expect(head.status == 200 && head.headers["content-length"] == "22000" && head.body.isEmpty)
+        #expect(server.cachedResponses.entries == 0)
+
+        // A file changed on disk behind the index (here: truncated by hand) is refused, not sent short
+        // under the index's Content-Length, and the server goes on serving the rest.
+        let installed = try #require(store.resolve("https://app.example.test/big.txt")).path
+        #expect(truncate(installed, 100) == 0)
+        let damaged = try get("big.txt")
+        #expect(damaged.status == 500 && damaged.body.contains("verify --repair"))
+        #expect(try get("small.txt").body == "small\n")
     }
 }

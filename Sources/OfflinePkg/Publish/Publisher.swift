@@ -30,10 +30,11 @@ public struct Publisher: Sendable {
         try request.validate()
         let site = try SiteScan(site: request.site)
         try FileSystem.makeDirectories(layout.root)
-        let lock = try FileLock(path: layout.lock, wait: false) ?? {
+        var lock = try FileLock(path: layout.lock, wait: false)
+        if lock == nil {
             waiting?()
-            return try FileLock(path: layout.lock, wait: true)!
-        }()
+            lock = try FileLock(path: layout.lock, wait: true)
+        }
         defer { withExtendedLifetime(lock) {} }
         let siteFiles = Set(site.files)
         for (name, path) in [("entry", request.entry), ("fallback", request.fallback)] {

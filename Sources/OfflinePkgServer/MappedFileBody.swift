@@ -1,0 +1,51 @@
+internal import CMicroHTTPD
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// File bodies too large for the response cache, and ranges, sent from a read-only memory map of the
+/// file rather than with `sendfile`.
+///
+/// In its thread-pool mode libmicrohttpd 0.9.75 hands at most 128 KiB to each `sendfile` call
+/// (`MHD_SENFILE_CHUNK_`), one epoll round per chunk; from a buffer it sends as much as the socket
+/// takes. With the map, a 3 MB file is served faster than nginx's `sendfile` instead of slower
+/// (docs/benchmarks.md, "Serve").
+///
+/// A map is only safe while the file keeps its size: a file truncated under it would fault the server
+/// (SIGBUS). Installed trees are read-only and never rewritten in place — a repair or an update writes
+/// a new tree, and a removed tree's files stay readable while mapped — so the size checked here holds.
+enum MappedFileBody {
+    private struct Region {
+        var base: UnsafeMutableRawPointer
+        var length: Int
+    }
+
+    private static let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
+
+    /// A response whose body is `length` bytes at `offset` of the open file `descriptor`, unmapped when
+    /// MHD frees it; nil when the file cannot be mapped. The caller keeps and closes `descriptor`.
+    static func response(descriptor: Int32, offset: Int64, length: Int64) -> OpaquePointer? {
+        guard length > 0 else { return MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT) }
+        let start = offset & ~(pageSize - 1)
+        let lead = Int(offset - start)
+        let mapLength = lead + Int(length)
+        guard let base = mmap(nil, mapLength, PROT_READ, MAP_SHARED, descriptor, off_t(start)), base != MAP_FAILED else {
+            return nil
+        }
+        let region = UnsafeMutablePointer<Region>.allocate(capacity: 1)
+        region.initialize(to: Region(base: base, length: mapLength))
+        let response = MHD_create_response_from_buffer_with_free_callback_cls(
+            Int(length), base + lead,
+            { context in
+                guard let region = context?.assumingMemoryBound(to: Region.self) else { return }
+                munmap(region.pointee.base, region.pointee.length)
+                region.deallocate()
+            }, region)
+        if response == nil {
+            munmap(base, mapLength)
+            region.deallocate()
+        }
+        return response
+    }
+}
