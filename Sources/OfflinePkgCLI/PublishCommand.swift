@@ -53,12 +53,13 @@ enum PublishCommand {
             }
         }
 
+        let quiet = arguments.flag("quiet")
         let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(request, signer: signer) {
-            context.output.error("waiting for another publish to \(repo) to finish")
+            if !quiet { context.output.error("waiting for another publish to \(repo) to finish") }
         }
         if arguments.flag("json") {
             context.output.json(report)
-        } else if !arguments.flag("quiet") {
+        } else if !quiet {
             context.output.print(summary(report))
         }
         return OfflinePkgCommand.ExitStatus.success
