@@ -21,8 +21,10 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     case archiveRefused(archive: String, entry: String?, reason: String)
     /// An unpacked tree does not hash to the manifest's `tree`.
     case treeMismatch(package: String, expected: String, actual: String)
-    /// A transfer failed: connection, timeout, stall, or an HTTP status that is not success.
+    /// A transfer failed: connection, timeout, or an HTTP status that is not success.
     case transfer(url: String, reason: String, retryable: Bool)
+    /// A transfer went without a byte for the stall timeout, on every attempt (slow-retrieval protection).
+    case slowRetrieval(url: String, reason: String)
     /// Another process holds the lock of the cache root.
     case locked(root: String)
     /// The cache root lacks the free space the sync needs.
@@ -55,7 +57,7 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
         switch self {
         case .io, .transfer, .insufficientSpace, .corruptState, .unavailable: .failure
         case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused,
-            .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused:
+            .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused, .slowRetrieval:
             .refused
         case .locked: .locked
         case .invalidArgument: .usage
@@ -96,6 +98,8 @@ extension OfflinePkgError: CustomStringConvertible {
             "tree hash mismatch for package \(package): expected \(expected), got \(actual)"
         case .transfer(let url, let reason, _):
             "download \(url) failed: \(reason)"
+        case .slowRetrieval(let url, let reason):
+            "slow retrieval protection refused \(url): \(reason)"
         case .locked(let root):
             "another sync holds the lock of \(root) (use --wait to wait for it)"
         case .insufficientSpace(let path, let needed, let available):

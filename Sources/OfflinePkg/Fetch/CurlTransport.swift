@@ -170,7 +170,7 @@ private final class CurlTransfer: @unchecked Sendable {
         case CURLE_OPERATION_TIMEDOUT:
             return .transfer(url: urlText, reason: "timed out (\(text))", retryable: true)
         case CURLE_ABORTED_BY_CALLBACK where stalled:
-            return .transfer(url: urlText, reason: "stalled: no byte for \(Self.format(request.stallTimeout)) s", retryable: true)
+            return .slowRetrieval(url: urlText, reason: "stalled: no byte for \(Self.format(request.stallTimeout)) s")
         case CURLE_ABORTED_BY_CALLBACK:
             return .transfer(url: urlText, reason: "cancelled", retryable: false)
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_RECV_ERROR, CURLE_SEND_ERROR,

@@ -41,12 +41,13 @@ package struct RetryableFailure: Error {
     package var error: OfflinePkgError
     package var retryAfter: TimeInterval?
 
-    /// Sorts an error thrown by one attempt: retryable ones are wrapped, the rest pass through.
+    /// Sorts an error thrown by one attempt: retryable ones (a stall among them: a bad link recovers,
+    /// and only a stall on every attempt is refused) are wrapped, the rest pass through.
     package static func classify(_ error: Error) -> Error {
-        if case .transfer(_, _, true) = error as? OfflinePkgError {
-            return RetryableFailure(error: error as! OfflinePkgError, retryAfter: nil)
+        switch error as? OfflinePkgError {
+        case let failure? where failure.isRetryable: RetryableFailure(error: failure, retryAfter: nil)
+        default: error
         }
-        return error
     }
 
     /// The error for an HTTP status that is not success; 408, 429 and 5xx are worth another try.
@@ -56,5 +57,16 @@ package struct RetryableFailure: Error {
             return RetryableFailure(error: error, retryAfter: head.retryAfter)
         }
         return error
+    }
+}
+
+extension OfflinePkgError {
+    /// Whether another attempt may cure it: a transfer marked so, or a stall.
+    package var isRetryable: Bool {
+        switch self {
+        case .transfer(_, _, let retryable): retryable
+        case .slowRetrieval: true
+        default: false
+        }
     }
 }

@@ -124,12 +124,15 @@ struct AttackProtectionTests {
         let server = try FaultServer(documentRoot: setup.repo.path)
         server.script("/archives/home-1.tar.gz", [.stall(afterBytes: 10, seconds: 30)])
         let start = Date()
-        await #expect {
-            _ = try await Updater(
+        // Refused (exit 4), naming the protection, the archive and the timeout.
+        await Self.expectRefused(
+            "slow retrieval protection refused http://127.0.0.1:\(server.port)/archives/home-1.tar.gz: stalled: no byte for 1 s"
+        ) {
+            try await Updater(
                 store: setup.store, manifestURL: server.url("manifest.json"),
                 options: .init(stallTimeout: 1, retry: .init(attempts: 1))
             ).sync()
-        } throws: { error in "\(error)".contains("stalled: no byte for 1 s") }
+        }
         // The server holds the connection for 30 s; giving up long before that is the stall timeout
         // (with slack for a loaded machine running the suite in parallel).
         #expect(Date().timeIntervalSince(start) < 15)
