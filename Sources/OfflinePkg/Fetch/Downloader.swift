@@ -73,6 +73,11 @@ package struct Downloader: Sendable {
                 throw OfflinePkgError.transfer(url: urlText, reason: "range not satisfiable", retryable: true)
             }
             if !head.isSuccess { throw RetryableFailure.status(head, url: urlText) }
+            if let total = head.declaredTotalLength, total != file.size {
+                // The file on the server is not the one the manifest describes: no retry will change that.
+                throw OfflinePkgError.sizeMismatch(
+                    what: name, reason: "the server's file is \(total) bytes, the manifest promised \(file.size)")
+            }
             try sink.begin(partial: head.status == 206 && resume != nil, contentRange: head.headers["content-range"])
             // Remember the validator before the first byte lands, so a cut-off transfer can resume.
             ResumePoint.save(meta: meta, url: urlText, head: head)

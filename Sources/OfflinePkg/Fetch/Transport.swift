@@ -45,6 +45,17 @@ package struct TransferResponseHead: Sendable {
 
     package var isSuccess: Bool { (200..<300).contains(status) }
 
+    /// The length of the whole resource as the response declares it: `Content-Length` of a 200, the
+    /// total of a 206's `Content-Range` (`bytes 0-99/1234`); nil when it is not declared.
+    package var declaredTotalLength: Int64? {
+        if status == 206 {
+            guard let range = headers["content-range"], let slash = range.lastIndex(of: "/") else { return nil }
+            return Int64(range[range.index(after: slash)...].trimmingCharacters(in: .whitespaces))
+        }
+        guard status == 200, let length = headers["content-length"] else { return nil }
+        return Int64(length.trimmingCharacters(in: .whitespaces))
+    }
+
     /// `Retry-After` in seconds (the delta-seconds form, or an HTTP date), if the server sent one.
     package var retryAfter: TimeInterval? {
         guard let value = headers["retry-after"]?.trimmingCharacters(in: .whitespaces) else { return nil }

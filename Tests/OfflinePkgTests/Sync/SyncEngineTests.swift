@@ -133,25 +133,32 @@ struct SyncEngineTests {
         #expect(try device.content("https://m.example.com/docs/") == "docs v2")
     }
 
-    @Test(arguments: ["larger", "smaller"])
-    func aSizeThatDoesNotMatchIsRefused(_ kind: String) async throws {
+    /// The manifest's size against the file the server has: refused (exit 4) from the response's declared
+    /// length, before the body, and not retried, over http and from a file: repository alike.
+    @Test(arguments: [("larger", "http"), ("smaller", "http"), ("larger", "file"), ("smaller", "file")])
+    func aSizeThatDoesNotMatchIsRefused(_ kind: String, _ scheme: String) async throws {
         let repo = try Self.twoPackages()
+        var actual = 0
+        var promised = 0
         repo.edit("home") { entry in
             var archive = entry["archive"] as! [String: Any]
-            archive["size"] = (archive["size"] as! Int) + (kind == "larger" ? 100 : -10)
+            actual = archive["size"] as! Int
+            promised = actual + (kind == "larger" ? 100 : -10)
+            archive["size"] = promised
             entry["archive"] = archive
         }
         try repo.publish()
         let nginx = try NginxServer(documentRoot: repo.path)
         let device = try Device()
+        let manifest = scheme == "http" ? nginx.url("manifest.json") : URL(fileURLWithPath: repo.manifestPath)
         await #expect {
-            try await device.sync(nginx.url("manifest.json"), .init(retry: .init(attempts: 1)))
+            try await device.sync(manifest, .init(retry: .init(attempts: 4, baseDelay: 0.05)))
         } throws: { error in
-            let text = "\(error)"
-            return kind == "smaller"
-                ? text.contains("more than the") && text.contains("bytes the manifest promised")
-                : text.contains("body ended after")
+            (error as? OfflinePkgError)?.category == .refused
+                && "\(error)".contains(
+                    "size check refused \(repo.archiveURL("home")): the server's file is \(actual) bytes, the manifest promised \(promised)")
         }
+        if scheme == "http" { #expect(nginx.requestCount(path: "/" + repo.archiveURL("home")) == 1) }
         #expect(device.store.activeSet.generation == 0)
     }
 
