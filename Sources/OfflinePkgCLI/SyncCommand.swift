@@ -35,9 +35,10 @@ enum SyncCommand {
         if let version = arguments.value("shell-version"), ShellVersion(version) == nil {
             throw UsageError("--shell-version takes a dotted numeric version such as 3.2, got \"\(version)\"")
         }
+        // SPEC §8: progress on stderr, bars on a terminal, lines otherwise, nothing with --quiet; --json
+        // changes stdout only.
         let style: ProgressReporter.Style =
-            arguments.flag("quiet") || arguments.flag("json") && !context.output.stderrIsTerminal
-            ? .none : (context.output.stderrIsTerminal ? .bars : .lines)
+            arguments.flag("quiet") ? .none : (context.output.stderrIsTerminal ? .bars : .lines)
         let reporter = ProgressReporter(style: style, output: context.output)
         let options = Updater.Options(
             trustedKeys: keys, minInterval: try arguments.seconds("min-interval") ?? 0,

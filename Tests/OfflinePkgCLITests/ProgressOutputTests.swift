@@ -40,6 +40,17 @@ struct ProgressOutputTests {
         #expect(json.stdout.split(separator: "\n").count == 1)
     }
 
+    /// --json changes stdout only: progress still goes to stderr, as lines when it is not a terminal.
+    @Test func jsonKeepsProgressOnStderr() throws {
+        let repo = try Self.repository()
+        let json = try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", try TemporaryDirectory().path, "--json"])
+            .checked()
+        #expect(json.stderr.contains("fetching home 1") && json.stderr.contains("activated set 1"))
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect(object?["outcome"] as? String == "activated")
+        #expect(json.stdout.split(separator: "\n").count == 1)
+    }
+
     @Test func barsOnATerminal() throws {
         let repo = try Self.repository()
         // util-linux `script` runs the command on a pseudo-terminal, as a person at a shell would.
