@@ -187,6 +187,8 @@ extension PackageEntry {
 /// RFC 3339 timestamps, with or without fractional seconds.
 package enum RFC3339 {
     package static func parse(_ text: String) -> Date? {
+        // RFC 3339 §5.6: "T" and "Z" may be lowercase; the other characters have no case.
+        let text = text.uppercased()
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime]
         if let date = formatter.date(from: text) { return date }

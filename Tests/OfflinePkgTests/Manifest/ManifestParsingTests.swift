@@ -45,6 +45,17 @@ struct ManifestParsingTests {
         #expect(entry.deltas == [Delta(from: "1.4.1", file: RemoteFile(url: "d.tar.gz", sha256: Self.sha, size: 5))])
     }
 
+    /// Every form RFC 3339 §5.6 allows names the same instant: lowercase "t" and "z", fractions, offsets.
+    @Test(arguments: [
+        "2027-01-31T12:00:00Z", "2027-01-31t12:00:00z", "2027-01-31T12:00:00.000Z", "2027-01-31t12:00:00.5z",
+        "2027-01-31T14:30:00+02:30", "2027-01-31T09:00:00-03:00",
+    ])
+    func expiresTakesEveryRFC3339Form(_ text: String) throws {
+        let manifest = try Self.parse(Self.manifest(["expires": text]))
+        let noon = Date(timeIntervalSince1970: 1_801_396_800)  // 2027-01-31T12:00:00Z
+        #expect(abs(try #require(manifest.expires).timeIntervalSince(noon)) < 1)
+    }
+
     @Test func entryDefaultsToIndexHTML() throws {
         #expect(try Self.parse(Self.manifest()).packages[0].entry == "index.html")
     }
