@@ -106,9 +106,12 @@ package struct ArchiveUnpacker {
             throw refuse(raw, "reserved name outside a delta")
         }
         if path.hasSuffix("/" + ArchivePath.deltaControlName) { throw refuse(raw, "reserved name") }
-        if let previous = state.kinds[path] {
-            if previous == isDirectory && isDirectory { return path }  // a folder listed twice is harmless
-            throw refuse(raw, previous == isDirectory ? "duplicate path" : "path is both a file and a folder")
+        switch (state.kinds[path], isDirectory) {
+        case (nil, _): break
+        // A folder already implied by a file inside it may still be listed once, after that file.
+        case (.impliedFolder, true): break
+        case (.folder, true), (.file, false): throw refuse(raw, "duplicate path")
+        default: throw refuse(raw, "path is both a file and a folder")
         }
         // Every parent must be (or become) a folder, never a file.
         var parent = path[...]
@@ -116,12 +119,12 @@ package struct ArchiveUnpacker {
             parent = parent[..<slash]
             let key = String(parent)
             if let kind = state.kinds[key] {
-                if !kind { throw refuse(raw, "path is both a file and a folder") }
+                if kind == .file { throw refuse(raw, "path is both a file and a folder") }
                 break
             }
-            state.kinds[key] = true
+            state.kinds[key] = .impliedFolder
         }
-        state.kinds[path] = isDirectory
+        state.kinds[path] = isDirectory ? .folder : .file
         return path
     }
 
@@ -205,11 +208,19 @@ package struct ArchiveUnpacker {
     }
 }
 
+private enum PathKind {
+    case file
+    /// Listed as a folder entry.
+    case folder
+    /// Not listed (yet), but the parent of a listed path.
+    case impliedFolder
+}
+
 private struct UnpackState {
     var entries = 0
     var bytes: Int64 = 0
-    /// Every path seen, true for folders: finds duplicates and file/folder conflicts in one pass.
-    var kinds: [String: Bool] = [:]
+    /// What each path seen is: finds duplicates and file/folder conflicts in one pass.
+    var kinds: [String: PathKind] = [:]
     var files: [String: TreeFile] = [:]
     /// Folders created on disk (relative paths), listed or implied by a file's path.
     var made: Set<String> = []

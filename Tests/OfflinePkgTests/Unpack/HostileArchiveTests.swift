@@ -34,6 +34,7 @@ struct HostileArchiveTests {
         Case(
             name: "control character", mtree: ["./c\\001d type=file contents=f"], reason: "control character", entry: "./c\u{1}d"),
         Case(name: "duplicate path", mtree: [], reason: "duplicate path", entry: "./f"),
+        Case(name: "duplicate folder", mtree: [], reason: "duplicate path", entry: "./d/"),
         Case(
             name: "file and folder", mtree: ["./x type=file contents=f", "./x/y type=file contents=f"],
             reason: "both a file and a folder", entry: "./x/y"),
@@ -67,6 +68,9 @@ struct HostileArchiveTests {
         case "duplicate path":
             try run("bsdtar", ["-cf", base, "./f"], currentDirectory: dir.path).checked()
             try run("bsdtar", ["-rf", base, "./f"], currentDirectory: dir.path).checked()
+        case "duplicate folder":
+            _ = try dir.makeDirectory("d")
+            try run("bsdtar", ["-cnf", base, "./d/", "./d/"], currentDirectory: dir.path).checked()
         case "hard link":
             _ = try dir.write("a\n", to: "hl/a")
             #expect(link(dir.path("hl/a"), dir.path("hl/b")) == 0)
@@ -152,6 +156,25 @@ struct HostileArchiveTests {
         let tree = try ArchiveUnpacker(limits: .init(), archiveName: "clean").unpack(archivePath: archive, into: staging)
         #expect(Set(tree.files.keys) == ["index.html", "js/app.js", "a b/ü.txt"])
         #expect(TreeHash.compute(tree.files) == (try treeHash(of: dir.path("site"))))
+    }
+
+    /// A folder listed once after the files inside it (as some zip writers do) is not a duplicate.
+    @Test(arguments: formats)
+    func acceptsAFolderListedAfterItsFiles(format: String) throws {
+        let dir = try TemporaryDirectory()
+        try writeSite([SiteFile("d/f.txt", "x"), SiteFile("index.html", "i")], to: dir.path("site"))
+        let archive = dir.path("late-folder.\(format)")
+        try run(
+            "bsdtar",
+            ["-n"] + Self.createFlags(format, keepAbsolutePaths: false) + [
+                archive, "-C", dir.path("site"), "d/f.txt", "d/", "index.html",
+            ]
+        ).checked()
+        let listing = try run("bsdtar", ["-tf", archive]).checked().stdout.split(separator: "\n")
+        #expect(listing == ["d/f.txt", "d/", "index.html"])
+        let tree = try ArchiveUnpacker(limits: .init(), archiveName: "late-folder").unpack(
+            archivePath: archive, into: try dir.makeDirectory("staging"))
+        #expect(Set(tree.files.keys) == ["d/f.txt", "index.html"])
     }
 
     @Test func entryNamesInMessagesAreEscaped() {
