@@ -49,7 +49,7 @@ public struct PackageEntry: Sendable, Equatable {
 }
 
 /// A file the manifest points to, with the hash and size it must have.
-public struct RemoteFile: Sendable, Equatable {
+public struct RemoteFile: Codable, Sendable, Equatable {
     /// As written in the manifest: absolute, or relative to the manifest URL.
     public var url: String
     public var sha256: String

@@ -8,6 +8,10 @@ public struct InstalledPackage: Codable, Sendable, Equatable {
     public var routes: [String]
     public var entry: String
     public var fallback: String?
+    /// The archive it was installed from, as its manifest wrote it: what `verify --repair` fetches again
+    /// once the manifest no longer offers this version (after a rollback). Nil in sets recorded before
+    /// offlinepkg kept it.
+    public var archive: RemoteFile?
 
     package init(_ entry: PackageEntry) {
         id = entry.id
@@ -16,6 +20,7 @@ public struct InstalledPackage: Codable, Sendable, Equatable {
         routes = entry.routes
         self.entry = entry.entry
         fallback = entry.fallback
+        archive = entry.archive
     }
 }
 
@@ -39,9 +44,17 @@ public struct ActiveSet: Codable, Sendable, Equatable {
 
     package func package(_ id: String) -> InstalledPackage? { packages.first { $0.id == id } }
 
-    /// Same packages at the same versions and trees, whatever the generation.
+    /// Same packages at the same versions and trees, whatever the generation (and wherever the
+    /// archives now live).
     package func hasSameContent(as other: ActiveSet) -> Bool {
-        packages.sorted { $0.id < $1.id } == other.packages.sorted { $0.id < $1.id }
+        func served(_ set: ActiveSet) -> [InstalledPackage] {
+            set.packages.map { package in
+                var package = package
+                package.archive = nil
+                return package
+            }.sorted { $0.id < $1.id }
+        }
+        return served(self) == served(other)
     }
 }
 

@@ -1,8 +1,10 @@
 import Foundation
 
 extension PackageStore {
-    /// Fetches again every active package with damaged files (`verify --repair`), from the manifest the
-    /// set came from, and swaps each repaired tree in atomically. Returns the repaired package ids.
+    /// Fetches again every active package with damaged files (`verify --repair`) and swaps each repaired
+    /// tree in atomically: from the stored manifest's entry, or, when the manifest no longer offers the
+    /// version (after a rollback), from the archive the package was installed from, resolved against the
+    /// same manifest URL and checked against the same sha256, size and tree. Returns the repaired ids.
     public func repair(_ damage: [TreeDamage], options: Updater.Options = .init()) async throws -> [String] {
         try await repair(damage, options: options, transport: CurlTransport())
     }
@@ -25,17 +27,24 @@ extension PackageStore {
             limits: self.options.unpackLimits, events: options.events)
         var repaired = [String]()
         for package in try ActiveRecord.load(layout).current.packages where ids.contains(package.id) {
-            guard
-                let entry = manifest.packages.first(where: {
-                    $0.id == package.id && $0.version == package.version && $0.tree == package.tree
-                })
-            else {
+            let offered = manifest.packages.first {
+                $0.id == package.id && $0.version == package.version && $0.tree == package.tree
+            }
+            guard let entry = offered ?? package.archive.map({ package.entry(archive: $0) }) else {
                 throw OfflinePkgError.unavailable(
-                    "cannot repair \(package.id) \(package.version): the stored manifest no longer offers it; run sync")
+                    "cannot repair \(package.id) \(package.version): the stored manifest no longer offers it and the "
+                        + "active set does not record its archive; run sync")
             }
             _ = try await installer.install(entry, manifestURL: manifestURL)
             repaired.append(package.id)
         }
         return repaired.sorted()
+    }
+}
+
+extension InstalledPackage {
+    /// The manifest entry this package was installed from, rebuilt from what the active set records.
+    fileprivate func entry(archive: RemoteFile) -> PackageEntry {
+        PackageEntry(id: id, version: version, routes: routes, entry: entry, fallback: fallback, archive: archive, tree: tree)
     }
 }

@@ -251,6 +251,35 @@ struct LifecycleTests {
         #expect(nginx.requestCount(path: "/" + repo.archiveURL("docs")) == 2)
     }
 
+    /// After a rollback the manifest no longer offers the active version: repair fetches the archive the
+    /// active set recorded for it, checked against the same hash and tree.
+    @Test func repairAfterARollbackFetchesTheRecordedArchive() async throws {
+        let repo = try Self.repo(["home": "1"])
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let root = try TemporaryDirectory()
+        let store = try Self.store(root)
+        _ = try await Self.sync(store, nginx.url("manifest.json"))
+        let firstArchive = "/" + repo.archiveURL("home")
+        for version in ["2", "3"] {
+            try repo.add("home", version, routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home \(version)")])
+            try repo.publish()
+            _ = try await Self.sync(store, nginx.url("manifest.json"))
+        }
+        try store.rollback()
+        #expect(try Self.served(store) == "home 2")
+
+        let file = try #require(store.resolve("https://m.example.com/")).path
+        chmod(file, 0o644)
+        try Data("home 2, damaged".utf8).write(to: URL(fileURLWithPath: file))
+        let damage = try store.verify()
+        #expect(damage.map(\.packageID) == ["home"])
+        #expect(try await store.repair(damage) == ["home"])
+        #expect(try store.verify().isEmpty)
+        #expect(try Self.served(try Self.store(root)) == "home 2")
+        #expect(nginx.requestCount(path: firstArchive) == 1)
+        #expect(nginx.accessLog().filter { $0.uri.hasSuffix("home-2.tar.gz") }.count == 2)
+    }
+
     @Test func notEnoughFreeSpaceFailsBeforeDownloading() async throws {
         let repo = try Self.repo()
         repo.edit("home") { entry in
@@ -430,7 +459,8 @@ struct ReaderLeaseTests {
         let binary = bin.path("offlinepkg")
         try FileManager.default.copyItem(atPath: OfflinePkgBinary.path, toPath: binary)
         chmod(binary, 0o755)
-        let lookup = try run("runuser", ["-u", "nobody", "--", binary, "lookup", "https://demo.offlinepkg.test/", "--root", root.path])
+        let lookup = try run(
+            "runuser", ["-u", "nobody", "--", binary, "lookup", "https://demo.offlinepkg.test/", "--root", root.path])
         #expect(lookup.status == 0, "\(lookup.stderr)")
         #expect(lookup.stdout.hasSuffix("index.html\n"))
         let status = try run("runuser", ["-u", "nobody", "--", binary, "status", "--root", root.path])
