@@ -71,7 +71,8 @@ private final class CurlTransfer: @unchecked Sendable {
         ccurl_setopt_long(curl, CURLOPT_NOSIGNAL, 1)
         ccurl_setopt_long(curl, CURLOPT_FOLLOWLOCATION, 1)
         ccurl_setopt_long(curl, CURLOPT_MAXREDIRS, 8)
-        // https never redirects to http: a redirect may only keep or raise the scheme's protection.
+        // https never redirects to http: a redirect may only keep or raise the scheme's protection. This
+        // covers a transfer that starts on https; `header` covers an https hop later in the chain.
         let scheme = request.url.scheme?.lowercased() ?? ""
         ccurl_setopt_string(curl, CURLOPT_PROTOCOLS_STR, scheme == "file" ? "file" : "http,https")
         ccurl_setopt_string(curl, CURLOPT_REDIR_PROTOCOLS_STR, scheme == "https" ? "https" : "http,https")
@@ -90,8 +91,7 @@ private final class CurlTransfer: @unchecked Sendable {
         ccurl_setopt_pointer(curl, CURLOPT_HEADERDATA, context)
         ccurl_setopt_data_callback(curl, CURLOPT_HEADERFUNCTION) { data, size, count, context in
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
-            transfer.header(UnsafeRawBufferPointer(start: data, count: size * count))
-            return size * count
+            return transfer.header(UnsafeRawBufferPointer(start: data, count: size * count)) ? size * count : 0
         }
         ccurl_setopt_long(curl, CURLOPT_NOPROGRESS, 0)
         ccurl_setopt_pointer(curl, CURLOPT_XFERINFODATA, context)
@@ -131,19 +131,36 @@ private final class CurlTransfer: @unchecked Sendable {
         return false
     }
 
-    /// Headers arrive line by line; a new status line (after a redirect or a 100) starts over.
-    func header(_ line: UnsafeRawBufferPointer) {
+    /// Headers arrive line by line; a new status line (after a redirect or a 100) starts over. Returns
+    /// false to abort the transfer: at the end of an https response that redirects to http.
+    func header(_ line: UnsafeRawBufferPointer) -> Bool {
         let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         if text.hasPrefix("HTTP/") {
             headers = [:]
             let parts = text.split(separator: " ")
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-            return
+            return true
         }
-        guard let colon = text.firstIndex(of: ":") else { return }
+        if text.isEmpty { return !redirectsFromHTTPSToHTTP() }
+        guard let colon = text.firstIndex(of: ":") else { return true }
         let name = text[..<colon].lowercased()
         let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         headers[name] = value
+        return true
+    }
+
+    /// Whether the response whose headers just ended is an https hop redirecting to http, which is
+    /// refused before libcurl follows it, however the chain began (http → https → http included).
+    private func redirectsFromHTTPSToHTTP() -> Bool {
+        guard (300..<400).contains(status), let location = headers["location"], let handle else { return false }
+        var current: UnsafeMutablePointer<CChar>?
+        guard ccurl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &current) == CURLE_OK, let current,
+            let hop = URL(string: String(cString: current)), hop.scheme?.lowercased() == "https",
+            URL(string: location, relativeTo: hop)?.scheme?.lowercased() == "http"
+        else { return false }
+        callbackError = OfflinePkgError.transfer(
+            url: urlText, reason: "redirect to a disallowed scheme (https never goes to http): \(location)", retryable: false)
+        return true
     }
 
     func receive(_ data: UnsafeRawBufferPointer) -> Bool {

@@ -156,7 +156,8 @@ struct SyncEngineTests {
         } throws: { error in
             (error as? OfflinePkgError)?.category == .refused
                 && "\(error)".contains(
-                    "size check refused \(repo.archiveURL("home")): the server's file is \(actual) bytes, the manifest promised \(promised)")
+                    "size check refused \(repo.archiveURL("home")): the server's file is \(actual) bytes, the manifest promised \(promised)"
+                )
         }
         if scheme == "http" { #expect(nginx.requestCount(path: "/" + repo.archiveURL("home")) == 1) }
         #expect(device.store.activeSet.generation == 0)
@@ -250,7 +251,10 @@ struct TransportSecurityTests {
         }
     }
 
-    @Test func httpsNeverRedirectsToHttp() async throws {
+    /// https never redirects to http: not from the first URL, and not from an https hop that an http
+    /// URL redirected to (http → https → http). The plain server is never asked.
+    @Test(arguments: ["https → http", "http → https → http"])
+    func httpsNeverRedirectsToHttp(chain: String) async throws {
         let repo = try TestRepository()
         try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "plain")])
         try repo.publish()
@@ -258,11 +262,15 @@ struct TransportSecurityTests {
         let tls = try NginxServer(
             documentRoot: repo.path,
             locations: "location = /manifest.json { return 302 \(plain.url("manifest.json").absoluteString); }", tls: true)
+        let entry = try NginxServer(
+            documentRoot: repo.path,
+            locations: "location = /manifest.json { return 302 \(tls.url("manifest.json").absoluteString); }")
+        let start = chain == "https → http" ? tls.url("manifest.json") : entry.url("manifest.json")
         let store = try PackageStore(root: try TemporaryDirectory().url, options: .init(watchInterval: 0))
         await #expect {
-            try await Updater(store: store, manifestURL: tls.url("manifest.json"), options: .init(caBundle: tls.certificatePath))
-                .sync()
+            try await Updater(store: store, manifestURL: start, options: .init(caBundle: tls.certificatePath)).sync()
         } throws: { error in "\(error)".contains("redirect to a disallowed scheme") }
+        #expect(tls.requestCount(path: "/manifest.json") == 1)
         #expect(plain.requestCount(path: "/manifest.json") == 0)
     }
 }
