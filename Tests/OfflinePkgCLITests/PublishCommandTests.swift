@@ -77,6 +77,52 @@ import Testing
         #expect(OfflinePkgCommand.overview.contains("publish"))
     }
 
+    /// The entry of package `id` in `repo/manifest.json`, read as plain JSON so the test sees the field
+    /// names a device reads, not the library's model of them.
+    private func manifestEntry(_ repo: String, _ id: String) throws -> [String: Any] {
+        let object = try JSONSerialization.jsonObject(with: Data(FileSystem.read(repo + "/manifest.json")))
+        let packages = try #require((object as? [String: Any])?["packages"] as? [[String: Any]])
+        return try #require(packages.first { $0["id"] as? String == id })
+    }
+
+    @Test(arguments: [(["--deltas", "1"], ["3"]), ([], ["1", "2", "3"])] as [([String], [String])])
+    func deltasComeFromTheLastNVersions(deltaOption: [String], expectedFroms: [String]) async throws {
+        let dir = try scratch()
+        defer { try? FileSystem.removeTree(dir) }
+        // Text that barely compresses keeps the full archive larger than a delta, so no delta is skipped.
+        let unchanged = (0..<500).map { _ in UUID().uuidString }.joined(separator: "\n")
+        let common = ["--repo", dir + "/repo", "--id", "web", "--route", "https://m.example.com/", "--quiet"]
+        for version in 1...4 {
+            try site(dir + "/v\(version)", ["index.html": unchanged, "app.js": "let v = \(version)\n"])
+            #expect(await run(["publish", dir + "/v\(version)", "--version", "\(version)"] + deltaOption + common) == 0)
+        }
+        let entry = try manifestEntry(dir + "/repo", "web")
+        #expect(entry["version"] as? String == "4")
+        let deltas = try #require(entry["deltas"] as? [[String: Any]])
+        #expect(deltas.compactMap { $0["from"] as? String }.sorted() == expectedFroms)
+        for delta in deltas {
+            let url = try #require(delta["url"] as? String)
+            #expect(FileSystem.exists(dir + "/repo/" + url), "\(url) is listed but not in the repository")
+        }
+    }
+
+    @Test func entryFallbackRolloutAndMinShellVersionReachTheManifest() async throws {
+        let dir = try scratch()
+        defer { try? FileSystem.removeTree(dir) }
+        try site(dir + "/site", ["start.html": "start", "spa/shell.html": "shell", "app.js": "let v = 1\n"])
+        let status = await run([
+            "publish", dir + "/site", "--repo", dir + "/repo", "--id", "web", "--version", "1",
+            "--route", "https://m.example.com/", "--entry", "start.html", "--fallback", "spa/shell.html",
+            "--rollout", "25", "--min-shell-version", "3.2", "--quiet",
+        ])
+        #expect(status == 0)
+        let entry = try manifestEntry(dir + "/repo", "web")
+        #expect(entry["entry"] as? String == "start.html")
+        #expect(entry["fallback"] as? String == "spa/shell.html")
+        #expect(entry["rollout"] as? Int == 25)
+        #expect(entry["minShellVersion"] as? String == "3.2")
+    }
+
     @Test func expiresIsWrittenAndAnExpiredManifestIsRefused() async throws {
         let dir = try scratch()
         defer { try? FileSystem.removeTree(dir) }
