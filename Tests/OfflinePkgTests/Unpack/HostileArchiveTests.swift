@@ -126,36 +126,74 @@ struct HostileArchiveTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["staging"])
     }
 
-    @Test(arguments: ["truncated", "not an archive", "empty file"])
-    func refusesDamagedInput(_ kind: String) throws {
+    static let damagedInputs: [(String, String)] =
+        formats.map { ("truncated", $0) } + [("not an archive", "tar.gz"), ("empty file", "tar.gz")]
+
+    @Test(arguments: damagedInputs)
+    func refusesDamagedInput(_ kind: String, format: String) throws {
         let dir = try TemporaryDirectory()
         _ = try dir.write([UInt8]((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7919) }), to: "site/data.bin")
-        try run("bsdtar", ["-czf", dir.path("good.tar.gz"), "-C", dir.path("site"), "."]).checked()
-        let good = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir.path("good.tar.gz"))))
+        let good = dir.path("good.\(format)")
+        try run("bsdtar", Self.createFlags(format, keepAbsolutePaths: false) + [good, "-C", dir.path("site"), "."]).checked()
+        let whole = try FileSystem.read(good)
         let bytes: [UInt8] =
             switch kind {
-            case "truncated": Array(good.prefix(good.count / 2))
+            case "truncated": Array(whole.prefix(whole.count / 2))
             case "not an archive": Array("<!doctype html><title>404</title>".utf8)
             default: []
             }
         let archive = try dir.write(bytes, to: "input")
         let staging = try dir.makeDirectory("staging")
-        #expect(throws: OfflinePkgError.self) {
+        #expect {
             _ = try ArchiveUnpacker(limits: .init(), archiveName: "input").unpack(archivePath: archive, into: staging)
+        } throws: { error in
+            guard case .archiveRefused(let name, _, _) = error as? OfflinePkgError else { return false }
+            return name == "input" && (error as! OfflinePkgError).category == .refused
         }
     }
 
-    @Test(arguments: formats)
-    func acceptsACleanArchiveAndHashesItsTree(format: String) throws {
+    /// The whole corpus once more through a sync, as a device meets it: exit 4 (a refusal) naming the
+    /// archive and the entry, the active set byte for byte as it was, no tree of the hostile release.
+    @Test(arguments: cases)
+    func syncRefusesItAndKeepsTheActiveSet(_ hostile: Case) async throws {
+        let repo = try TestRepository()
+        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "v1")])
+        try repo.publish()
+        let root = try TemporaryDirectory()
+        let store = try PackageStore(root: root.url, options: .init(watchInterval: 0, unpackLimits: hostile.limits))
+        let manifest = URL(fileURLWithPath: repo.manifestPath)
+        _ = try await Updater(store: store, manifestURL: manifest).sync()
+        let before = try FileSystem.read(root.path("active.json"))
+        let treesBefore = try FileManager.default.contentsOfDirectory(atPath: root.path("trees/home"))
+
         let dir = try TemporaryDirectory()
-        try writeSite(
-            [SiteFile("index.html", "<h1>hi</h1>"), SiteFile("js/app.js", "1"), SiteFile("a b/ü.txt", "x")], to: dir.path("site"))
-        let archive = dir.path("clean.\(format)")
-        try run("bsdtar", Self.createFlags(format, keepAbsolutePaths: false) + [archive, "-C", dir.path("site"), "."]).checked()
-        let staging = try dir.makeDirectory("staging")
-        let tree = try ArchiveUnpacker(limits: .init(), archiveName: "clean").unpack(archivePath: archive, into: staging)
-        #expect(Set(tree.files.keys) == ["index.html", "js/app.js", "a b/ü.txt"])
-        #expect(TreeHash.compute(tree.files) == (try treeHash(of: dir.path("site"))))
+        let hostileArchive = try Self.archive(try Self.baseTar(hostile, in: dir), format: "tar.gz", in: dir)
+        try FileManager.default.copyItem(atPath: hostileArchive, toPath: repo.path + "/archives/hostile.tar.gz")
+        let archive = RemoteFile(
+            url: "archives/hostile.tar.gz", sha256: try FileHasher.sha256(ofFile: hostileArchive),
+            size: Int64(try FileSystem.read(hostileArchive).count))
+        repo.edit("home") { entry in
+            entry["version"] = "2"
+            entry["archive"] = ["url": archive.url, "sha256": archive.sha256, "size": archive.size]
+            entry["tree"] = String(repeating: "0", count: 64)
+        }
+        try repo.publish()
+        await #expect {
+            _ = try await Updater(store: store, manifestURL: manifest).sync()
+        } throws: { error in
+            let message = "\(error)"
+            let namesEntry = hostile.entry.map { message.contains("entry \"\(OfflinePkgError.escaped($0))\"") } ?? true
+            return (error as? OfflinePkgError)?.category == .refused
+                && message.contains("archive archives/hostile.tar.gz refused")
+                && message.contains(hostile.reason) && namesEntry
+        }
+        #expect(try FileSystem.read(root.path("active.json")) == before)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.path("trees/home")) == treesBefore)
+        #expect(try Self.served(store) == "v1")
+    }
+
+    static func served(_ store: PackageStore) throws -> String? {
+        try store.resolve("https://m.example.com/").map { try String(contentsOfFile: $0.path, encoding: .utf8) }
     }
 
     /// A folder listed once after the files inside it (as some zip writers do) is not a duplicate.
