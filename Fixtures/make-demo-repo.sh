@@ -7,6 +7,8 @@ site="$here/demo-site"
 repo="$here/demo-repo"
 rm -rf "$repo"
 mkdir -p "$repo/archives"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 tree_hash() {  # SPEC §4, verbatim
   (cd "$1" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
@@ -15,8 +17,14 @@ tree_hash() {  # SPEC §4, verbatim
 entry() {  # id version route...
   local id=$1 version=$2; shift 2
   local archive="archives/$id-$version.tar.gz"
-  # Reproducible: no gzip timestamp, numeric root owner, fixed modes.
-  bsdtar --options gzip:!timestamp --uid 0 --gid 0 --numeric-owner -czf "$repo/$archive" -C "$site/$id" .
+  # Reproducible from any checkout: a copy with fixed modes and times, entries in byte order, numeric
+  # root owner, no gzip timestamp. The same site gives the same bytes.
+  local copy="$work/$id"
+  cp -R "$site/$id" "$copy"
+  find "$copy" -type d -exec chmod 755 {} + -o -type f -exec chmod 644 {} +
+  find "$copy" -exec touch -h -d @0 {} +
+  (cd "$copy" && find . -mindepth 1 | LC_ALL=C sort) > "$work/$id.list"
+  bsdtar --options gzip:!timestamp --uid 0 --gid 0 --numeric-owner -n -czf "$repo/$archive" -C "$copy" -T "$work/$id.list"
   local sha size tree routes
   sha=$(sha256sum "$repo/$archive" | cut -d' ' -f1)
   size=$(stat -c %s "$repo/$archive")
