@@ -133,6 +133,33 @@ struct SyncEngineTests {
         #expect(try device.content("https://m.example.com/docs/") == "docs v2")
     }
 
+    @Test func anArchiveThatUnpacksToAnotherTreeIsRefusedAndLeavesNoTrace() async throws {
+        let repo = try Self.twoPackages()
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let device = try Device()
+        _ = try await device.sync(nginx.url("manifest.json"))
+        let active = try Data(contentsOf: URL(fileURLWithPath: device.root.path("active.json")))
+        let trees = try FileManager.default.subpathsOfDirectory(atPath: device.root.path("trees")).sorted()
+
+        // A good archive (its sha256 and size match), under a manifest that promises home 1.0's tree.
+        try repo.add("home", "2.0", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "v2")])
+        let promised = try treeHash(of: repo.site("home", "1.0"))
+        repo.edit("home") { $0["tree"] = promised }
+        try repo.publish()
+
+        let error = try #require(
+            await #expect(throws: OfflinePkgError.self) { try await device.sync(nginx.url("manifest.json")) })
+        let actual = try treeHash(of: repo.site("home", "2.0"))
+        #expect(error == .treeMismatch(package: "home 2.0", expected: promised, actual: actual))
+        #expect(error.category == .refused)
+        #expect("\(error)".hasPrefix("tree hash mismatch for package home 2.0: expected \(promised)"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: device.root.path("active.json"))) == active)
+        // The unpacked tree went nowhere: trees/ holds what it held, and its staging folder is gone.
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: device.root.path("trees")).sorted() == trees)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: device.root.path("staging")).isEmpty)
+        #expect(try device.content("https://m.example.com/") == "<h1>home v1</h1>")
+    }
+
     @Test(arguments: ["larger", "smaller"])
     func aSizeThatDoesNotMatchIsRefused(_ kind: String) async throws {
         let repo = try Self.twoPackages()
