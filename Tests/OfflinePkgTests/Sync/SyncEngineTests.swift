@@ -237,6 +237,42 @@ struct SyncEngineTests {
         #expect(try device.content("https://m.example.com/two/") == "same")
     }
 
+    /// `jobs` bounds the archive transfers in flight. The server holds back each archive's last byte for
+    /// 0.4 s, so transfers that run side by side overlap whatever the machine's load, and the overlap is
+    /// measured at the server.
+    @Test(arguments: [1, 4])
+    func downloadsRunInParallelUpToTheJobCount(_ jobs: Int) async throws {
+        let repo = try TestRepository()
+        let ids = ["a", "b", "c", "d"]
+        for id in ids {
+            try repo.add(id, "1", routes: ["https://m.example.com/\(id)/"], files: [SiteFile("index.html", id)])
+        }
+        try repo.publish()
+        let server = try FaultServer(documentRoot: repo.path)
+        let archives = Set(ids.map { "/" + repo.archiveURL($0) })
+        for archive in archives { server.script(archive, [.holdLastByte(seconds: 0.4)]) }
+        let device = try Device()
+        let report = try await device.sync(server.url("manifest.json"), .init(jobs: jobs))
+        #expect(report.outcome == .activated)
+        let transfers = server.requests.filter { archives.contains($0.path) }
+        #expect(transfers.count == 4)
+        let most = Self.mostAtOnce(transfers)
+        #expect(jobs == 1 ? most == 1 : most > 1, "at most \(most) of 4 archive transfers at once with jobs: \(jobs)")
+    }
+
+    /// The most requests in flight at one moment, from reading each to answering it.
+    static func mostAtOnce(_ requests: [RecordedRequest]) -> Int {
+        // At equal times an answer comes before a request: one that ends as another starts is not overlap.
+        let events = requests.flatMap { [($0.receivedAt, 1), ($0.answeredAt, -1)] }.sorted { ($0.0, $0.1) < ($1.0, $1.1) }
+        var current = 0
+        var most = 0
+        for (_, change) in events {
+            current += change
+            most = max(most, current)
+        }
+        return most
+    }
+
     @Test func aSecondSyncOfTheSameRootFailsFastWithLocked() async throws {
         let device = try Device()
         let lock = try RootLock(layout: device.store.layout, wait: false)
