@@ -1,4 +1,5 @@
 import Foundation
+import OfflinePkg
 import OfflinePkgTestSupport
 import Testing
 
@@ -6,32 +7,65 @@ import Testing
 /// once the switch happened), and the next sync must complete.
 @Suite("Crash safety")
 struct CrashSafetyTests {
-    static func release(_ version: String) -> (home: [SiteFile], docs: [SiteFile]) {
-        (
-            [SiteFile("index.html", "home \(version)"), SiteFile("js/app.js", "app \(version)")],
+    /// Two packages at `version`. With `noise`, each also holds that many random bytes, so that its
+    /// archive is larger than one read of the transfer (512 KiB): a kill mid-download then leaves part of it.
+    static func release(_ version: String, noise: Int = 0) throws -> (home: [SiteFile], docs: [SiteFile]) {
+        let extra = noise > 0 ? [SiteFile("noise.bin", bytes: try randomBytes(noise))] : []
+        return (
+            [SiteFile("index.html", "home \(version)"), SiteFile("js/app.js", "app \(version)")] + extra,
             [
                 SiteFile("index.html", "docs \(version)"),
                 SiteFile("big.bin", bytes: [UInt8](repeating: UInt8(version.count), count: 300_000)),
-            ]
+            ] + extra
         )
     }
 
-    static func publish(_ repo: TestRepository, _ version: String) throws {
-        let files = release(version)
+    static func randomBytes(_ count: Int) throws -> [UInt8] {
+        let source = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
+        defer { try? source.close() }
+        return [UInt8](try source.read(upToCount: count) ?? Data())
+    }
+
+    static func publish(_ repo: TestRepository, _ version: String, noise: Int = 0) throws {
+        let files = try release(version, noise: noise)
         try repo.add("home", version, routes: ["https://m.example.com/"], files: files.home)
         try repo.add("docs", version, routes: ["https://m.example.com/docs/"], files: files.docs)
         try repo.publish()
     }
 
-    /// The release a root answers with, checked to be one release for every package.
+    /// The release a root answers with, checked to be one release for every package: each lookup's file
+    /// holds the version the lookup reports, and both packages report the same one.
     static func servedRelease(root: String) throws -> String {
-        let home = try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", root]).checked("lookup home")
-        let docs = try OfflinePkgBinary.run(["lookup", "https://m.example.com/docs/", "--root", root]).checked("lookup docs")
-        let homeText = try String(contentsOfFile: home.stdout.trimmingCharacters(in: .newlines), encoding: .utf8)
-        let docsText = try String(contentsOfFile: docs.stdout.trimmingCharacters(in: .newlines), encoding: .utf8)
-        let homeVersion = homeText.replacingOccurrences(of: "home ", with: "")
-        #expect(docsText == "docs \(homeVersion)", "a mix of releases: \(homeText) with \(docsText)")
-        return homeVersion
+        var versions = [String: String]()
+        for (id, url) in [("home", "https://m.example.com/"), ("docs", "https://m.example.com/docs/")] {
+            let result = try OfflinePkgBinary.run(["lookup", url, "--root", root, "--json"]).checked("lookup \(id)")
+            let answer = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+            let version = try #require(answer["version"] as? String)
+            #expect(answer["packageID"] as? String == id)
+            #expect(try String(contentsOfFile: try #require(answer["path"] as? String), encoding: .utf8) == "\(id) \(version)")
+            versions[id] = version
+        }
+        #expect(versions["home"] == versions["docs"], "a mix of releases: \(versions)")
+        return try #require(versions["home"])
+    }
+
+    /// What `status --json` says is active: generation, manifest sequence and each package's version.
+    static func activeSet(root: String) throws -> (generation: Int, sequence: Int, versions: [String: String]) {
+        let result = try OfflinePkgBinary.run(["status", "--root", root, "--json"]).checked("status")
+        let status = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let active = try #require(status["active"] as? [String: Any])
+        let packages = try #require(active["packages"] as? [[String: Any]])
+        var versions = [String: String]()
+        for package in packages { versions[try #require(package["id"] as? String)] = package["version"] as? String }
+        return (try #require(active["generation"] as? Int), try #require(active["sequence"] as? Int), versions)
+    }
+
+    /// Each package's archive (sha256, size) and tree hash, as the repository's manifest lists them.
+    static func published(_ repo: TestRepository) throws -> [String: (sha256: String, size: Int64, tree: String)] {
+        let manifest = try Manifest(parsing: Array(try Data(contentsOf: URL(fileURLWithPath: repo.manifestPath))), source: "repo")
+        var packages = [String: (sha256: String, size: Int64, tree: String)]()
+        for package in manifest.packages { packages[package.id] = (package.archive.sha256, package.archive.size, package.tree) }
+        return packages
     }
 
     @Test(arguments: ["after-manifest", "mid-download", "after-unpack", "before-switch", "after-switch"])
@@ -40,25 +74,51 @@ struct CrashSafetyTests {
         try Self.publish(repo, "1")
         let nginx = try NginxServer(documentRoot: repo.path)
         let root = try TemporaryDirectory(prefix: "offlinepkg-crash")
+        let layout = CacheLayout(root: root.path)
         let manifest = nginx.url("manifest.json").absoluteString
         try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("first sync")
-        try Self.publish(repo, "22")
+        try Self.publish(repo, "22", noise: failpoint == "mid-download" ? 600_000 : 0)
 
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINEPKG_FAILPOINT"] = failpoint
         let killed = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"], environment: environment)
         #expect(killed.status == 128 + SIGKILL, "expected SIGKILL at \(failpoint): \(killed.stderr)")
 
+        // Lookups answer from one whole release, and status names that very release as active.
+        let switched = failpoint == "after-switch"
         let served = try Self.servedRelease(root: root.path)
-        #expect(served == (failpoint == "after-switch" ? "22" : "1"))
-        let status = try OfflinePkgBinary.run(["status", "--root", root.path, "--json"]).checked("status")
-        #expect(status.stdout.contains("\"generation\""))
+        #expect(served == (switched ? "22" : "1"))
+        let active = try Self.activeSet(root: root.path)
+        #expect(active.generation == (switched ? 2 : 1) && active.sequence == (switched ? 2 : 1))
+        #expect(active.versions == ["home": served, "docs": served])
 
-        try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("sync after the crash")
+        // The killed sync's downloads are kept for the next one: whatever is in downloads/ is not fetched
+        // again (a complete file is reused, a partial one resumed with Range), so the next sync fetches
+        // exactly the rest of the archives whose trees are not installed yet.
+        let archives = try Self.published(repo)
+        let kept = archives.mapValues { FileSystem.fileSize(layout.partialDownload(sha256: $0.sha256)) ?? 0 }
+        if failpoint == "mid-download" {
+            // Both archives are larger than the first read of either: whichever came first is partly on disk.
+            #expect(
+                archives.contains { id, archive in (1..<archive.size).contains(kept[id]!) },
+                "the bytes of the download in progress were not kept: \(kept)")
+        }
+        let missing = archives.filter { id, archive in
+            !FileManager.default.fileExists(atPath: layout.tree(id: id, version: "22", treeHash: archive.tree))
+        }
+        let rest = missing.reduce(Int64(0)) { $0 + $1.value.size - kept[$1.key]! }
+
+        let next = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--json"]).checked("sync after the crash")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(next.stdout.utf8)) as? [String: Any])
+        #expect(report["bytesFetched"] as? Int == Int(rest), "kept after the kill: \(kept), not installed: \(missing.keys)")
         #expect(try Self.servedRelease(root: root.path) == "22")
         try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the crash")
-        // No staging is left behind.
+        // No staging is left behind, and no download of an archive the active set already has.
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.path("staging")).isEmpty)
+        let downloads = try FileManager.default.contentsOfDirectory(atPath: layout.downloads)
+        for (id, archive) in archives {
+            #expect(!downloads.contains { $0.hasPrefix(archive.sha256) }, "\(id)'s download is left in \(downloads)")
+        }
     }
 
     @Test func killedAtRandomMomentsOfASlowSync() throws {

@@ -84,15 +84,17 @@ struct ExitStatusTests {
             }
         }
         for status in 0...4 { #expect(text.contains(".B \(status)\n")) }
-        // Every OFFLINEPKG_* variable the sources read, plus the XDG fallback.
-        let sources = Fixtures.root.deletingLastPathComponent().appendingPathComponent("Sources")
+        // Every OFFLINEPKG_* variable the sources and the tests read, plus the XDG fallback.
         var variables: Set<String> = ["XDG_DATA_HOME"]
-        for case let file as URL in FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)!
-        where file.pathExtension == "swift" {
-            let code = try String(contentsOf: file, encoding: .utf8)
-            for match in code.matches(of: /OFFLINEPKG_[A-Z_]+/) { variables.insert(String(match.output)) }
+        for folder in ["Sources", "Tests"] {
+            let files = Fixtures.root.deletingLastPathComponent().appendingPathComponent(folder)
+            for case let file as URL in FileManager.default.enumerator(at: files, includingPropertiesForKeys: nil)!
+            where file.pathExtension == "swift" {
+                let code = try String(contentsOf: file, encoding: .utf8)
+                for match in code.matches(of: /OFFLINEPKG_[A-Z_]+/) { variables.insert(String(match.output)) }
+            }
         }
-        #expect(variables.count >= 4)
+        #expect(variables.isSuperset(of: ["OFFLINEPKG_ROOT", "OFFLINEPKG_FAILPOINT", "OFFLINEPKG_SKIP_BROWSER"]))
         for variable in variables { #expect(text.contains(variable), "man page lacks \(variable)") }
     }
 

@@ -21,6 +21,9 @@ public enum FaultBehaviour: Sendable, Equatable {
     case stall(afterBytes: Int, seconds: Double)
     /// A redirect to `location` with an empty body.
     case redirect(to: String, status: Int = 302)
+    /// The normal response, with the last byte of the body held back for `seconds`: a transfer that
+    /// takes at least that long, for tests of what runs side by side.
+    case holdLastByte(seconds: Double)
 }
 
 /// A request as `FaultServer` saw it, with how much body it answered with.
@@ -35,6 +38,12 @@ public struct RecordedRequest: Sendable, Equatable {
     public var status: Int
     public var behaviour: FaultBehaviour
     public var bodyBytesSent: Int
+    /// When the request head had been read.
+    public var receivedAt: Date
+    /// When the answer was complete but for its last byte (headers only: when they were sent). The
+    /// client cannot have finished before this moment, so two requests of a client that waits for one
+    /// answer before it sends the next request never overlap from `receivedAt` to `answeredAt`.
+    public var answeredAt: Date
 }
 
 /// A small scripted HTTP/1.1 server on 127.0.0.1 for the failures nginx cannot produce on demand:
@@ -170,12 +179,16 @@ private final class Engine: Sendable {
         }
         let body = request.method == "HEAD" ? [] : response.body.prefix(bodyLimit)
         _ = sendAll(connection, Array(head.utf8))
-        let sent = sendAll(connection, Array(body))
+        var sent = sendAll(connection, Array(body.dropLast()))
+        if case .holdLastByte(let seconds) = behaviour { pause(seconds) }
+        let answeredAt = Date()
+        if sent == body.count - 1 { sent += sendAll(connection, Array(body.suffix(1))) }
 
         var record = request
         record.status = response.status
         record.behaviour = behaviour
         record.bodyBytesSent = sent
+        record.answeredAt = answeredAt
         // Recorded before the connection ends, so a client that has returned sees its request here.
         state.withLock { $0.requests.append(record) }
 
@@ -185,12 +198,17 @@ private final class Engine: Sendable {
             var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
             setsockopt(connection, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
         case .stall(_, let seconds):
-            let end = Date().addingTimeInterval(seconds)
-            while !isStopped && Date() < end { usleep(20_000) }
+            pause(seconds)
         default:
             break
         }
         close(connection)
+    }
+
+    /// Waits `seconds`, cut short by `stop()`.
+    private func pause(_ seconds: Double) {
+        let end = Date().addingTimeInterval(seconds)
+        while !isStopped && Date() < end { usleep(20_000) }
     }
 
     private struct Response {
@@ -208,7 +226,7 @@ private final class Engine: Sendable {
             return Response(status: code, headers: headers, body: body)
         case .redirect(let location, let code):
             return Response(status: code, headers: [("Location", location), ("Content-Length", "0")], body: [])
-        case .normal, .resetAfter, .truncateAfter, .stall:
+        case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte:
             return fileResponse(for: request)
         }
     }
@@ -281,9 +299,10 @@ private final class Engine: Sendable {
         }
         let target = String(parts[1])
         let path = String(target.prefix { $0 != "?" })
+        let now = Date()
         return RecordedRequest(
             method: String(parts[0]), target: target, path: path, headers: headers, status: 0, behaviour: .normal,
-            bodyBytesSent: 0)
+            bodyBytesSent: 0, receivedAt: now, answeredAt: now)
     }
 
     /// Sends `bytes`, returning how many went out before an error (a client that hung up).

@@ -25,6 +25,10 @@ package enum MIMETypes {
         "m4a": "audio/mp4", "aac": "audio/aac", "flac": "audio/flac", "opus": "audio/opus",
     ]
 
+    /// Every extension with a type of its own: the test that holds this table to the registrations
+    /// checks that it knows each one.
+    package static var extensions: Set<String> { Set(table.keys) }
+
     package static func type(forPath path: String) -> String {
         guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return fallback }
         return table[path[path.index(after: dot)...].lowercased()] ?? fallback

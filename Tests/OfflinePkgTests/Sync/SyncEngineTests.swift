@@ -133,6 +133,33 @@ struct SyncEngineTests {
         #expect(try device.content("https://m.example.com/docs/") == "docs v2")
     }
 
+    @Test func anArchiveThatUnpacksToAnotherTreeIsRefusedAndLeavesNoTrace() async throws {
+        let repo = try Self.twoPackages()
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let device = try Device()
+        _ = try await device.sync(nginx.url("manifest.json"))
+        let active = try Data(contentsOf: URL(fileURLWithPath: device.root.path("active.json")))
+        let trees = try FileManager.default.subpathsOfDirectory(atPath: device.root.path("trees")).sorted()
+
+        // A good archive (its sha256 and size match), under a manifest that promises home 1.0's tree.
+        try repo.add("home", "2.0", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "v2")])
+        let promised = try treeHash(of: repo.site("home", "1.0"))
+        repo.edit("home") { $0["tree"] = promised }
+        try repo.publish()
+
+        let error = try #require(
+            await #expect(throws: OfflinePkgError.self) { try await device.sync(nginx.url("manifest.json")) })
+        let actual = try treeHash(of: repo.site("home", "2.0"))
+        #expect(error == .treeMismatch(package: "home 2.0", expected: promised, actual: actual))
+        #expect(error.category == .refused)
+        #expect("\(error)".hasPrefix("tree hash mismatch for package home 2.0: expected \(promised)"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: device.root.path("active.json"))) == active)
+        // The unpacked tree went nowhere: trees/ holds what it held, and its staging folder is gone.
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: device.root.path("trees")).sorted() == trees)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: device.root.path("staging")).isEmpty)
+        #expect(try device.content("https://m.example.com/") == "<h1>home v1</h1>")
+    }
+
     /// The manifest's size against the file the server has: refused (exit 4) from the response's declared
     /// length, before the body, and not retried, over http and from a file: repository alike.
     @Test(arguments: [("larger", "http"), ("smaller", "http"), ("larger", "file"), ("smaller", "file")])
@@ -216,6 +243,42 @@ struct SyncEngineTests {
         #expect(report.outcome == .activated)
         #expect(try device.content("https://m.example.com/one/") == "same")
         #expect(try device.content("https://m.example.com/two/") == "same")
+    }
+
+    /// `jobs` bounds the archive transfers in flight. The server holds back each archive's last byte for
+    /// 0.4 s, so transfers that run side by side overlap whatever the machine's load, and the overlap is
+    /// measured at the server.
+    @Test(arguments: [1, 4])
+    func downloadsRunInParallelUpToTheJobCount(_ jobs: Int) async throws {
+        let repo = try TestRepository()
+        let ids = ["a", "b", "c", "d"]
+        for id in ids {
+            try repo.add(id, "1", routes: ["https://m.example.com/\(id)/"], files: [SiteFile("index.html", id)])
+        }
+        try repo.publish()
+        let server = try FaultServer(documentRoot: repo.path)
+        let archives = Set(ids.map { "/" + repo.archiveURL($0) })
+        for archive in archives { server.script(archive, [.holdLastByte(seconds: 0.4)]) }
+        let device = try Device()
+        let report = try await device.sync(server.url("manifest.json"), .init(jobs: jobs))
+        #expect(report.outcome == .activated)
+        let transfers = server.requests.filter { archives.contains($0.path) }
+        #expect(transfers.count == 4)
+        let most = Self.mostAtOnce(transfers)
+        #expect(jobs == 1 ? most == 1 : most > 1, "at most \(most) of 4 archive transfers at once with jobs: \(jobs)")
+    }
+
+    /// The most requests in flight at one moment, from reading each to answering it.
+    static func mostAtOnce(_ requests: [RecordedRequest]) -> Int {
+        // At equal times an answer comes before a request: one that ends as another starts is not overlap.
+        let events = requests.flatMap { [($0.receivedAt, 1), ($0.answeredAt, -1)] }.sorted { ($0.0, $0.1) < ($1.0, $1.1) }
+        var current = 0
+        var most = 0
+        for (_, change) in events {
+            current += change
+            most = max(most, current)
+        }
+        return most
     }
 
     @Test func aSecondSyncOfTheSameRootFailsFastWithLocked() async throws {
