@@ -12,7 +12,7 @@ package enum MIMETypes {
         "txt": "text/plain; charset=utf-8", "md": "text/markdown; charset=utf-8",
         "csv": "text/csv; charset=utf-8", "xml": "application/xml; charset=utf-8",
         "svg": "image/svg+xml; charset=utf-8", "xhtml": "application/xhtml+xml; charset=utf-8",
-        "ts": "text/javascript; charset=utf-8", "vtt": "text/vtt; charset=utf-8",
+        "vtt": "text/vtt; charset=utf-8",
         "appcache": "text/cache-manifest; charset=utf-8",
         "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif",
         "webp": "image/webp", "avif": "image/avif", "ico": "image/x-icon", "bmp": "image/bmp",
@@ -21,8 +21,10 @@ package enum MIMETypes {
         "eot": "application/vnd.ms-fontobject",
         "wasm": "application/wasm", "pdf": "application/pdf", "zip": "application/zip",
         "mp4": "video/mp4", "webm": "video/webm", "ogv": "video/ogg", "mov": "video/quicktime",
+        // An HLS segment, as nginx and Apache serve it; a bundle never ships TypeScript to a webview.
+        "ts": "video/mp2t", "m3u8": "application/vnd.apple.mpegurl",
         "mp3": "audio/mpeg", "ogg": "audio/ogg", "oga": "audio/ogg", "wav": "audio/wav",
-        "m4a": "audio/mp4", "aac": "audio/aac", "flac": "audio/flac", "opus": "audio/opus",
+        "m4a": "audio/mp4", "aac": "audio/aac", "flac": "audio/flac", "opus": "audio/ogg",
     ]
 
     /// Every extension with a type of its own: the test that holds this table to the registrations
