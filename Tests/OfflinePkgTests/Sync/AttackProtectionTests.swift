@@ -134,8 +134,8 @@ struct AttackProtectionTests {
             ).sync()
         }
         // The server holds the connection for 30 s; giving up long before that is the stall timeout
-        // (with slack for a loaded machine running the suite in parallel).
-        #expect(Date().timeIntervalSince(start) < 15)
+        // (with slack for a loaded machine running the suite in parallel: 15.6 s was seen once at a load of 5).
+        #expect(Date().timeIntervalSince(start) < 25)
     }
 }
 
