@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Keeps a cache root up to date from one manifest URL (SPEC §9). At most one sync runs at a time per
 /// updater; a `sync()` called while one is in flight joins it.
@@ -7,18 +8,27 @@ public actor Updater {
     public let manifestURL: URL
     public let options: Options
     private let transport: any Transport
+    // The shortest period of background updates; tests shorten it to see the loop turn in seconds.
+    private let minimumPeriod: TimeInterval
     private var inFlight: Task<SyncReport, Error>?
-    private var background: Task<Void, Never>?
+    // Behind a lock rather than actor state, so that start() and stop() take effect before they return:
+    // when each handed its work to the actor in a task of its own, a stop() could reach the actor first
+    // and find nothing to stop, and the loop then ran for good.
+    private let background = Mutex<Task<Void, Never>?>(nil)
 
     public init(store: PackageStore, manifestURL: URL, options: Options = .init()) {
         self.init(store: store, manifestURL: manifestURL, options: options, transport: CurlTransport())
     }
 
-    package init(store: PackageStore, manifestURL: URL, options: Options, transport: any Transport) {
+    package init(
+        store: PackageStore, manifestURL: URL, options: Options, transport: any Transport,
+        minimumPeriod: TimeInterval = 60
+    ) {
         self.store = store
         self.manifestURL = manifestURL
         self.options = options
         self.transport = transport
+        self.minimumPeriod = minimumPeriod
     }
 
     /// Checks the manifest and, if it asks for something new, downloads, verifies and activates it.
@@ -61,29 +71,25 @@ public actor Updater {
     /// Starts background updates: a sync now, then every `minInterval` (at least a minute) plus jitter.
     /// Failures are reported through `options.events` and retried at the next period.
     nonisolated public func start() {
-        Task { await self.startLoop() }
-    }
-
-    /// Ends background updates; a sync in flight finishes.
-    nonisolated public func stop() {
-        Task { await self.stopLoop() }
-    }
-
-    private func startLoop() {
-        guard background == nil else { return }
-        let period = max(60, options.minInterval)
+        let period = max(minimumPeriod, options.minInterval)
         let jitter = options.jitter
-        background = Task { [weak self] in
-            while !Task.isCancelled {
-                _ = try? await self?.sync()
-                let wait = period + (jitter > 0 ? Double.random(in: 0...jitter) : 0)
-                try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
+        background.withLock { background in
+            guard background == nil else { return }
+            background = Task { [weak self] in
+                while !Task.isCancelled {
+                    _ = try? await self?.sync()
+                    let wait = period + (jitter > 0 ? Double.random(in: 0...jitter) : 0)
+                    try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
+                }
             }
         }
     }
 
-    private func stopLoop() {
-        background?.cancel()
-        background = nil
+    /// Ends background updates; a sync in flight finishes.
+    nonisolated public func stop() {
+        background.withLock { background in
+            background?.cancel()
+            background = nil
+        }
     }
 }

@@ -76,7 +76,10 @@ struct LifecycleTests {
         #expect(try Self.served(store) == "home 2")
     }
 
-    @Test(arguments: [0, 25, 50, 100])
+    // sha256("6f1c2a4e-0000-4000-8000-000000000001:home:2") starts 9fdac17b (coreutils sha256sum):
+    // 2681913723 mod 100 = 23. A device takes the version when bucket < rollout (SPEC §2), so 23 % is
+    // the last that holds it back and 24 % the first that installs it.
+    @Test(arguments: [0, 23, 24, 25, 50, 100])
     func rolloutFollowsTheBucketOfTheDeviceID(_ percent: Int) async throws {
         let repo = try TestRepository()
         try repo.add(
@@ -87,9 +90,11 @@ struct LifecycleTests {
         _ = try root.write("6f1c2a4e-0000-4000-8000-000000000001\n", to: "device-id")
         let store = try Self.store(root)
         let report = try await Self.sync(store, URL(fileURLWithPath: repo.manifestPath))
-        let bucket = Rollout.bucket(deviceID: "6f1c2a4e-0000-4000-8000-000000000001", packageID: "home", version: "2")
-        #expect((report.outcome == .activated) == (bucket < percent))
-        #expect(report.heldBack.isEmpty == (bucket < percent))
+        #expect(Rollout.bucket(deviceID: "6f1c2a4e-0000-4000-8000-000000000001", packageID: "home", version: "2") == 23)
+        let installed = 23 < percent
+        #expect((report.outcome == .activated) == installed)
+        #expect(try Self.served(store) == (installed ? "home 2" : nil))
+        #expect(report.heldBack.map(\.reason) == (installed ? [] : ["rollout \(percent)%: this device's bucket is 23"]))
     }
 
     @Test func anInterruptedDownloadResumesWithRangeAndFetchesOnlyTheRest() async throws {
