@@ -76,8 +76,13 @@ public actor Updater {
         background.withLock { background in
             guard background == nil else { return }
             background = Task { [weak self] in
+                // Ends when stopped, or at the first turn after the updater is gone (released without
+                // stop()); the updater is held only while it syncs, not while the loop sleeps.
                 while !Task.isCancelled {
-                    _ = try? await self?.sync()
+                    do {
+                        guard let updater = self else { return }
+                        _ = try? await updater.sync()
+                    }
                     let wait = period + (jitter > 0 ? Double.random(in: 0...jitter) : 0)
                     try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
                 }

@@ -103,4 +103,24 @@ struct BackgroundUpdateTests {
         #expect(counters.filter { $0.value > 1 }.count == 0)
         withExtendedLifetime(updaters) {}
     }
+
+    /// The loop holds its updater only while it syncs: one released without `stop()` goes away and syncs
+    /// no more.
+    @Test func aReleasedUpdaterIsNotKeptAliveByItsLoop() async throws {
+        let repo = try LifecycleTests.repo()
+        let counter = SyncCounter()
+        let store = try LifecycleTests.store(try TemporaryDirectory())
+        weak var released: Updater?
+        do {
+            let updater = Self.updater(URL(fileURLWithPath: repo.manifestPath), store, period: 0.2, counter: counter)
+            released = updater
+            updater.start()
+            try await Self.wait(steps: 500) { counter.value >= 1 }
+        }
+        try await Self.wait(steps: 500) { released == nil }
+        #expect(released == nil, "the background loop keeps the updater alive")
+        let syncs = counter.value
+        try await Self.wait(steps: 50)  // five periods
+        #expect(counter.value == syncs)
+    }
 }
