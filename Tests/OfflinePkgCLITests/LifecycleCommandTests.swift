@@ -179,13 +179,32 @@ struct LifecycleCommandTests {
         #expect(log.count == count + 1 && log.last?.uri == "/manifest.json" && log.last?.status == 304)
     }
 
-    // The jitter itself is `Double.random(in: 0...S)` inline in SyncCommand, with no seam to fix the
-    // draw: a test of the delay could only be flaky. What is deterministic is that the option is taken
-    // and the sync still runs after the wait.
+    /// A small jitter: the sync runs after its wait.
     @Test func jitterIsAcceptedAndTheSyncRunsAfterIt() async throws {
         let device = try Device()
         try device.release("1")
         try await device.sync(["--jitter", "0.05"])
         #expect(try await device.served() == "home 1")
+    }
+
+    /// The wait comes before any request. The draw is random in 0...S; with S = 10^6 s, the chance that
+    /// it falls in the 1.5 s watched is 1.5 in a million.
+    @Test func jitterWaitsBeforeTheFirstRequest() async throws {
+        let device = try Device()
+        try device.release("1")
+        let nginx = try NginxServer(documentRoot: device.repo.path)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
+        process.arguments = [
+            "sync", nginx.url("manifest.json").absoluteString, "--jitter", "1000000", "--quiet", "--root", device.root.path,
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        #expect(process.isRunning)
+        #expect(nginx.accessLog().isEmpty)
+        process.terminate()
+        try await runBlocking { process.waitUntilExit() }
     }
 }

@@ -104,6 +104,22 @@ struct BackgroundUpdateTests {
         withExtendedLifetime(updaters) {}
     }
 
+    /// Each turn of the loop waits its period plus a random 0...jitter: with a period of 0.05 s and a
+    /// jitter of 10^6 s, a second sync within a second would be a 1-in-a-million draw.
+    @Test func theLoopWaitsItsJitterBetweenSyncs() async throws {
+        let repo = try LifecycleTests.repo()
+        let counter = SyncCounter()
+        let updater = Updater(
+            store: try LifecycleTests.store(try TemporaryDirectory()), manifestURL: URL(fileURLWithPath: repo.manifestPath),
+            options: .init(minInterval: 0.05, jitter: 1_000_000, events: { counter.handle($0) }), transport: CurlTransport(),
+            minimumPeriod: 0)
+        updater.start()
+        defer { updater.stop() }
+        try await Self.wait(steps: 500) { counter.value >= 1 }
+        try await Self.wait(steps: 50)  // a second: twenty periods without the jitter
+        #expect(counter.value == 1)
+    }
+
     /// The loop holds its updater only while it syncs: one released without `stop()` goes away and syncs
     /// no more.
     @Test func aReleasedUpdaterIsNotKeptAliveByItsLoop() async throws {
