@@ -46,8 +46,10 @@ package struct TransferResponseHead: Sendable {
     package var isSuccess: Bool { (200..<300).contains(status) }
 
     /// The length of the whole resource as the response declares it: `Content-Length` of a 200, the
-    /// total of a 206's `Content-Range` (`bytes 0-99/1234`); nil when it is not declared.
+    /// total of a 206's `Content-Range` (`bytes 0-99/1234`); nil when it is not declared, or when a
+    /// server sent a content coding despite `Accept-Encoding: identity` (the length is then the coded one).
     package var declaredTotalLength: Int64? {
+        if let coding = headers["content-encoding"], coding.lowercased() != "identity" { return nil }
         if status == 206 {
             guard let range = headers["content-range"], let slash = range.lastIndex(of: "/") else { return nil }
             return Int64(range[range.index(after: slash)...].trimmingCharacters(in: .whitespaces))
