@@ -189,11 +189,20 @@ struct HostileArchiveTests {
         }
         #expect(try FileSystem.read(root.path("active.json")) == before)
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.path("trees/home")) == treesBefore)
-        #expect(try Self.served(store) == "v1")
+        #expect(try LifecycleTests.served(store) == "v1")
     }
 
-    static func served(_ store: PackageStore) throws -> String? {
-        try store.resolve("https://m.example.com/").map { try String(contentsOfFile: $0.path, encoding: .utf8) }
+    @Test(arguments: formats)
+    func acceptsACleanArchiveAndHashesItsTree(format: String) throws {
+        let dir = try TemporaryDirectory()
+        try writeSite(
+            [SiteFile("index.html", "<h1>hi</h1>"), SiteFile("js/app.js", "1"), SiteFile("a b/ü.txt", "x")], to: dir.path("site"))
+        let archive = dir.path("clean.\(format)")
+        try run("bsdtar", Self.createFlags(format, keepAbsolutePaths: false) + [archive, "-C", dir.path("site"), "."]).checked()
+        let staging = try dir.makeDirectory("staging")
+        let tree = try ArchiveUnpacker(limits: .init(), archiveName: "clean").unpack(archivePath: archive, into: staging)
+        #expect(Set(tree.files.keys) == ["index.html", "js/app.js", "a b/ü.txt"])
+        #expect(TreeHash.compute(tree.files) == (try treeHash(of: dir.path("site"))))
     }
 
     /// A folder listed once after the files inside it (as some zip writers do) is not a duplicate.
