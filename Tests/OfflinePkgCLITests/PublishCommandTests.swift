@@ -63,7 +63,8 @@ import Testing
         try site(dir + "/site", ["index.html": "x"])
         let resolved = arguments.map { $0 == "R" ? dir + "/repo" : $0 }
         #expect(await run(["publish", dir + "/site"] + resolved) == status)
-        #expect(!FileSystem.exists(dir + "/repo/manifest.json"))
+        // Refused before the repository is touched: not even its folder or lock file.
+        #expect(!FileSystem.exists(dir + "/repo"))
     }
 
     @Test func publishIsInTheCommandTable() {

@@ -29,13 +29,6 @@ public struct Publisher: Sendable {
     ) throws -> PublishReport {
         try request.validate()
         let site = try SiteScan(site: request.site)
-        try FileSystem.makeDirectories(layout.root)
-        var lock = try FileLock(path: layout.lock, wait: false)
-        if lock == nil {
-            waiting?()
-            lock = try FileLock(path: layout.lock, wait: true)
-        }
-        defer { withExtendedLifetime(lock) {} }
         let siteFiles = Set(site.files)
         for (name, path) in [("entry", request.entry), ("fallback", request.fallback)] {
             guard let path else { continue }
@@ -43,6 +36,15 @@ public struct Publisher: Sendable {
                 throw OfflinePkgError.publishRefused(reason: "\(name) file \(path) is not in the site \(site.root)")
             }
         }
+        // The repository from here on: the lock first, so that nothing below reads a manifest that
+        // another publish is about to replace.
+        try FileSystem.makeDirectories(layout.root)
+        var lock = try FileLock(path: layout.lock, wait: false)
+        if lock == nil {
+            waiting?()
+            lock = try FileLock(path: layout.lock, wait: true)
+        }
+        defer { withExtendedLifetime(lock) {} }
         var document = try ManifestDocument.load(layout.manifest)
         try document.checkRoutes(request.routes, for: request.id)
 
