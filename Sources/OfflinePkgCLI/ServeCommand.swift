@@ -21,7 +21,7 @@ enum ServeCommand {
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
         let port = try arguments.integer("port", in: 0...65535) ?? 0
         let host = arguments.value("host") ?? "127.0.0.1"
-        // A closed client socket must end one response, not the server (MHD sends with sendfile).
+        // A closed client socket must end one response, not the server (MHD writes to sockets itself).
         signal(SIGPIPE, SIG_IGN)
         let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)))
         let server: LoopbackServer

@@ -17,6 +17,7 @@ final class RequestHandler: @unchecked Sendable {
     private let notAllowed: OpaquePointer
     private let badRequest: OpaquePointer
     private let damaged: OpaquePointer
+    private let unreadable: OpaquePointer
 
     init(store: PackageStore) {
         self.store = store
@@ -27,6 +28,7 @@ final class RequestHandler: @unchecked Sendable {
         badRequest = Self.textResponse("bad request\n")
         damaged = Self.textResponse(
             "the installed file cannot be read as its index describes it: run offlinepkg verify --repair\n")
+        unreadable = Self.textResponse("the server cannot map the file now (out of memory or mappings)\n")
     }
 
     deinit {
@@ -34,6 +36,7 @@ final class RequestHandler: @unchecked Sendable {
         MHD_destroy_response(notAllowed)
         MHD_destroy_response(badRequest)
         MHD_destroy_response(damaged)
+        MHD_destroy_response(unreadable)
     }
 
     private static func textResponse(_ text: String) -> OpaquePointer {
@@ -103,7 +106,7 @@ final class RequestHandler: @unchecked Sendable {
             length = end - start + 1
         }
         guard let response = MappedFileBody.response(descriptor: descriptor, offset: offset, length: length) else {
-            return MHD_queue_response(connection, UInt32(MHD_HTTP_INTERNAL_SERVER_ERROR), damaged)
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_SERVICE_UNAVAILABLE), unreadable)
         }
         defer { MHD_destroy_response(response) }
         ResponseHeaders.addContent(response, resource)
