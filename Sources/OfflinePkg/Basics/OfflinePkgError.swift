@@ -23,7 +23,8 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     case treeMismatch(package: String, expected: String, actual: String)
     /// A transfer failed: connection, timeout, or an HTTP status that is not success.
     case transfer(url: String, reason: String, retryable: Bool)
-    /// A transfer went without a byte for the stall timeout, on every attempt (slow-retrieval protection).
+    /// A transfer went without a byte for the stall timeout, and the retries ran out on it: the last
+    /// attempt stalled too (slow-retrieval protection).
     case slowRetrieval(url: String, reason: String)
     /// Another process holds the lock of the cache root.
     case locked(root: String)

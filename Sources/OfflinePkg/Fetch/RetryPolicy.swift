@@ -41,8 +41,8 @@ package struct RetryableFailure: Error {
     package var error: OfflinePkgError
     package var retryAfter: TimeInterval?
 
-    /// Sorts an error thrown by one attempt: retryable ones (a stall among them: a bad link recovers,
-    /// and only a stall on every attempt is refused) are wrapped, the rest pass through.
+    /// Sorts an error thrown by one attempt: retryable ones (a stall among them: a bad link recovers, and
+    /// only a stall on the last attempt is refused) are wrapped, the rest pass through.
     package static func classify(_ error: Error) -> Error {
         switch error as? OfflinePkgError {
         case let failure? where failure.isRetryable: RetryableFailure(error: failure, retryAfter: nil)
