@@ -38,8 +38,8 @@ import Testing
         return (scratch, store, server)
     }
 
-    func get(_ server: LoopbackServer, _ path: String, _ extra: [String] = []) throws -> HTTPReply {
-        HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: \(Self.host)"] + extra + [server.url.absoluteString + path]).stdout)
+    func get(_ server: LoopbackServer, _ path: String, _ extra: [String] = [], host: String = Self.host) throws -> HTTPReply {
+        HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: \(host)"] + extra + [server.url.absoluteString + path]).stdout)
     }
 
     @Test func cachedAndUncachedAnswersAreTheSame() async throws {
@@ -85,8 +85,7 @@ import Testing
         }
         for _ in 0..<2 {
             for (name, text) in files.sorted(by: { $0.key < $1.key }) {
-                let reply = HTTPReply(
-                    try Tool.curl(["-D", "-", "-H", "Host: app.example.test", server.url.absoluteString + name]).stdout)
+                let reply = try get(server, name, host: "app.example.test")
                 #expect(reply.status == 200 && reply.body == text, "\(name)")
                 #expect(server.cachedResponses.bytes <= 800)
             }
@@ -105,8 +104,7 @@ import Testing
             server.stop()
         }
         func get(_ name: String, _ extra: [String] = []) throws -> HTTPReply {
-            HTTPReply(
-                try Tool.curl(["-D", "-", "-H", "Host: app.example.test"] + extra + [server.url.absoluteString + name]).stdout)
+            try self.get(server, name, extra, host: "app.example.test")
         }
         let bytes = Array(text.utf8)
         #expect(bytes.count == 22_000)

@@ -66,12 +66,21 @@ struct BackgroundUpdateTests {
             URL(fileURLWithPath: repo.manifestPath), try LifecycleTests.store(try TemporaryDirectory()), period: 0.2,
             counter: counter)
         // Stopped from inside the third sync: that sync finishes, and no fourth may begin.
-        counter.whenCounted { if $0 == 3 { updater.stop() } }
+        let times = Mutex<[ContinuousClock.Instant]>([])
+        counter.whenCounted { count in
+            times.withLock { $0.append(.now) }
+            if count == 3 { updater.stop() }
+        }
         updater.start()
         try await Self.wait(steps: 500) { counter.value >= 3 }  // 10 s; about 0.5 s on an idle machine
         #expect(counter.value == 3)
         try await Self.wait(steps: 50)  // five periods
         #expect(counter.value == 3)
+        // Each turn waits its period (a load can only make the gaps longer).
+        let checks = times.withLock { $0 }
+        for (earlier, later) in zip(checks, checks.dropFirst()) {
+            #expect(later - earlier >= .milliseconds(190), "syncs \(later - earlier) apart, the period is 0.2 s")
+        }
     }
 
     @Test func aStopRightAfterStartEndsTheLoop() async throws {
