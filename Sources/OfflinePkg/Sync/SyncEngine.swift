@@ -97,7 +97,7 @@ package struct SyncEngine: Sendable {
             try ActiveRecord(current: candidate, previous: record.current.generation == 0 ? record.previous : record.current)
                 .save(layout)
             FailPoint.afterSwitch.hit()
-            History.append(candidate, to: layout)
+            History.record(candidate, limit: options.historyLimit, in: layout)
             current = candidate
             outcome = .activated
             options.events?(.activated(generation: candidate.generation))
