@@ -12,6 +12,7 @@ import Foundation
 ///       launch.json             launches of the active set and whether the host confirmed it
 ///       trees/<id>/<version>-<tree prefix>/          installed trees, read-only
 ///       trees/<id>/<version>-<tree prefix>.index     "<sha256> <size> <path>" per file
+///       trees/<id>/<version>-<tree prefix>.lookup    the tree's lookup table, memory-mapped by readers
 ///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable
 ///       staging/<name>/         unpacking in progress, same file system as trees/
 ///       leases/<pid>-<random>   one per open reader store, flock'd while it lives
@@ -49,6 +50,11 @@ public struct CacheLayout: Sendable, Equatable {
 
     package func treeIndex(id: String, version: String, treeHash: String) -> String {
         tree(id: id, version: version, treeHash: treeHash) + ".index"
+    }
+
+    /// The memory-mapped lookup table of an installed tree (`TreeLookupTable`).
+    package func treeLookup(id: String, version: String, treeHash: String) -> String {
+        tree(id: id, version: version, treeHash: treeHash) + ".lookup"
     }
 
     package func partialDownload(sha256: String) -> String { downloads + "/" + sha256 + ".part" }

@@ -94,6 +94,8 @@ extension PackageStore {
                 continue
             }
             if TreeHash.compute(files) != package.tree { report("", "the tree index does not match the tree hash") }
+            let lookupPath = layout.treeLookup(id: package.id, version: package.version, treeHash: package.tree)
+            if let problem = Self.lookupTableProblem(lookupPath, files: files) { report("", problem) }
             var onDisk = Set<String>()
             TreeWalker.regularFiles(in: tree) { onDisk.insert($0) }
             for path in TreeHash.sortedPaths(files) {
@@ -107,5 +109,23 @@ extension PackageStore {
             for path in onDisk.subtracting(files.keys).sorted() { report(path, "not part of the package") }
         }
         return damage
+    }
+
+    /// Why the lookup table at `path` does not answer exactly `files`, or nil. A tree installed before
+    /// tables were written has none, and answers from its index: that is no damage.
+    private static func lookupTableProblem(_ path: String, files: [String: TreeFile]) -> String? {
+        guard FileSystem.exists(path) else { return nil }
+        let table: TreeLookupTable
+        do { table = try TreeLookupTable(contentsOf: path) } catch { return "the lookup table is unreadable: \(error)" }
+        guard table.fileCount == files.count else {
+            return "the lookup table lists \(table.fileCount) files, the index \(files.count)"
+        }
+        for (path, file) in files {
+            let number = Array(path.utf8).withUnsafeBytes { table.find($0) }
+            guard let number, table.record(number) == .init(sha256: file.sha256, size: file.size) else {
+                return "the lookup table disagrees with the index on \(path)"
+            }
+        }
+        return nil
     }
 }

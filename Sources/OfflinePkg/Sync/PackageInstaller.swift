@@ -130,11 +130,13 @@ package struct PackageInstaller: Sendable {
         // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree.
         try FileSystem.makeFoldersReadOnly(folders, under: staged)
         let staged = StagedTree(
-            folder: staged, index: staged + ".index", packageTrees: layout.packageTrees(entry.id),
+            folder: staged, index: staged + ".index", lookup: staged + ".lookup", packageTrees: layout.packageTrees(entry.id),
             tree: layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree),
-            treeIndex: layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree))
-        // No fsync of its own: `commit` flushes every staged tree of the sync in one syncfs.
+            treeIndex: layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree),
+            treeLookup: layout.treeLookup(id: entry.id, version: entry.version, treeHash: entry.tree))
+        // No fsync of their own: `commit` flushes every staged tree of the sync in one syncfs.
         try FileSystem.write(TreeIndexFile.encode(files), to: staged.index)
+        try FileSystem.write(TreeLookupTable.encode(files), to: staged.lookup, mode: 0o444)
         return staged
     }
 
@@ -149,8 +151,10 @@ package struct PackageInstaller: Sendable {
         try FileSystem.syncFileSystem(containing: layout.staging)
         for staged in trees {
             try FileSystem.makeDirectories(staged.packageTrees)
-            // The index lands first: a tree folder that exists is always complete and indexed.
+            // The index and lookup table land first: a tree folder that exists is always complete and
+            // indexed. A reader that mapped the table it replaces keeps reading that one.
             try FileSystem.rename(staged.index, to: staged.treeIndex)
+            try FileSystem.rename(staged.lookup, to: staged.treeLookup)
             if FileSystem.exists(staged.tree) {
                 // A repair of a damaged tree, or a leftover from a crash between the index and the
                 // rename: swap in one step, so a reader of an active tree never finds the path missing.
@@ -165,13 +169,16 @@ package struct PackageInstaller: Sendable {
     }
 }
 
-/// A verified, read-only tree in staging with its index beside it, and where both go in `trees/`.
+/// A verified, read-only tree in staging with its index and lookup table beside it, and where the three
+/// go in `trees/`.
 package struct StagedTree: Sendable, Equatable {
     package var folder: String
     package var index: String
+    package var lookup: String
     package var packageTrees: String
     package var tree: String
     package var treeIndex: String
+    package var treeLookup: String
 }
 
 /// A running byte count shared by a transfer's callbacks.
