@@ -24,6 +24,9 @@ public enum FaultBehaviour: Sendable, Equatable {
     /// The normal response, with the last byte of the body held back for `seconds`: a transfer that
     /// takes at least that long, for tests of what runs side by side.
     case holdLastByte(seconds: Double)
+    /// The normal headers (full Content-Length), then one body byte every `every` seconds, for at most
+    /// `seconds` in all, then a clean close: a slow-retrieval attack that resets a stall clock forever.
+    case trickle(every: Double, seconds: Double)
 }
 
 /// A request as `FaultServer` saw it, with how much body it answered with.
@@ -179,8 +182,13 @@ private final class Engine: Sendable {
         }
         let body = request.method == "HEAD" ? [] : response.body.prefix(bodyLimit)
         _ = sendAll(connection, Array(head.utf8))
-        var sent = sendAll(connection, Array(body.dropLast()))
-        if case .holdLastByte(let seconds) = behaviour { pause(seconds) }
+        var sent = 0
+        if case .trickle(let every, let seconds) = behaviour {
+            sent = trickle(connection, Array(body), every: every, for: seconds)
+        } else {
+            sent = sendAll(connection, Array(body.dropLast()))
+            if case .holdLastByte(let seconds) = behaviour { pause(seconds) }
+        }
         let answeredAt = Date()
         if sent == body.count - 1 { sent += sendAll(connection, Array(body.suffix(1))) }
 
@@ -205,6 +213,20 @@ private final class Engine: Sendable {
         close(connection)
     }
 
+    /// Sends all but the last byte of `body` one at a time, one every `every` seconds, until `seconds`
+    /// have passed, the client hangs up or `stop()`; returns the bytes sent (the caller sends the last
+    /// byte only when every other one went out).
+    private func trickle(_ connection: Int32, _ body: [UInt8], every: Double, for seconds: Double) -> Int {
+        let end = Date().addingTimeInterval(seconds)
+        var sent = 0
+        while sent < body.count - 1 && !isStopped && Date() < end {
+            guard sendAll(connection, [body[sent]]) == 1 else { break }
+            sent += 1
+            pause(every)
+        }
+        return sent
+    }
+
     /// Waits `seconds`, cut short by `stop()`.
     private func pause(_ seconds: Double) {
         let end = Date().addingTimeInterval(seconds)
@@ -226,7 +248,7 @@ private final class Engine: Sendable {
             return Response(status: code, headers: headers, body: body)
         case .redirect(let location, let code):
             return Response(status: code, headers: [("Location", location), ("Content-Length", "0")], body: [])
-        case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte:
+        case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte, .trickle:
             return fileResponse(for: request)
         }
     }

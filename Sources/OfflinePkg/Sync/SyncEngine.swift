@@ -123,7 +123,8 @@ package struct SyncEngine: Sendable {
         -> (response: ManifestFetcher.Response, bytes: [UInt8], signature: [UInt8]?, signatureFromNetwork: Bool, requests: Int)
     {
         let fetcher = ManifestFetcher(
-            transport: transport, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle)
+            transport: transport, retry: options.retry, limits: options.retrievalLimits, deadline: options.manifestDeadline,
+            caBundle: options.caBundle)
         options.events?(.checking(manifestURL: manifestURL.absoluteString))
         let response = try await fetcher.fetchManifest(manifestURL, etag: stored?.etag, lastModified: stored?.lastModified)
         var requests = 1
@@ -201,7 +202,7 @@ package struct SyncEngine: Sendable {
         let installer = PackageInstaller(
             layout: layout,
             downloader: Downloader(
-                transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout,
+                transport: transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
                 caBundle: options.caBundle),
             limits: limits, events: options.events)
         let manifestURL = self.manifestURL
