@@ -1,5 +1,6 @@
 /// Removes trees no set needs: keeps the active set, the one before it (for `rollback`), and every tree
-/// a live reader still holds a lease on. Also clears downloads and staging. Idempotent.
+/// a live reader still holds a lease on. Also clears downloads and staging, and seals the trees it keeps
+/// (read-only top folders). Idempotent.
 package struct GarbageCollector {
     package var layout: CacheLayout
 
@@ -25,7 +26,11 @@ package struct GarbageCollector {
             for name in FileSystem.contents(of: folder) {
                 let path = folder + "/" + name
                 let tree = name.hasSuffix(".index") ? String(path.dropLast(".index".count)) : path
-                if keep.contains(tree) { continue }
+                if keep.contains(tree) {
+                    // A crash between an install's rename and its seal leaves the top folder writable.
+                    if !name.hasSuffix(".index") { try? FileSystem.seal(path) }
+                    continue
+                }
                 if leased.contains(tree) {
                     if !name.hasSuffix(".index") { result.keptForLeases.append(tree) }
                     continue

@@ -124,7 +124,9 @@ package struct PackageInstaller: Sendable {
         }
         FailPoint.afterUnpack.hit()
         // Files are born read-only (the unpacker writes them 0444; a delta's unchanged files are links
-        // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree.
+        // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree. The
+        // top folder is sealed last, once in place: a process that is not root cannot move a read-only
+        // folder to another parent.
         try FileSystem.makeFoldersReadOnly(folders, under: staged)
         let tree = layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree)
         let index = layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree)
@@ -138,11 +140,18 @@ package struct PackageInstaller: Sendable {
         try FileSystem.writeAtomically(TreeIndexFile.encode(files), to: index)
         if FileSystem.exists(tree) {
             // A repair of a damaged tree, or a leftover from a crash between the index and the rename:
-            // swap in one step, so a reader of an active tree never finds the path missing.
+            // swap in one step, so a reader of an active tree never finds the path missing. Both folders
+            // change parents, so both must be writable for the swap.
+            try FileSystem.unseal(tree)
             try FileSystem.exchange(staged, tree)
+            try FileSystem.seal(tree)
             try FileSystem.removeTree(staged)
         } else {
             try FileSystem.rename(staged, to: tree)
+            // A crash before this leaves a complete tree whose top folder is writable; garbage
+            // collection, the last stage of every sync, seals the trees it keeps.
+            FailPoint.beforeSeal.hit()
+            try FileSystem.seal(tree)
         }
     }
 }
