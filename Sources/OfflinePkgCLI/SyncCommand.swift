@@ -21,7 +21,7 @@ enum SyncCommand {
             .init(
                 name: "manifest-deadline", value: "S",
                 help: "the manifest, and the signature, must each arrive within S seconds (default 60)"),
-            .init(name: "wait", value: nil, help: "wait for another sync of the root instead of exiting 3"),
+            .wait,
             .init(name: "ca-bundle", value: "FILE", help: "trust these certificate authorities (PEM) for https"),
             .json, .quiet,
         ],

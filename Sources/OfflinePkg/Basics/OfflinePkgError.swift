@@ -106,7 +106,7 @@ extension OfflinePkgError: CustomStringConvertible {
         case .slowRetrieval(let url, let protection):
             "slow retrieval protection refused \(url): \(protection)"
         case .locked(let root):
-            "another sync holds the lock of \(root) (use --wait to wait for it)"
+            "another sync holds the lock of \(root)"
         case .insufficientSpace(let path, let needed, let available):
             "not enough free space in \(path): needs \(needed) bytes, \(available) available"
         case .corruptState(let path, let reason):
