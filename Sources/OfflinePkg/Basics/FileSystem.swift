@@ -60,7 +60,7 @@ package enum FileSystem {
     /// Writes `bytes` so that readers see either the old file or the whole new one, even across a power
     /// loss: write a temporary sibling, fsync it, rename it over `path`, fsync the folder.
     package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
-        let temporary = path + ".tmp-\(getpid())"
+        let temporary = path + temporarySuffix + String(getpid())
         let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
         do {
             try fd.closeAfter { (fd) throws in
@@ -73,6 +73,22 @@ package enum FileSystem {
             throw error
         }
         try syncDirectory(parentPath(path))
+    }
+
+    /// `writeAtomically` writes `<path>.tmp-<pid>`: a kill between its open and its rename leaves one.
+    private static let temporarySuffix = ".tmp-"
+
+    /// The process that was writing `name` if it is a `writeAtomically` temporary (`x.tmp-1234`), else nil.
+    package static func atomicWriter(ofTemporary name: String) -> pid_t? {
+        guard let range = name.range(of: temporarySuffix, options: .backwards), range.lowerBound > name.startIndex,
+            let pid = pid_t(name[range.upperBound...]), pid > 0, String(pid) == name[range.upperBound...]
+        else { return nil }
+        return pid
+    }
+
+    /// Whether a process with this id exists (EPERM: it does, under another user).
+    package static func processIsAlive(_ pid: pid_t) -> Bool {
+        kill(pid, 0) == 0 || errno == EPERM
     }
 
     package static func rename(_ source: String, to destination: String) throws {

@@ -20,6 +20,7 @@ package struct SyncEngine: Sendable {
         defer { withExtendedLifetime(lock) {} }
         // Staging left by a crashed sync is garbage: only a lock holder writes there.
         try clearStaging()
+        StrayTemporaries.remove(in: layout)
 
         var state = try StoreState.load(layout)
         let record = try ActiveRecord.load(layout)
