@@ -27,6 +27,9 @@ public enum FaultBehaviour: Sendable, Equatable {
     /// The normal headers (full Content-Length), then one body byte every `every` seconds, for at most
     /// `seconds` in all, then a clean close: a slow-retrieval attack that resets a stall clock forever.
     case trickle(every: Double, seconds: Double)
+    /// The normal response, paused for `seconds` after the first `bytes` of the body: a moment for a test
+    /// to change the world (fill the client's disk) in the middle of a transfer.
+    case pauseAfter(bytes: Int, seconds: Double)
 }
 
 /// A request as `FaultServer` saw it, with how much body it answered with.
@@ -185,6 +188,10 @@ private final class Engine: Sendable {
         var sent = 0
         if case .trickle(let every, let seconds) = behaviour {
             sent = trickle(connection, Array(body), every: every, for: seconds)
+        } else if case .pauseAfter(let bytes, let seconds) = behaviour {
+            sent = sendAll(connection, Array(body.prefix(bytes)))
+            pause(seconds)
+            if sent == min(bytes, body.count) { sent += sendAll(connection, Array(body.dropFirst(bytes).dropLast())) }
         } else {
             sent = sendAll(connection, Array(body.dropLast()))
             if case .holdLastByte(let seconds) = behaviour { pause(seconds) }
@@ -248,7 +255,7 @@ private final class Engine: Sendable {
             return Response(status: code, headers: headers, body: body)
         case .redirect(let location, let code):
             return Response(status: code, headers: [("Location", location), ("Content-Length", "0")], body: [])
-        case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte, .trickle:
+        case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte, .trickle, .pauseAfter:
             return fileResponse(for: request)
         }
     }

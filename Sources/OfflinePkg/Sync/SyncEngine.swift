@@ -183,9 +183,7 @@ package struct SyncEngine: Sendable {
 
     private func checkFreeSpace(for entries: [PackageEntry]) throws {
         guard !entries.isEmpty else { return }
-        // The archive, plus its unpacked tree estimated at twice the archive (web bundles compress about
-        // 2-5x; the unpacker stops cleanly on ENOSPC if the estimate is short).
-        let needed = entries.reduce(Int64(0)) { $0 + $1.archive.size * 3 }
+        let needed = SpaceEstimate.needed(for: entries, limits: limits)
         let available = try FileSystem.availableSpace(at: layout.root)
         if needed > available {
             throw OfflinePkgError.insufficientSpace(path: layout.root, needed: needed, available: available)
