@@ -197,15 +197,24 @@ private final class Engine: Sendable {
             if case .holdLastByte(let seconds) = behaviour { pause(seconds) }
         }
         let answeredAt = Date()
-        if sent == body.count - 1 { sent += sendAll(connection, Array(body.suffix(1))) }
+        let lastByteDue = sent == body.count - 1
 
         var record = request
         record.status = response.status
         record.behaviour = behaviour
-        record.bodyBytesSent = sent
+        record.bodyBytesSent = sent + (lastByteDue ? 1 : 0)
         record.answeredAt = answeredAt
-        // Recorded before the connection ends, so a client that has returned sees its request here.
-        state.withLock { $0.requests.append(record) }
+        // Recorded before the last byte goes out: a client that has its whole body (by Content-Length)
+        // may return before the connection ends, and must find its request here. Corrected below in
+        // the rare case that last byte cannot be sent.
+        let index = state.withLock { state -> Int in
+            state.requests.append(record)
+            return state.requests.count - 1
+        }
+        if lastByteDue {
+            sent += sendAll(connection, Array(body.suffix(1)))
+            if sent != body.count { state.withLock { $0.requests[index].bodyBytesSent = sent } }
+        }
 
         switch behaviour {
         case .resetAfter:
