@@ -23,6 +23,7 @@ enum SyncCommand {
                 help: "the manifest, and the signature, must each arrive within S seconds (default 60)"),
             .wait,
             .init(name: "ca-bundle", value: "FILE", help: "trust these certificate authorities (PEM) for https"),
+            .init(name: "keep-history", value: "N", help: "activations kept for status (default 100)"),
             .json, .quiet,
         ],
         summary: "fetch the manifest, download what changed, verify it, switch the active set atomically",
@@ -61,6 +62,7 @@ enum SyncCommand {
         options.minimumRate = Int64(try arguments.integer("min-rate", in: 0...(1 << 40)) ?? 1024)
         options.minimumRateWindow = try arguments.seconds("min-rate-window") ?? 30
         options.manifestDeadline = try arguments.seconds("manifest-deadline") ?? 60
+        if let limit = try arguments.integer("keep-history", in: 1...100_000) { options.historyLimit = limit }
         if let jitter = try arguments.seconds("jitter"), jitter > 0 {
             try await Task.sleep(nanoseconds: UInt64(Double.random(in: 0...jitter) * 1_000_000_000))
         }
