@@ -114,9 +114,11 @@ private struct ManifestReader {
         if let rollout, !(0...100).contains(rollout) {
             throw fail("\(at).rollout", "must be between 0 and 100, got \(rollout)")
         }
+        let unpackedSize = try integer(object["unpackedSize"], "\(at).unpackedSize", required: false)
+        if let unpackedSize, unpackedSize < 0 { throw fail("\(at).unpackedSize", "must not be negative") }
         return PackageEntry(
             id: id, version: version, routes: routes, entry: entry, fallback: fallback, archive: archive,
-            tree: tree, deltas: deltas, minShellVersion: minShell, rollout: rollout)
+            tree: tree, deltas: deltas, minShellVersion: minShell, rollout: rollout, unpackedSize: unpackedSize.map(Int64.init))
     }
 
     func remoteFile(_ value: Any?, _ field: String) throws -> RemoteFile {

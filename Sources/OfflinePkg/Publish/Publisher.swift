@@ -86,7 +86,8 @@ public struct Publisher: Sendable {
             deltas: deltas.map {
                 Delta(from: $0.from, file: RemoteFile(url: $0.file.url, sha256: $0.file.sha256, size: $0.file.size))
             },
-            minShellVersion: request.minShellVersion, rollout: request.rollout)
+            minShellVersion: request.minShellVersion, rollout: request.rollout,
+            unpackedSize: files.values.reduce(0) { $0 + $1.size })
         let sequence = document.sequence + 1
         document.setSequence(sequence)
         document.replacePackage(entry)

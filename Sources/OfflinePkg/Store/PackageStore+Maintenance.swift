@@ -74,6 +74,7 @@ extension PackageStore {
         let lock = try RootLock(layout: layout, wait: wait)
         defer { withExtendedLifetime(lock) {} }
         for name in FileSystem.contents(of: layout.staging) { try FileSystem.removeTree(layout.stagingDirectory(name)) }
+        StrayTemporaries.remove(in: layout)
         return try GarbageCollector(layout: layout).collect().removedTrees
     }
 

@@ -127,7 +127,9 @@ package struct PackageInstaller: Sendable {
         }
         FailPoint.afterUnpack.hit()
         // Files are born read-only (the unpacker writes them 0444; a delta's unchanged files are links
-        // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree.
+        // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree. The
+        // top folder is sealed last, once in place: a process that is not root cannot move a read-only
+        // folder to another parent.
         try FileSystem.makeFoldersReadOnly(folders, under: staged)
         let staged = StagedTree(
             folder: staged, index: staged + ".index", lookup: staged + ".lookup", packageTrees: layout.packageTrees(entry.id),
@@ -158,10 +160,17 @@ package struct PackageInstaller: Sendable {
             if FileSystem.exists(staged.tree) {
                 // A repair of a damaged tree, or a leftover from a crash between the index and the
                 // rename: swap in one step, so a reader of an active tree never finds the path missing.
+                // Both folders change parents, so both must be writable for the swap.
+                try FileSystem.unseal(staged.tree)
                 try FileSystem.exchange(staged.folder, staged.tree)
+                try FileSystem.seal(staged.tree)
                 try FileSystem.removeTree(staged.folder)
             } else {
                 try FileSystem.rename(staged.folder, to: staged.tree)
+                // A crash before this leaves a complete tree whose top folder is writable; garbage
+                // collection, the last stage of every sync, seals the trees it keeps.
+                FailPoint.beforeSeal.hit()
+                try FileSystem.seal(staged.tree)
             }
         }
         // The renames themselves are durable before an active set can name these trees.

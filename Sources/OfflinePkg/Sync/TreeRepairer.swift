@@ -22,7 +22,7 @@ extension PackageStore {
         let installer = PackageInstaller(
             layout: layout,
             downloader: Downloader(
-                transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout,
+                transport: transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
                 caBundle: options.caBundle),
             limits: self.options.unpackLimits, events: options.events)
         var repaired = [String]()
