@@ -45,8 +45,9 @@ public struct PublishRequest: Sendable, Equatable {
             throw OfflinePkgError.invalidArgument("version \"\(version)\" must match [A-Za-z0-9._+-]{1,64}")
         }
         guard !routes.isEmpty else { throw OfflinePkgError.invalidArgument("a package needs at least one route") }
-        for route in routes where RouteKey.normalized(route) == nil || !route.hasSuffix("/") {
-            throw OfflinePkgError.invalidArgument("route \"\(route)\" is not an absolute http or https URL prefix ending in /")
+        // The same rule set a device applies to the manifest (SPEC §2): a route is written as a browser sends it.
+        for route in routes {
+            if let problem = RouteSyntax.problem(with: route) { throw OfflinePkgError.invalidArgument("route \(problem)") }
         }
         var seen = Set<String>()
         for route in routes where !seen.insert(RouteKey.normalized(route)!).inserted {
