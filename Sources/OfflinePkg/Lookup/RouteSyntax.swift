@@ -13,13 +13,13 @@ package enum RouteSyntax {
     /// Nil when `route` is a canonical absolute http(s) prefix ending in `/`; otherwise why not, starting
     /// with the quoted route, and the form to write when there is one.
     package static func problem(with route: String) -> String? {
-        switch canonicalForm(of: route) {
-        case .success(let canonical):
+        do {
+            let canonical = try canonicalize(route)
             if canonical.text == route { return nil }
             return "\(quoted(route)) is not written as a browser sends it (\(canonical.fixes.joined(separator: "; "))): "
                 + "write \(quoted(canonical.text))"
-        case .failure(let refusal):
-            return "\(quoted(route)) \(refusal.reason)"
+        } catch {
+            return "\(quoted(route)) \(error.reason)"
         }
     }
 
@@ -29,15 +29,12 @@ package enum RouteSyntax {
         var fixes: [String]
     }
 
+    /// A route no browser can send in any spelling.
     struct Refusal: Error {
         var reason: String
     }
 
-    static func canonicalForm(of route: String) -> Result<Canonical, Refusal> {
-        Result { try canonicalize(route) }.mapError { $0 as! Refusal }
-    }
-
-    private static func canonicalize(_ route: String) throws -> Canonical {
+    private static func canonicalize(_ route: String) throws(Refusal) -> Canonical {
         func refuse(_ reason: String) -> Refusal { Refusal(reason: reason) }
         if let control = route.unicodeScalars.first(where: { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) }) {
             throw refuse("contains the control character U+\(String(format: "%04X", control.value)), which no URL holds")
@@ -83,7 +80,7 @@ package enum RouteSyntax {
         return Canonical(text: text, fixes: fixes)
     }
 
-    private static func hostAndPort(_ authority: Substring, isHTTPS: Bool, fixes: inout [String]) throws -> (String, Int?) {
+    private static func hostAndPort(_ authority: Substring, isHTTPS: Bool, fixes: inout [String]) throws(Refusal) -> (String, Int?) {
         var hostText: Substring
         var portText: Substring?
         if authority.hasPrefix("[") {
@@ -121,7 +118,7 @@ package enum RouteSyntax {
         return (host, port)
     }
 
-    private static func canonicalHost(_ text: String, fixes: inout [String]) throws -> String {
+    private static func canonicalHost(_ text: String, fixes: inout [String]) throws(Refusal) -> String {
         guard !text.isEmpty else { throw Refusal(reason: "has no host") }
         if text.hasPrefix("[") {
             let inner = String(text.dropFirst().dropLast())
@@ -145,7 +142,7 @@ package enum RouteSyntax {
             labels.append("xn--" + encoded)
             internationalised = true
         }
-        var host = labels.joined(separator: ".")
+        let host = labels.joined(separator: ".")
         if internationalised { fixes.append("an international host is sent in its xn-- (IDNA) form") }
         if IPAddressText.endsInNumber(host) {
             guard let address = IPAddressText.parseIPv4(host) else {
@@ -160,7 +157,6 @@ package enum RouteSyntax {
         if let bad = host.unicodeScalars.first(where: { !Self.isHostCharacter($0) }) {
             throw Refusal(reason: "has \(quoted(String(bad))) in its host, which a host name never holds")
         }
-        host = host.lowercased()
         return host
     }
 
@@ -173,7 +169,7 @@ package enum RouteSyntax {
 
     /// The path as a browser sends it: dot-segments resolved, spaces, quotes, angle brackets, backticks,
     /// braces and non-ASCII bytes percent-encoded; an escape of `/` or NUL refused (lookups never match it).
-    private static func canonicalPath(_ path: String, fixes: inout [String]) throws -> String {
+    private static func canonicalPath(_ path: String, fixes: inout [String]) throws(Refusal) -> String {
         guard !path.isEmpty else { return "" }
         var segments = [String]()
         let raw = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
