@@ -24,14 +24,16 @@ package struct GarbageCollector {
             let folder = layout.packageTrees(id)
             for name in FileSystem.contents(of: folder) {
                 let path = folder + "/" + name
-                let tree = name.hasSuffix(".index") ? String(path.dropLast(".index".count)) : path
+                // A tree's index and lookup table go with it.
+                let companion = [".index", ".lookup"].first { name.hasSuffix($0) }
+                let tree = companion.map { String(path.dropLast($0.count)) } ?? path
                 if keep.contains(tree) { continue }
                 if leased.contains(tree) {
-                    if !name.hasSuffix(".index") { result.keptForLeases.append(tree) }
+                    if companion == nil { result.keptForLeases.append(tree) }
                     continue
                 }
                 try FileSystem.removeTree(path)
-                if !name.hasSuffix(".index") { result.removedTrees.append(tree) }
+                if companion == nil { result.removedTrees.append(tree) }
             }
         }
         for name in FileSystem.contents(of: layout.downloads) { FileSystem.removeFile(layout.downloads + "/" + name) }
