@@ -51,8 +51,9 @@ public struct PublishRequest: Sendable, Equatable {
             throw OfflinePkgError.invalidArgument(
                 "compression level \(level) is out of range for \(format.rawValue) (\(format.levels.lowerBound)-\(format.levels.upperBound))")
         }
-        for route in routes where RouteKey.normalized(route) == nil || !route.hasSuffix("/") {
-            throw OfflinePkgError.invalidArgument("route \"\(route)\" is not an absolute http or https URL prefix ending in /")
+        // The same rule set a device applies to the manifest (SPEC §2): a route is written as a browser sends it.
+        for route in routes {
+            if let problem = RouteSyntax.problem(with: route) { throw OfflinePkgError.invalidArgument("route \(problem)") }
         }
         var seen = Set<String>()
         for route in routes where !seen.insert(RouteKey.normalized(route)!).inserted {
