@@ -23,8 +23,9 @@ package final class LookupIndex: Sendable {
     /// Builds the table from the `.index` files of the set's trees.
     package convenience init(set: ActiveSet, layout: CacheLayout) throws {
         var resources = [Resource]()
-        var candidates = [(key: String, route: String, resource: Int32)]()
-        var routes = [String: Int32]()
+        // Keys are bytes: two file names that differ only in Unicode normalisation are two URLs.
+        var candidates = [(key: [UInt8], route: [UInt8], resource: Int32)]()
+        var routes = [[UInt8]: Int32]()
         var trees = [String]()
         for package in set.packages {
             let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
@@ -35,25 +36,26 @@ package final class LookupIndex: Sendable {
                 continue
             }
             trees.append(tree)
-            var numbers = [String: Int32]()
+            var numbers = [PackagePath: Int32]()
             for (path, file) in files {
                 numbers[path] = Int32(resources.count)
                 resources.append(
                     Resource(
-                        path: tree + "/" + path, size: file.size, sha256: file.sha256, packageID: package.id,
+                        path: tree + "/" + path.string, size: file.size, sha256: file.sha256, packageID: package.id,
                         version: package.version))
             }
-            let entrySuffix = "/" + package.entry
+            let entry = PackagePath(package.entry)
+            let entrySuffix = PackagePath("/" + package.entry)
             for route in package.routes {
-                guard let routeKey = RouteKey.normalized(route) else { continue }
-                routes[routeKey] = package.fallback.flatMap { numbers[$0] } ?? -1
+                guard let routeKey = RouteKey.normalized(route).map({ Array($0.utf8) }) else { continue }
+                routes[routeKey] = package.fallback.flatMap { numbers[PackagePath($0)] } ?? -1
                 for (path, number) in numbers {
-                    candidates.append((routeKey + path, routeKey, number))
+                    candidates.append((routeKey + path.bytes, routeKey, number))
                     // A folder URL ("…/docs/") answers with the folder's entry file.
-                    if path == package.entry {
+                    if path == entry {
                         candidates.append((routeKey, routeKey, number))
                     } else if path.hasSuffix(entrySuffix) {
-                        candidates.append((routeKey + path.dropLast(package.entry.count), routeKey, number))
+                        candidates.append((routeKey + path.bytes.dropLast(entry.bytes.count), routeKey, number))
                     }
                 }
             }
@@ -62,14 +64,14 @@ package final class LookupIndex: Sendable {
         // inside a nested route, even when the nested package lacks that file.
         let exact = candidates.filter { Self.longestRoute(in: $0.key, routes: routes) == $0.route }
         self.init(
-            set: set, trees: trees, resources: resources, exact: exact.map { (Array($0.key.utf8), $0.resource) },
-            routes: routes.map { (Array($0.key.utf8), $0.value) })
+            set: set, trees: trees, resources: resources, exact: exact.map { ($0.key, $0.resource) },
+            routes: routes.map { ($0.key, $0.value) })
     }
 
-    private static func longestRoute(in key: String, routes: [String: Int32]) -> String? {
+    private static func longestRoute(in key: [UInt8], routes: [[UInt8]: Int32]) -> [UInt8]? {
         var end = key.endIndex
-        while let slash = key[..<end].lastIndex(of: "/") {
-            let prefix = String(key[...slash])
+        while let slash = key[..<end].lastIndex(of: UInt8(ascii: "/")) {
+            let prefix = Array(key[...slash])
             if routes[prefix] != nil { return prefix }
             end = slash
         }

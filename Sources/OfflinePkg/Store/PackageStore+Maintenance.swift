@@ -81,7 +81,7 @@ extension PackageStore {
             func report(_ path: String, _ problem: String) {
                 damage.append(TreeDamage(packageID: package.id, version: package.version, path: path, problem: problem))
             }
-            let files: [String: TreeFile]
+            let files: [PackagePath: TreeFile]
             do {
                 files = try TreeIndexFile.decode(FileSystem.read(indexPath, limit: 1 << 30), path: indexPath)
             } catch {
@@ -89,17 +89,17 @@ extension PackageStore {
                 continue
             }
             if TreeHash.compute(files) != package.tree { report("", "the tree index does not match the tree hash") }
-            var onDisk = Set<String>()
+            var onDisk = Set<PackagePath>()
             TreeWalker.regularFiles(in: tree) { onDisk.insert($0) }
             for path in TreeHash.sortedPaths(files) {
                 guard onDisk.contains(path) else {
-                    report(path, "missing")
+                    report(path.string, "missing")
                     continue
                 }
-                let actual = try FileHasher.sha256(ofFile: tree + "/" + path)
-                if actual != files[path]!.sha256 { report(path, "sha256 \(actual), expected \(files[path]!.sha256)") }
+                let actual = try FileHasher.sha256(ofFile: tree + "/" + path.string)
+                if actual != files[path]!.sha256 { report(path.string, "sha256 \(actual), expected \(files[path]!.sha256)") }
             }
-            for path in onDisk.subtracting(files.keys).sorted() { report(path, "not part of the package") }
+            for path in onDisk.subtracting(files.keys).sorted() { report(path.description, "not part of the package") }
         }
         return damage
     }

@@ -116,7 +116,7 @@ package struct PackageInstaller: Sendable {
     /// Checks a staged tree against the manifest's tree hash and renames it into `trees/`. `folders`
     /// lists every folder under `staged` (relative paths).
     package static func place(
-        _ files: [String: TreeFile], folders: Set<String>, staged: String, entry: PackageEntry, layout: CacheLayout
+        _ files: [PackagePath: TreeFile], folders: Set<PackagePath>, staged: String, entry: PackageEntry, layout: CacheLayout
     ) throws {
         let actual = TreeHash.compute(files)
         guard actual == entry.tree else {
