@@ -12,6 +12,8 @@ struct ArchiveEntryName {
     let archiveName: String
     private var zipNames: [[UInt8]]?
     private var index = 0
+    /// Whether a tar entry came with an extended header, which `TarExtendedHeaders` then reads again.
+    private(set) var sawExtendedTarHeader = false
 
     init(archivePath: String, archiveName: String) {
         self.archivePath = archivePath
@@ -21,6 +23,7 @@ struct ArchiveEntryName {
     /// The raw name of the entry just read.
     mutating func next(_ entry: OpaquePointer, reader: OpaquePointer) throws -> PackagePath {
         defer { index += 1 }
+        if TarExtendedHeaders.hadExtendedHeader(reader) { sawExtendedTarHeader = true }
         let read = archive_entry_pathname(entry).map { [UInt8](UnsafeRawBufferPointer(start: $0, count: strlen($0))) }
         guard archive_format(reader) & ARCHIVE_FORMAT_BASE_MASK == ARCHIVE_FORMAT_ZIP else {
             return PackagePath(bytes: read ?? [])
