@@ -16,6 +16,7 @@ enum SyncCommand {
             .init(name: "stall-timeout", value: "S", help: "abort a transfer with no byte for S seconds (default 30)"),
             .init(name: "wait", value: nil, help: "wait for another sync of the root instead of exiting 3"),
             .init(name: "ca-bundle", value: "FILE", help: "trust these certificate authorities (PEM) for https"),
+            .init(name: "keep-history", value: "N", help: "activations kept for status (default 100)"),
             .json, .quiet,
         ],
         summary: "fetch the manifest, download what changed, verify it, switch the active set atomically",
@@ -40,12 +41,13 @@ enum SyncCommand {
         let style: ProgressReporter.Style =
             arguments.flag("quiet") ? .none : (context.output.stderrIsTerminal ? .bars : .lines)
         let reporter = ProgressReporter(style: style, output: context.output)
-        let options = Updater.Options(
+        var options = Updater.Options(
             trustedKeys: keys, minInterval: try arguments.seconds("min-interval") ?? 0,
             jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: arguments.value("shell-version"),
             stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"),
             caBundle: arguments.value("ca-bundle"),
             events: { reporter.handle($0) })
+        if let limit = try arguments.integer("keep-history", in: 1...100_000) { options.historyLimit = limit }
         if let jitter = try arguments.seconds("jitter"), jitter > 0 {
             try await Task.sleep(nanoseconds: UInt64(Double.random(in: 0...jitter) * 1_000_000_000))
         }

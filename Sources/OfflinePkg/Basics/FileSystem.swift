@@ -57,6 +57,13 @@ package enum FileSystem {
         }
     }
 
+    /// Creates `path` (it must not exist) holding `bytes`, without a flush: for files in staging, which a
+    /// later `syncFileSystem` makes durable before anything relies on them.
+    package static func write(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
+        let fd = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        try fd.closeAfter { (fd) throws in try fd.writeAll(bytes, path: path) }
+    }
+
     /// Writes `bytes` so that readers see either the old file or the whole new one, even across a power
     /// loss: write a temporary sibling, fsync it, rename it over `path`, fsync the folder.
     package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {

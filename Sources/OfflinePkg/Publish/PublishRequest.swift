@@ -15,6 +15,8 @@ public struct PublishRequest: Sendable, Equatable {
     public var rollout: Int?
     public var minShellVersion: String?
     public var format: ArchiveFormat
+    /// The compressor's level for `format` (see `ArchiveFormat.levels`); nil takes its default.
+    public var compressionLevel: Int? = nil
     /// When devices stop accepting the manifest (freeze protection); nil keeps the manifest's own.
     public var expires: Date?
 
@@ -45,6 +47,10 @@ public struct PublishRequest: Sendable, Equatable {
             throw OfflinePkgError.invalidArgument("version \"\(version)\" must match [A-Za-z0-9._+-]{1,64}")
         }
         guard !routes.isEmpty else { throw OfflinePkgError.invalidArgument("a package needs at least one route") }
+        if let level = compressionLevel, !format.levels.contains(level) {
+            throw OfflinePkgError.invalidArgument(
+                "compression level \(level) is out of range for \(format.rawValue) (\(format.levels.lowerBound)-\(format.levels.upperBound))")
+        }
         for route in routes where RouteKey.normalized(route) == nil || !route.hasSuffix("/") {
             throw OfflinePkgError.invalidArgument("route \"\(route)\" is not an absolute http or https URL prefix ending in /")
         }

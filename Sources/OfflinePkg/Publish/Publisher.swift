@@ -54,7 +54,7 @@ public struct Publisher: Sendable {
         // Full archive, into a scratch file first: nothing is named after the version before it is checked.
         let scratch = layout.temporary("\(getpid())-\(request.id)-\(request.version)")
         defer { FileSystem.removeFile(scratch) }
-        let files = try writeArchive(site, to: scratch, format: request.format)
+        let files = try writeArchive(site, to: scratch, format: request.format, level: request.compressionLevel)
         let tree = TreeHash.compute(files)
         let republished = try checkVersionIsNew(request, tree: tree, document: document)
 
@@ -112,8 +112,8 @@ public struct Publisher: Sendable {
 
     // MARK: Stages
 
-    private func writeArchive(_ site: SiteScan, to path: String, format: ArchiveFormat) throws -> [PackagePath: TreeFile] {
-        let writer = try ArchiveWriter(path: path, format: format)
+    private func writeArchive(_ site: SiteScan, to path: String, format: ArchiveFormat, level: Int?) throws -> [PackagePath: TreeFile] {
+        let writer = try ArchiveWriter(path: path, format: format, level: level)
         var files = [PackagePath: TreeFile]()
         for entry in site.entries {
             if entry.isDirectory {
@@ -165,7 +165,7 @@ public struct Publisher: Sendable {
 
         let scratch = layout.temporary("\(getpid())-\(request.id)-\(from)-\(request.version).delta")
         defer { FileSystem.removeFile(scratch) }
-        let writer = try ArchiveWriter(path: scratch, format: request.format)
+        let writer = try ArchiveWriter(path: scratch, format: request.format, level: request.compressionLevel)
         try writer.addFile(ArchivePath.deltaControlName, bytes: control.encoded())
         for path in changed {
             let written = try writer.addFile(path.string, contentsOf: site.root + "/" + path.string)

@@ -8,7 +8,7 @@ import Foundation
 ///       manifest.json           the last accepted manifest, byte for byte (+ manifest.json.minisig)
 ///       device-id               random UUID, for rollout buckets
 ///       lock                    flock'd by the one sync at a time
-///       history.jsonl           one line per activation
+///       history.json            the last activations (bounded), rewritten atomically
 ///       launch.json             launches of the active set and whether the host confirmed it
 ///       trees/<id>/<version>-<tree prefix>/          installed trees, read-only
 ///       trees/<id>/<version>-<tree prefix>.index     "<sha256> <size> <path>" per file
@@ -30,7 +30,9 @@ public struct CacheLayout: Sendable, Equatable {
     package var storedSignature: String { root + "/manifest.json.minisig" }
     package var deviceID: String { root + "/device-id" }
     package var lock: String { root + "/lock" }
-    package var history: String { root + "/history.jsonl" }
+    package var history: String { root + "/history.json" }
+    /// The unbounded append-only history of earlier builds, read once and then removed.
+    package var legacyHistory: String { root + "/history.jsonl" }
     package var launches: String { root + "/launch.json" }
     package var trees: String { root + "/trees" }
     package var downloads: String { root + "/downloads" }

@@ -5,7 +5,10 @@ public struct StoreStatus: Sendable, Codable {
     public var root: String
     public var active: ActiveSet
     public var previous: ActiveSet?
-    public var history: [ActiveSet]
+    /// The last activations, oldest first (at most `Updater.Options.historyLimit`).
+    public var history: [HistoryEntry]
+    /// Why some or all of the history could not be read; nil when it was read whole.
+    public var historyProblem: String?
     public var manifestURL: String?
     public var lastCheck: Date?
     public var acceptedSequence: Int?
@@ -29,8 +32,10 @@ extension PackageStore {
         let deviceID = (try? FileSystem.read(layout.deviceID, limit: 1024)).map {
             String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
+        let history = History.load(layout)
         return StoreStatus(
-            root: layout.root, active: record.current, previous: record.previous, history: History.load(layout),
+            root: layout.root, active: record.current, previous: record.previous, history: history.entries,
+            historyProblem: history.problem,
             manifestURL: state.manifestURL, lastCheck: state.lastCheck, acceptedSequence: state.acceptedSequence,
             heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID)
     }
@@ -58,7 +63,7 @@ extension PackageStore {
         state.reverted = reverted
         try state.save(layout)
         try ActiveRecord(current: restored, previous: record.current).save(layout)
-        History.append(restored, to: layout)
+        History.record(restored, in: layout)
         activated()
         return restored
     }

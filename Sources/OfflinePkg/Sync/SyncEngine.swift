@@ -92,12 +92,12 @@ package struct SyncEngine: Sendable {
         let candidate = ActiveSet(
             generation: record.current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)
         if !candidate.hasSameContent(as: record.current) {
-            try FileSystem.syncFileSystem(containing: layout.root)
+            // Every tree it names was flushed and renamed into place by the install stage's commit.
             FailPoint.beforeSwitch.hit()
             try ActiveRecord(current: candidate, previous: record.current.generation == 0 ? record.previous : record.current)
                 .save(layout)
             FailPoint.afterSwitch.hit()
-            History.append(candidate, to: layout)
+            History.record(candidate, limit: options.historyLimit, in: layout)
             current = candidate
             outcome = .activated
             options.events?(.activated(generation: candidate.generation))
@@ -207,9 +207,11 @@ package struct SyncEngine: Sendable {
         let manifestURL = self.manifestURL
         var results = InstallResults()
         var failures = [String: OfflinePkgError]()
+        var staged = [StagedTree]()
         func record(_ id: String, _ result: Result<PackageInstaller.Outcome, OfflinePkgError>) {
             switch result {
             case .success(let outcome):
+                staged.append(outcome.staged)
                 results.via[id] = outcome.via
                 results.bytes += outcome.bytesFetched
                 results.requests += 1
@@ -245,6 +247,8 @@ package struct SyncEngine: Sendable {
                 startNext()
             }
         }
+        // What verified is installed even when other packages failed: the next attempt fetches only those.
+        try PackageInstaller.commit(staged, layout: layout)
         if !failures.isEmpty {
             throw failures.count == 1 ? failures.values.first! : OfflinePkgError.releaseIncomplete(failures: failures)
         }

@@ -35,7 +35,8 @@ extension PackageStore {
                     "cannot repair \(package.id) \(package.version): the stored manifest no longer offers it and the "
                         + "active set does not record its archive; run sync")
             }
-            _ = try await installer.install(entry, manifestURL: manifestURL)
+            let outcome = try await installer.install(entry, manifestURL: manifestURL)
+            try PackageInstaller.commit([outcome.staged], layout: layout)
             repaired.append(package.id)
         }
         return repaired.sorted()

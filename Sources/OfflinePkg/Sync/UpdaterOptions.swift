@@ -24,6 +24,8 @@ extension Updater {
         public var waitForLock: Bool
         /// Receives progress; called on the sync's threads.
         public var events: SyncEventHandler?
+        /// Activations kept in the root's history (`status`), oldest dropped first.
+        public var historyLimit: Int = 100
 
         public init(
             trustedKeys: [TrustedKey] = [], minInterval: TimeInterval = 0, jitter: TimeInterval = 0, jobs: Int = 4,
