@@ -12,8 +12,9 @@ struct ArchiveEntryName {
     let archiveName: String
     private var zipNames: [[UInt8]]?
     private var index = 0
-    /// Whether a tar entry came with an extended header, which `TarExtendedHeaders` then reads again.
-    private(set) var sawExtendedTarHeader = false
+    /// Where (in the decompressed stream) the headers of the last tar entry that came with an extended
+    /// header end, or nil when none did: `TarExtendedHeaders` reads the stream again up to there.
+    private(set) var extendedTarHeadersEnd: Int64?
 
     init(archivePath: String, archiveName: String) {
         self.archivePath = archivePath
@@ -23,7 +24,7 @@ struct ArchiveEntryName {
     /// The raw name of the entry just read.
     mutating func next(_ entry: OpaquePointer, reader: OpaquePointer) throws -> PackagePath {
         defer { index += 1 }
-        if TarExtendedHeaders.hadExtendedHeader(reader) { sawExtendedTarHeader = true }
+        if TarExtendedHeaders.hadExtendedHeader(reader) { extendedTarHeadersEnd = archive_filter_bytes(reader, 0) }
         let read = archive_entry_pathname(entry).map { [UInt8](UnsafeRawBufferPointer(start: $0, count: strlen($0))) }
         guard archive_format(reader) & ARCHIVE_FORMAT_BASE_MASK == ARCHIVE_FORMAT_ZIP else {
             return PackagePath(bytes: read ?? [])

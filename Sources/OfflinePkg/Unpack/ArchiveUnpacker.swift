@@ -68,7 +68,7 @@ package struct ArchiveUnpacker {
             let file = try writeFile(reader, writer, entry: entry, raw: raw, path: path, destination: destination, state: &state)
             state.files[path] = file
         }
-        if names.sawExtendedTarHeader { try TarExtendedHeaders.check(archivePath, archiveName: archiveName) }
+        if let end = names.extendedTarHeadersEnd { try TarExtendedHeaders.check(archivePath, upTo: end, archiveName: archiveName) }
         if isDelta && state.deltaControl == nil {
             throw refuse(nil, "a delta must hold \(ArchivePath.deltaControlName) at its root")
         }

@@ -12,8 +12,9 @@ enum TarExtendedHeaders {
             && archive_filter_bytes(reader, 0) - archive_read_header_position(reader) > 512
     }
 
-    /// Throws when an extended header of the tar at `path` holds a name with a NUL in it.
-    static func check(_ path: String, archiveName: String) throws {
+    /// Throws when an extended header of the tar at `path`, in its first `end` decompressed bytes,
+    /// holds a name with a NUL in it.
+    static func check(_ path: String, upTo end: Int64, archiveName: String) throws {
         guard let reader = archive_read_new() else { return }
         defer { archive_read_free(reader) }
         for add in [archive_read_support_filter_gzip, archive_read_support_filter_bzip2, archive_read_support_filter_xz,
@@ -25,13 +26,15 @@ enum TarExtendedHeaders {
         else { throw refuse(archiveName, nil, "damaged archive: its tar headers cannot be read again") }
         var scanner = Scanner()
         var chunk = [UInt8](repeating: 0, count: 256 << 10)
-        while true {
+        var read: Int64 = 0
+        while read < end {
             let count = chunk.withUnsafeMutableBytes { archive_read_data(reader, $0.baseAddress, $0.count) }
             if count == 0 { break }
             guard count > 0 else { throw refuse(archiveName, nil, "damaged archive: its tar headers cannot be read again") }
             if let name = scanner.feed(chunk[0..<count]) {
                 throw refuse(archiveName, PackagePath(bytes: name), "NUL byte in path")
             }
+            read += Int64(count)
             if scanner.finished { break }
         }
     }

@@ -52,6 +52,14 @@ struct ArchiveNameTests {
             testDescription: "NUL in pax, gzipped", format: "tar.gz", members: [.init(name: nul, pax: [("path", nul)])],
             message: #"entry "ok\u{0}/../../../evil": NUL byte in path"#),
         Refusal(
+            testDescription: "NUL in pax, after other members", format: "tar.gz",
+            members: [
+                .init(name: Array("a.txt".utf8), data: [UInt8](repeating: 7, count: 300_000)),
+                .init(name: Self.latin1, pax: [("path", Array("caf\u{e9}.txt".utf8))]),
+                .init(name: nul, pax: [("path", nul)]),
+            ],
+            message: #"entry "ok\u{0}/../../../evil": NUL byte in path"#),
+        Refusal(
             testDescription: "NUL in a GNU long name", format: "tar", members: [.init(name: nul, gnuLongName: nul)],
             message: #"entry "ok\u{0}/../../../evil": NUL byte in path"#),
         Refusal(
@@ -125,5 +133,22 @@ struct ArchiveNameTests {
         try FileSystem.writeAtomically(Array("plain\n".utf8), to: site + "/plain.txt")
         #expect(FileSystem.entryNames(of: site).count == 3)
         return site
+    }
+}
+
+extension ArchiveNameTests {
+    /// The header warnings libarchive gives for names it cannot convert under the C locale (pax and
+    /// UTF-8-flagged zip names): expected, since names are taken as bytes; any other warning is not one.
+    @Test func nameConversionWarningsAreTold() {
+        for message in [
+            "Pathname can't be converted from UTF-8 to current locale.",
+            "Pathname cannot be converted from UTF-8 to current locale.",
+            "Uname can't be converted from UTF-8 to current locale.",
+        ] {
+            #expect(ArchiveEntryName.isNameConversionWarning(message), "\(message)")
+        }
+        for message in ["Ignoring malformed pax extended attribute", "ZIP bad CRC: 0x1 should be 0x2", "Linkname can't be converted from UTF-8 to current locale."] {
+            #expect(!ArchiveEntryName.isNameConversionWarning(message), "\(message)")
+        }
     }
 }
