@@ -15,28 +15,39 @@ package enum ZipNames {
             var info = stat()
             guard fstat(fd.rawValue, &info) == 0 else { throw OfflinePkgError.io(path: path, operation: "fstat", Errno.current) }
             let file = ZipFile(fd: fd.rawValue, size: Int64(info.st_size))
-            guard let directory = file.centralDirectory() else { return nil }
-            var offsets = [Int64]()
-            var at = directory.offset
+            // The whole central directory in one read, then one read per local header (its fixed part and
+            // the name the central directory announces, read again when the local name is longer).
+            guard let directory = file.centralDirectory(), let records = file.bytes(at: directory.offset, count: directory.size)
+            else { return nil }
+            var members = [(offset: Int64, nameLength: Int)]()
+            var at = 0
             for _ in 0..<directory.count {
-                guard let header = file.bytes(at: at, count: 46), header.le32(0) == 0x0201_4b50 else { return nil }
+                guard at + 46 <= records.count, records.le32(at) == 0x0201_4b50 else { return nil }
+                let header = Array(records[at..<at + 46])
                 let nameLength = Int(header.le16(28)), extraLength = Int(header.le16(30))
                 var offset = Int64(header.le32(42))
                 if offset == 0xffff_ffff {
-                    guard let extra = file.bytes(at: at + 46 + Int64(nameLength), count: extraLength),
-                        let wide = zip64Offset(extra, header: header)
+                    let extraAt = at + 46 + nameLength
+                    guard extraAt + extraLength <= records.count,
+                        let wide = zip64Offset(Array(records[extraAt..<extraAt + extraLength]), header: header)
                     else { return nil }
                     offset = wide
                 }
-                offsets.append(offset)
-                at += 46 + Int64(nameLength + extraLength + Int(header.le16(32)))
+                members.append((offset, nameLength))
+                at += 46 + nameLength + extraLength + Int(header.le16(32))
             }
             var names = [[UInt8]]()
-            for offset in Set(offsets).sorted() {
-                guard let local = file.bytes(at: offset, count: 30), local.le32(0) == 0x0403_4b50,
-                    let name = file.bytes(at: offset + 30, count: Int(local.le16(26)))
+            var seen = Set<Int64>()
+            for member in members.sorted(by: { $0.offset < $1.offset }) where seen.insert(member.offset).inserted {
+                guard var local = file.bytes(at: member.offset, count: 30 + member.nameLength) ?? file.bytes(at: member.offset, count: 30),
+                    local.le32(0) == 0x0403_4b50
                 else { return nil }
-                names.append(name)
+                let nameLength = Int(local.le16(26))
+                if local.count < 30 + nameLength {
+                    guard let longer = file.bytes(at: member.offset, count: 30 + nameLength) else { return nil }
+                    local = longer
+                }
+                names.append(Array(local[30..<30 + nameLength]))
             }
             return names
         }
@@ -72,24 +83,25 @@ private struct ZipFile {
         return read == count ? buffer : nil
     }
 
-    /// Where the central directory starts and how many records it holds, from the end record (and
-    /// its zip64 form when the plain one says "see zip64").
-    func centralDirectory() -> (offset: Int64, count: Int)? {
+    /// Where the central directory starts, its size and how many records it holds, from the end
+    /// record (and its zip64 form when the plain one says "see zip64").
+    func centralDirectory() -> (offset: Int64, size: Int, count: Int)? {
         let tailLength = Int(min(size, 22 + 0xffff))
         guard let tail = bytes(at: size - Int64(tailLength), count: tailLength) else { return nil }
         var end = tailLength - 22
         while end >= 0 && tail.le32(end) != 0x0605_4b50 { end -= 1 }
         guard end >= 0 else { return nil }
-        let count = Int(tail.le16(end + 10)), offset = Int64(tail.le32(end + 16))
-        if count != 0xffff && offset != 0xffff_ffff { return (offset, count) }
+        let count = Int(tail.le16(end + 10)), length = Int(tail.le32(end + 12)), offset = Int64(tail.le32(end + 16))
+        if count != 0xffff && length != 0xffff_ffff && offset != 0xffff_ffff { return (offset, length, count) }
         let locatorAt = size - Int64(tailLength - end) - 20
         guard let locator = bytes(at: locatorAt, count: 20), locator.le32(0) == 0x0706_4b50 else { return nil }
         let recordAt = Int64(bitPattern: UInt64(locator.le32(8)) | UInt64(locator.le32(12)) << 32)
         guard let record = bytes(at: recordAt, count: 56), record.le32(0) == 0x0606_4b50 else { return nil }
         let wideCount = UInt64(record.le32(32)) | UInt64(record.le32(36)) << 32
+        let wideSize = UInt64(record.le32(40)) | UInt64(record.le32(44)) << 32
         let wideOffset = UInt64(record.le32(48)) | UInt64(record.le32(52)) << 32
-        guard wideCount < 1 << 31, wideOffset < 1 << 62 else { return nil }
-        return (Int64(wideOffset), Int(wideCount))
+        guard wideCount < 1 << 31, wideSize <= UInt64(size), wideOffset < 1 << 62 else { return nil }
+        return (Int64(wideOffset), Int(wideSize), Int(wideCount))
     }
 }
 
