@@ -48,6 +48,11 @@ struct PublishNameTests {
         } throws: { error in
             "\(error)" == #"publish refused: \#(site)/caf\xe9.txt: a device would refuse this path (name is not valid UTF-8)"#
         }
+        // The name is bytes to the file system helpers too: listed as it is, and removed with its folder.
+        #expect(FileSystem.entryNames(of: site).contains(name))
+        #expect(!FileSystem.contents(of: site).contains { $0.unicodeScalars.contains("\u{FFFD}") })
+        try FileSystem.removeTree(site)
+        #expect(!FileSystem.exists(site))
     }
 
     /// `-` and `-x` are ordinary names: the pipeline of SPEC §4 gives `sha256sum` `./-`, never `-`
