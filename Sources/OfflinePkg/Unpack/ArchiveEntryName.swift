@@ -41,7 +41,8 @@ struct ArchiveEntryName {
         let name = names[index]
         // libarchive cuts a name at a NUL and drops one it cannot convert; what it did keep must agree.
         if let read, !read.elementsEqual(name.prefix { $0 != 0 }) {
-            throw refuse(PackagePath(bytes: name), "damaged archive: the zip headers name this member \"\(PackagePath(bytes: read))\"")
+            throw refuse(
+                PackagePath(bytes: name), "damaged archive: libarchive reads this member as \"\(PackagePath(bytes: read))\"")
         }
         return PackagePath(bytes: name)
     }

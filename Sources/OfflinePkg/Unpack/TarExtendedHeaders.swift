@@ -15,7 +15,7 @@ enum TarExtendedHeaders {
     /// Throws when an extended header of the tar at `path`, in its first `end` decompressed bytes,
     /// holds a name with a NUL in it.
     static func check(_ path: String, upTo end: Int64, archiveName: String) throws {
-        guard let reader = archive_read_new() else { return }
+        guard let reader = archive_read_new() else { throw refuse(archiveName, nil, "libarchive could not allocate a reader") }
         defer { archive_read_free(reader) }
         for add in [archive_read_support_filter_gzip, archive_read_support_filter_bzip2, archive_read_support_filter_xz,
             archive_read_support_filter_zstd, archive_read_support_filter_lz4] { _ = add(reader) }
