@@ -34,7 +34,7 @@ package struct DeltaApplier {
                 archive: name, entry: ArchivePath.deltaControlPath,
                 reason: "turns \(control.from) into \(control.to), expected \(baseVersion) into \(targetVersion)")
         }
-        for path in control.delete.map { PackagePath($0) } {
+        for path in control.delete.map({ PackagePath($0) }) {
             guard files[path] != nil, unpacked.files[path] == nil else {
                 throw OfflinePkgError.archiveRefused(
                     archive: name, entry: ArchivePath.deltaControlPath,
