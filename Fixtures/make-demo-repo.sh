@@ -11,7 +11,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 tree_hash() {  # SPEC §4, verbatim
-  (cd "$1" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+  (cd "$1" && find . -type f -printf './%P\0' | LC_ALL=C sort -z | xargs -0 -r sha256sum | sed 's|  \./|  |' | sha256sum | cut -d' ' -f1)
 }
 
 entry() {  # id version route...

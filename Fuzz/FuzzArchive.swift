@@ -19,8 +19,8 @@ func fuzzArchive(_ bytes: [UInt8]) {
     let unpacker = ArchiveUnpacker(limits: UnpackLimits(maxEntries: 200, maxBytes: 4 << 20), archiveName: "fuzz")
     if let tree = try? unpacker.unpack(archivePath: input, into: staging) {
         for (path, file) in tree.files {
-            precondition(ArchivePath.validate(path) == nil, "reported a path that is not clean: \(path)")
-            precondition(FileSystem.fileSize(staging + "/" + path) == file.size, "reported file missing or resized: \(path)")
+            precondition(ArchivePath.validate(path.bytes) == nil, "reported a path that is not clean: \(path)")
+            precondition(FileSystem.fileSize(staging + "/" + path.string) == file.size, "reported file missing or resized: \(path)")
         }
     }
     precondition(FileSystem.contents(of: root) == ["staging"], "something was written outside staging")

@@ -79,13 +79,14 @@ public func fileSize(_ path: String) throws -> Int {
     return size
 }
 
-/// The tree hash of SPEC §4, from exactly the coreutils pipeline the spec gives. For an empty
-/// folder that pipeline hashes `sha256sum`'s line for empty stdin (xargs still runs it once), not
-/// the empty text: a quirk of the reference command, not of the definition.
+/// The tree hash of SPEC §4, from exactly the coreutils pipeline the spec gives: names go to
+/// `sha256sum` as `./name` (a file named `-` would otherwise be read as standard input) and the
+/// prefix is stripped from its output; `-r` runs nothing for an empty folder (the hash of no text).
+public let coreutilsTreeHashPipeline =
+    "find . -type f -printf './%P\\0' | LC_ALL=C sort -z | xargs -0 -r sha256sum | sed 's|  \\./|  |' | sha256sum"
+
 public func treeHash(of directory: String) throws -> String {
-    let pipeline =
-        "set -o pipefail; cd \"$1\" && "
-        + "find . -type f -printf '%P\\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum"
+    let pipeline = "set -o pipefail; cd \"$1\" && " + coreutilsTreeHashPipeline
     let result = try run("bash", ["-c", pipeline, "bash", directory]).checked("tree hash of \(directory)")
     return String(result.stdout.prefix(64))
 }

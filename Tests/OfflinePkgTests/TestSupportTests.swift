@@ -271,9 +271,9 @@ import Glibc
         let expected = SHA256.hash(Array(listing.utf8)).hex
 
         #expect(try treeHash(of: site.path) == expected)
-        let treeFiles = files.mapValues {
-            TreeFile(sha256: SHA256.hash(Array($0.utf8)).hex, size: Int64($0.utf8.count))
-        }
+        let treeFiles = Dictionary(uniqueKeysWithValues: files.map {
+            (PackagePath($0.key), TreeFile(sha256: SHA256.hash(Array($0.value.utf8)).hex, size: Int64($0.value.utf8.count)))
+        })
         #expect(TreeHash.compute(treeFiles) == expected)
     }
 

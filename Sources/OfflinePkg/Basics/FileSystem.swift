@@ -141,30 +141,60 @@ package enum FileSystem {
         }
     }
 
-    /// Names in a directory, without `.` and `..`; empty when it does not exist.
+    /// Names in a directory as text, without `.` and `..`; empty when it does not exist. A name that is
+    /// not valid UTF-8 is left out (a `String` would replace its bytes and name another file): callers
+    /// list folders offlinepkg named itself. `entryNames(of:)` gives every name as bytes.
     package static func contents(of path: String) -> [String] {
+        entryNames(of: path).compactMap { String(validating: $0, as: UTF8.self) }
+    }
+
+    /// Names in a directory as the bytes `readdir` gives them, without `.` and `..`.
+    package static func entryNames(of path: String) -> [[UInt8]] {
+        path.withCString { entryNames(cPath: $0) }
+    }
+
+    package static func entryNames(ofBytes path: [UInt8]) -> [[UInt8]] {
+        withCPath(path) { entryNames(cPath: $0) }
+    }
+
+    /// Calls `body` with `path` as a C string, byte for byte (a `String` could not hold every name).
+    package static func withCPath<R>(_ path: [UInt8], _ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+        try (path + [0]).withUnsafeBufferPointer { buffer in
+            try buffer.withMemoryRebound(to: CChar.self) { try body($0.baseAddress!) }
+        }
+    }
+
+    private static func entryNames(cPath path: UnsafePointer<CChar>) -> [[UInt8]] {
         guard let dir = opendir(path) else { return [] }
         defer { closedir(dir) }
-        var names = [String]()
+        var names = [[UInt8]]()
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+                [UInt8](raw.prefix { $0 != 0 })
             }
-            if name != "." && name != ".." { names.append(name) }
+            if name != [0x2e] && name != [0x2e, 0x2e] { names.append(name) }
         }
         return names
     }
 
     /// Removes a tree, read-only installed trees included (their folders are made writable first).
     package static func removeTree(_ path: String) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        if (info.st_mode & S_IFMT) == S_IFDIR {
-            chmod(path, 0o755)
-            for name in contents(of: path) { try removeTree(path + "/" + name) }
-            if rmdir(path) != 0 { throw OfflinePkgError.io(path: path, operation: "rmdir", Errno.current) }
-        } else if unlink(path) != 0 {
-            throw OfflinePkgError.io(path: path, operation: "unlink", Errno.current)
+        try removeTree(bytes: Array(path.utf8))
+    }
+
+    /// The same by the path's bytes, so that a name that is not UTF-8 goes too.
+    private static func removeTree(bytes path: [UInt8]) throws {
+        try withCPath(path) { cPath in
+            var info = stat()
+            guard lstat(cPath, &info) == 0 else { return }
+            let shown = PackagePath(bytes: path).description
+            if (info.st_mode & S_IFMT) == S_IFDIR {
+                chmod(cPath, 0o755)
+                for child in entryNames(cPath: cPath) { try removeTree(bytes: path + [UInt8(ascii: "/")] + child) }
+                if rmdir(cPath) != 0 { throw OfflinePkgError.io(path: shown, operation: "rmdir", Errno.current) }
+            } else if unlink(cPath) != 0 {
+                throw OfflinePkgError.io(path: shown, operation: "unlink", Errno.current)
+            }
         }
     }
 
@@ -172,9 +202,9 @@ package enum FileSystem {
     /// itself: Linux lets a process move a folder to another parent only with write permission on that
     /// folder (its `..` changes), so a tree's top folder stays writable until it is in place (`seal`).
     /// The files need nothing: the unpacker creates them 0444, so a finished tree is read-only without a walk.
-    package static func makeFoldersReadOnly(_ folders: some Sequence<String>, under root: String) throws {
-        for folder in folders where chmod(root + "/" + folder, 0o555) != 0 {
-            throw OfflinePkgError.io(path: root + "/" + folder, operation: "chmod", Errno.current)
+    package static func makeFoldersReadOnly(_ folders: some Sequence<PackagePath>, under root: String) throws {
+        for folder in folders where chmod(root + "/" + folder.string, 0o555) != 0 {
+            throw OfflinePkgError.io(path: root + "/" + folder.string, operation: "chmod", Errno.current)
         }
     }
 

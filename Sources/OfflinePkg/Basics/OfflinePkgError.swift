@@ -18,7 +18,7 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     /// A download or input is larger or smaller than it may be.
     case sizeMismatch(what: String, reason: String)
     /// An archive holds something a device never accepts; `entry` names it where there is one.
-    case archiveRefused(archive: String, entry: String?, reason: String)
+    case archiveRefused(archive: String, entry: PackagePath?, reason: String)
     /// An unpacked tree does not hash to the manifest's `tree`.
     case treeMismatch(package: String, expected: String, actual: String)
     /// A transfer failed: connection, timeout, or an HTTP status that is not success.
@@ -93,7 +93,7 @@ extension OfflinePkgError: CustomStringConvertible {
         case .archiveRefused(let archive, let entry, let reason):
             // Entry names come from the archive: escape them, so a hostile name cannot drive the terminal.
             if let entry {
-                "archive \(archive) refused: entry \"\(Self.escaped(entry))\": \(reason)"
+                "archive \(archive) refused: entry \"\(entry)\": \(reason)"
             } else {
                 "archive \(archive) refused: \(reason)"
             }
@@ -127,16 +127,33 @@ extension OfflinePkgError: CustomStringConvertible {
 extension OfflinePkgError {
     /// `text` with control characters, backslashes and quotes written as escapes (`\u{1B}`, `\\`, `\"`).
     static func escaped(_ text: String) -> String {
+        escaped(bytes: Array(text.utf8))
+    }
+
+    /// The same for a byte string (a path read from an archive or a folder), with every byte that is
+    /// not part of valid UTF-8 written as `\xE9`: a message names exactly the bytes it saw.
+    static func escaped(bytes: [UInt8]) -> String {
         var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\\": out += "\\\\"
-            case "\"": out += "\\\""
-            case _ where scalar.value < 0x20 || scalar.value == 0x7f || (0x80...0x9f).contains(scalar.value):
-                out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-            default: out.unicodeScalars.append(scalar)
+        var parser = Unicode.UTF8.ForwardParser()
+        var input = bytes.makeIterator()
+        var position = 0
+        while true {
+            switch parser.parseScalar(from: &input) {
+            case .emptyInput: return out
+            case .error(let length):
+                for byte in bytes[position..<position + length] { out += "\\x" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16) }
+                position += length
+            case .valid(let encoded):
+                position += encoded.count
+                let scalar = Unicode.UTF8.decode(encoded)
+                switch scalar {
+                case "\\": out += "\\\\"
+                case "\"": out += "\\\""
+                case _ where scalar.value < 0x20 || scalar.value == 0x7f || (0x80...0x9f).contains(scalar.value):
+                    out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+                default: out.unicodeScalars.append(scalar)
+                }
             }
         }
-        return out
     }
 }

@@ -2,21 +2,22 @@
 import Glibc
 #endif
 
-/// Walks a folder and reports every regular file by its path relative to the folder.
+/// Walks a folder and reports every regular file by its path relative to the folder, as the bytes the
+/// file system holds (a name that is not UTF-8 is reported as it is, never as a replacement character).
 package enum TreeWalker {
-    package static func regularFiles(in root: String, _ body: (String) -> Void) {
-        walk(root, relative: "", body)
+    package static func regularFiles(in root: String, _ body: (PackagePath) -> Void) {
+        walk(Array(root.utf8), relative: [], body)
     }
 
-    private static func walk(_ path: String, relative: String, _ body: (String) -> Void) {
-        for name in FileSystem.contents(of: path) {
-            let child = path + "/" + name
-            let childRelative = relative.isEmpty ? name : relative + "/" + name
+    private static func walk(_ path: [UInt8], relative: [UInt8], _ body: (PackagePath) -> Void) {
+        for name in FileSystem.entryNames(ofBytes: path) {
+            let child = path + [UInt8(ascii: "/")] + name
+            let childRelative = relative.isEmpty ? name : relative + [UInt8(ascii: "/")] + name
             var info = stat()
-            guard lstat(child, &info) == 0 else { continue }
+            guard FileSystem.withCPath(child, { lstat($0, &info) }) == 0 else { continue }
             switch info.st_mode & S_IFMT {
             case S_IFDIR: walk(child, relative: childRelative, body)
-            case S_IFREG: body(childRelative)
+            case S_IFREG: body(PackagePath(bytes: childRelative))
             default: continue
             }
         }

@@ -45,7 +45,7 @@ package final class TreeLookupTable: Sendable {
     }
 
     /// A table held in memory (a tree installed before tables were written).
-    package convenience init(encoding files: [String: TreeFile]) {
+    package convenience init(encoding files: [PackagePath: TreeFile]) {
         // An encoding of our own always reads back.
         try! self.init(bytes: MappedBytes(copying: Self.encode(files)), path: "(memory)")
     }
@@ -107,7 +107,7 @@ package final class TreeLookupTable: Sendable {
     }
 
     /// The table's bytes for `files`.
-    package static func encode(_ files: [String: TreeFile]) -> [UInt8] {
+    package static func encode(_ files: [PackagePath: TreeFile]) -> [UInt8] {
         let paths = TreeHash.sortedPaths(files)
         var slots = 16
         while slots < paths.count * 2 { slots <<= 1 }
@@ -125,7 +125,7 @@ package final class TreeLookupTable: Sendable {
             let at = records + number * recordSize
             out.replaceSubrange(at..<at + 32, with: Hex.decode(file.sha256) ?? [UInt8](repeating: 0, count: 32))
             withUnsafeBytes(of: UInt64(file.size).littleEndian) { out.replaceSubrange(at + 32..<at + 40, with: $0) }
-            let name = Array(path.utf8)
+            let name = path.bytes
             put(UInt32(text.count), at: at + 40)
             put(UInt32(name.count), at: at + 44)
             let hash = name.withUnsafeBytes { ByteKeyTable.hash($0) }

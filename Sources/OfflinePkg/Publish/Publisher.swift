@@ -32,7 +32,7 @@ public struct Publisher: Sendable {
         let siteFiles = Set(site.files)
         for (name, path) in [("entry", request.entry), ("fallback", request.fallback)] {
             guard let path else { continue }
-            guard siteFiles.contains(path) else {
+            guard siteFiles.contains(PackagePath(path)) else {
                 throw OfflinePkgError.publishRefused(reason: "\(name) file \(path) is not in the site \(site.root)")
             }
         }
@@ -113,14 +113,14 @@ public struct Publisher: Sendable {
 
     // MARK: Stages
 
-    private func writeArchive(_ site: SiteScan, to path: String, format: ArchiveFormat, level: Int?) throws -> [String: TreeFile] {
+    private func writeArchive(_ site: SiteScan, to path: String, format: ArchiveFormat, level: Int?) throws -> [PackagePath: TreeFile] {
         let writer = try ArchiveWriter(path: path, format: format, level: level)
-        var files = [String: TreeFile]()
+        var files = [PackagePath: TreeFile]()
         for entry in site.entries {
             if entry.isDirectory {
-                try writer.addDirectory(entry.path)
+                try writer.addDirectory(entry.path.string)
             } else {
-                files[entry.path] = try writer.addFile(entry.path, contentsOf: site.root + "/" + entry.path)
+                files[entry.path] = try writer.addFile(entry.path.string, contentsOf: site.root + "/" + entry.path.string)
             }
         }
         try writer.finish()
@@ -155,21 +155,21 @@ public struct Publisher: Sendable {
     }
 
     private func writeDelta(
-        from: String, request: PublishRequest, site: SiteScan, files: [String: TreeFile], fullSize: Int64
+        from: String, request: PublishRequest, site: SiteScan, files: [PackagePath: TreeFile], fullSize: Int64
     ) throws -> DeltaOutcome {
         let index = layout.treeIndex(id: request.id, version: from)
         guard FileSystem.exists(index) else { return .skipped("no tree listing \(index)") }
         let old = try TreeIndexFile.decode(FileSystem.read(index, limit: 256 << 20), path: index)
         let changed = TreeHash.sortedPaths(files).filter { old[$0]?.sha256 != files[$0]!.sha256 }
         let deleted = TreeHash.sortedPaths(old).filter { files[$0] == nil }
-        let control = DeltaControl(from: from, to: request.version, delete: deleted)
+        let control = DeltaControl(from: from, to: request.version, delete: deleted.map(\.string))
 
         let scratch = layout.temporary("\(getpid())-\(request.id)-\(from)-\(request.version).delta")
         defer { FileSystem.removeFile(scratch) }
         let writer = try ArchiveWriter(path: scratch, format: request.format, level: request.compressionLevel)
         try writer.addFile(ArchivePath.deltaControlName, bytes: control.encoded())
         for path in changed {
-            let written = try writer.addFile(path, contentsOf: site.root + "/" + path)
+            let written = try writer.addFile(path.string, contentsOf: site.root + "/" + path.string)
             // The site changed under us between the two passes: the delta would not arrive at `tree`.
             guard written == files[path] else {
                 throw OfflinePkgError.publishRefused(reason: "\(site.root)/\(path) changed while publishing")

@@ -7,14 +7,14 @@ import Glibc
 package struct SiteScan: Sendable {
     package struct Entry: Sendable, Equatable {
         /// Relative path with `/` separators, no leading `./`.
-        package var path: String
+        package var path: PackagePath
         package var isDirectory: Bool
     }
 
     package let root: String
     package let entries: [Entry]
 
-    package var files: [String] { entries.filter { !$0.isDirectory }.map(\.path) }
+    package var files: [PackagePath] { entries.filter { !$0.isDirectory }.map(\.path) }
 
     package init(site root: String) throws {
         guard FileSystem.isDirectory(root) else {
@@ -23,16 +23,23 @@ package struct SiteScan: Sendable {
         self.root = root
         var entries = [Entry]()
         try Self.walk(root, relative: "", into: &entries)
-        entries.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+        entries.sort { $0.path < $1.path }
         self.entries = entries
     }
 
     private static func walk(_ path: String, relative: String, into entries: inout [Entry]) throws {
-        for name in FileSystem.contents(of: path) {
+        for bytes in FileSystem.entryNames(of: path) {
+            // A name is refused on its bytes before anything is done with it: a `String` would replace
+            // bytes that are not UTF-8 and then name (and lstat) another file.
+            let shown = path + "/" + PackagePath(bytes: bytes).description
+            if let reason = ArchivePath.nameProblem(bytes) {
+                throw OfflinePkgError.publishRefused(reason: "\(shown): a device would refuse this path (\(reason))")
+            }
+            let name = PackagePath(bytes: bytes).string
             let child = path + "/" + name
             let childRelative = relative.isEmpty ? name : relative + "/" + name
             if let reason = ArchivePath.validate(childRelative) {
-                throw OfflinePkgError.publishRefused(reason: "\(child): a device would refuse this path (\(reason))")
+                throw OfflinePkgError.publishRefused(reason: "\(shown): a device would refuse this path (\(reason))")
             }
             if name == ArchivePath.deltaControlName {
                 throw OfflinePkgError.publishRefused(reason: "\(child): \(name) is a reserved name")
@@ -41,10 +48,10 @@ package struct SiteScan: Sendable {
             guard lstat(child, &info) == 0 else { throw OfflinePkgError.io(path: child, operation: "lstat", Errno.current) }
             switch info.st_mode & S_IFMT {
             case S_IFDIR:
-                entries.append(Entry(path: childRelative, isDirectory: true))
+                entries.append(Entry(path: PackagePath(childRelative), isDirectory: true))
                 try walk(child, relative: childRelative, into: &entries)
             case S_IFREG:
-                entries.append(Entry(path: childRelative, isDirectory: false))
+                entries.append(Entry(path: PackagePath(childRelative), isDirectory: false))
             case S_IFLNK:
                 throw OfflinePkgError.publishRefused(
                     reason:

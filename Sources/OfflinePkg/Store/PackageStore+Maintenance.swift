@@ -87,7 +87,7 @@ extension PackageStore {
             func report(_ path: String, _ problem: String) {
                 damage.append(TreeDamage(packageID: package.id, version: package.version, path: path, problem: problem))
             }
-            let files: [String: TreeFile]
+            let files: [PackagePath: TreeFile]
             do {
                 files = try TreeIndexFile.decode(FileSystem.read(indexPath, limit: 1 << 30), path: indexPath)
             } catch {
@@ -97,24 +97,24 @@ extension PackageStore {
             if TreeHash.compute(files) != package.tree { report("", "the tree index does not match the tree hash") }
             let lookupPath = layout.treeLookup(id: package.id, version: package.version, treeHash: package.tree)
             if let problem = Self.lookupTableProblem(lookupPath, files: files) { report("", problem) }
-            var onDisk = Set<String>()
+            var onDisk = Set<PackagePath>()
             TreeWalker.regularFiles(in: tree) { onDisk.insert($0) }
             for path in TreeHash.sortedPaths(files) {
                 guard onDisk.contains(path) else {
-                    report(path, "missing")
+                    report(path.string, "missing")
                     continue
                 }
-                let actual = try FileHasher.sha256(ofFile: tree + "/" + path)
-                if actual != files[path]!.sha256 { report(path, "sha256 \(actual), expected \(files[path]!.sha256)") }
+                let actual = try FileHasher.sha256(ofFile: tree + "/" + path.string)
+                if actual != files[path]!.sha256 { report(path.string, "sha256 \(actual), expected \(files[path]!.sha256)") }
             }
-            for path in onDisk.subtracting(files.keys).sorted() { report(path, "not part of the package") }
+            for path in onDisk.subtracting(files.keys).sorted() { report(path.description, "not part of the package") }
         }
         return damage
     }
 
     /// Why the lookup table at `path` does not answer exactly `files`, or nil. A tree installed before
     /// tables were written has none, and answers from its index: that is no damage.
-    private static func lookupTableProblem(_ path: String, files: [String: TreeFile]) -> String? {
+    private static func lookupTableProblem(_ path: String, files: [PackagePath: TreeFile]) -> String? {
         guard FileSystem.exists(path) else { return nil }
         let table: TreeLookupTable
         do { table = try TreeLookupTable(contentsOf: path) } catch { return "the lookup table is unreadable: \(error)" }
@@ -122,7 +122,7 @@ extension PackageStore {
             return "the lookup table lists \(table.fileCount) files, the index \(files.count)"
         }
         for (path, file) in files {
-            let number = Array(path.utf8).withUnsafeBytes { table.find($0) }
+            let number = path.bytes.withUnsafeBytes { table.find($0) }
             guard let number, table.record(number) == .init(sha256: file.sha256, size: file.size) else {
                 return "the lookup table disagrees with the index on \(path)"
             }

@@ -20,9 +20,9 @@ package struct DeltaApplier {
     package func apply(delta archive: String, name: String, targetVersion: String, into staging: String) throws -> UnpackedTree {
         var files = try TreeIndexFile.decode(FileSystem.read(baseIndex, limit: 256 << 20), path: baseIndex)
         for path in TreeHash.sortedPaths(files) {
-            let target = staging + "/" + path
+            let target = staging + "/" + path.string
             try FileSystem.makeDirectories(FileSystem.parentPath(target))
-            try FileSystem.hardLink(baseTree + "/" + path, to: target)
+            try FileSystem.hardLink(baseTree + "/" + path.string, to: target)
         }
 
         let unpacked = try ArchiveUnpacker(limits: limits, archiveName: name, isDelta: true).unpack(
@@ -31,38 +31,38 @@ package struct DeltaApplier {
         let control = try DeltaControl.decode(unpacked.deltaControl ?? [], archive: name)
         guard control.from == baseVersion, control.to == targetVersion else {
             throw OfflinePkgError.archiveRefused(
-                archive: name, entry: ArchivePath.deltaControlName,
+                archive: name, entry: ArchivePath.deltaControlPath,
                 reason: "turns \(control.from) into \(control.to), expected \(baseVersion) into \(targetVersion)")
         }
-        for path in control.delete {
+        for path in control.delete.map({ PackagePath($0) }) {
             guard files[path] != nil, unpacked.files[path] == nil else {
                 throw OfflinePkgError.archiveRefused(
-                    archive: name, entry: ArchivePath.deltaControlName,
+                    archive: name, entry: ArchivePath.deltaControlPath,
                     reason: "delete \"\(path)\": "
                         + (files[path] == nil ? "not a file of \(baseVersion)" : "the delta also writes it"))
             }
-            try FileSystem.unlinkFile(staging + "/" + path)
+            try FileSystem.unlinkFile(staging + "/" + path.string)
             files[path] = nil
             Self.removeEmptyParents(of: path, in: staging)
         }
         // The files the new tree shares with the old one are hashed again, not taken on the old index's
         // word: a damaged base tree must not pass its damage on (SPEC §5: arrive at exactly `tree`).
         for path in TreeHash.sortedPaths(files) where unpacked.files[path] == nil {
-            let actual = try FileHasher.sha256(ofFile: staging + "/" + path)
+            let actual = try FileHasher.sha256(ofFile: staging + "/" + path.string)
             guard actual == files[path]!.sha256 else {
                 throw OfflinePkgError.corruptState(
-                    path: baseTree + "/" + path,
+                    path: baseTree + "/" + path.string,
                     reason: "the delta's base file has sha256 \(actual), expected \(files[path]!.sha256)")
             }
         }
         files.merge(unpacked.files) { _, new in new }
         // The folders: those holding a file, plus those the delta made that the deletions left standing.
-        var folders = unpacked.folders.filter { FileSystem.isDirectory(staging + "/" + $0) }
+        var folders = unpacked.folders.filter { FileSystem.isDirectory(staging + "/" + $0.string) }
         for path in files.keys {
-            var folder = Substring(path)
-            while let slash = folder.lastIndex(of: "/") {
-                folder = folder[..<slash]
-                if !folders.insert(String(folder)).inserted { break }
+            var folder = path
+            while let parent = folder.parent {
+                folder = parent
+                if !folders.insert(folder).inserted { break }
             }
         }
         return UnpackedTree(files: files, folders: folders, deltaControl: nil)
@@ -70,11 +70,11 @@ package struct DeltaApplier {
 
     /// A folder the deletions emptied is gone in the new version too (trees list files only, and a full
     /// archive of the new site would not have it either, unless the site kept it empty on purpose).
-    private static func removeEmptyParents(of path: String, in root: String) {
-        var parent = Substring(path)
-        while let slash = parent.lastIndex(of: "/") {
-            parent = parent[..<slash]
-            if rmdir(root + "/" + parent) != 0 { return }  // not empty: stop
+    private static func removeEmptyParents(of path: PackagePath, in root: String) {
+        var folder = path
+        while let parent = folder.parent {
+            folder = parent
+            if rmdir(root + "/" + folder.string) != 0 { return }  // not empty: stop
         }
     }
 }

@@ -119,7 +119,7 @@ package struct PackageInstaller: Sendable {
     /// writes its index beside it, still in staging. `folders` lists every folder under `staged`
     /// (relative paths). Nothing is visible in `trees/` until `commit` has flushed it.
     package static func stage(
-        _ files: [String: TreeFile], folders: Set<String>, staged: String, entry: PackageEntry, layout: CacheLayout
+        _ files: [PackagePath: TreeFile], folders: Set<PackagePath>, staged: String, entry: PackageEntry, layout: CacheLayout
     ) throws -> StagedTree {
         let actual = TreeHash.compute(files)
         guard actual == entry.tree else {

@@ -21,17 +21,16 @@ package struct ArchiveUnpacker {
         self.isDelta = isDelta
     }
 
-    private func refuse(_ entry: String?, _ reason: String) -> OfflinePkgError {
+    private func refuse(_ entry: PackagePath?, _ reason: String) -> OfflinePkgError {
         .archiveRefused(archive: archiveName, entry: entry, reason: reason)
     }
 
     /// Unpacks the archive at `archivePath` into `destination`, an existing folder. For a delta,
     /// `destination` already holds the old tree (hard-linked) and changed files replace their links.
     package func unpack(archivePath: String, into destination: String) throws -> UnpackedTree {
-        // libarchive converts member names to the current locale's charset; under the C locale a UTF-8
-        // name (zip sets the UTF-8 flag) fails to convert. Switch this thread alone to UTF-8.
-        let previousLocale = UTF8Locale.activate()
-        defer { UTF8Locale.restore(previousLocale) }
+        // Names are bytes (SPEC §3): under the C locale libarchive converts none (see ArchiveEntryName).
+        let previousLocale = CLocale.activate()
+        defer { CLocale.restore(previousLocale) }
         guard let reader = archive_read_new() else { throw refuse(nil, "libarchive could not allocate a reader") }
         defer { archive_read_free(reader) }
         archive_read_support_filter_all(reader)
@@ -46,6 +45,7 @@ package struct ArchiveUnpacker {
         archive_write_disk_set_options(writer, flags)
 
         var state = UnpackState()
+        var names = ArchiveEntryName(archivePath: archivePath, archiveName: archiveName)
         while true {
             var entryPointer: OpaquePointer?
             let status = archive_read_next_header(reader, &entryPointer)
@@ -53,7 +53,7 @@ package struct ArchiveUnpacker {
             guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry = entryPointer else {
                 throw refuse(nil, "damaged archive: \(Self.errorString(reader))")
             }
-            let raw = (archive_entry_pathname_utf8(entry) ?? archive_entry_pathname(entry)).map { String(cString: $0) } ?? ""
+            let raw = try names.next(entry, reader: reader)
             let path = try check(entry: entry, raw: raw, state: &state)
             guard let path else { continue }  // the archive root "./"
 
@@ -61,13 +61,14 @@ package struct ArchiveUnpacker {
                 try makeFolder(path, in: destination, entry: raw, state: &state)
                 continue
             }
-            if path == ArchivePath.deltaControlName {
+            if path == ArchivePath.deltaControlPath {
                 state.deltaControl = try readControl(reader, entry: raw)
                 continue
             }
             let file = try writeFile(reader, writer, entry: entry, raw: raw, path: path, destination: destination, state: &state)
             state.files[path] = file
         }
+        if let end = names.extendedTarHeadersEnd { try TarExtendedHeaders.check(archivePath, upTo: end, archiveName: archiveName) }
         if isDelta && state.deltaControl == nil {
             throw refuse(nil, "a delta must hold \(ArchivePath.deltaControlName) at its root")
         }
@@ -76,13 +77,13 @@ package struct ArchiveUnpacker {
     }
 
     /// Applies every per-entry rule; returns the clean path, or nil for the archive's root folder.
-    private func check(entry: OpaquePointer, raw: String, state: inout UnpackState) throws -> String? {
+    private func check(entry: OpaquePointer, raw: PackagePath, state: inout UnpackState) throws -> PackagePath? {
         state.entries += 1
         if state.entries > limits.maxEntries {
             throw refuse(raw, "more than \(limits.maxEntries) entries")
         }
-        let path: String
-        switch ArchivePath.normalize(raw) {
+        let path: PackagePath
+        switch ArchivePath.normalize(raw.bytes) {
         case .failure(let reason): throw refuse(raw, reason)
         case .success(let clean): path = clean
         }
@@ -102,10 +103,10 @@ package struct ArchiveUnpacker {
             if isDirectory { return nil }
             throw refuse(raw, "empty path")
         }
-        if path == ArchivePath.deltaControlName && (!isDelta || isDirectory) {
+        if path == ArchivePath.deltaControlPath && (!isDelta || isDirectory) {
             throw refuse(raw, "reserved name outside a delta")
         }
-        if path.hasSuffix("/" + ArchivePath.deltaControlName) { throw refuse(raw, "reserved name") }
+        if path.hasSuffix(PackagePath("/" + ArchivePath.deltaControlName)) { throw refuse(raw, "reserved name") }
         switch (state.kinds[path], isDirectory) {
         case (nil, _): break
         // A folder already implied by a file inside it may still be listed once, after that file.
@@ -114,10 +115,9 @@ package struct ArchiveUnpacker {
         default: throw refuse(raw, "path is both a file and a folder")
         }
         // Every parent must be (or become) a folder, never a file.
-        var parent = path[...]
-        while let slash = parent.lastIndex(of: "/") {
-            parent = parent[..<slash]
-            let key = String(parent)
+        var parent = path
+        while let key = parent.parent {
+            parent = key
             if let kind = state.kinds[key] {
                 if kind == .file { throw refuse(raw, "path is both a file and a folder") }
                 break
@@ -130,18 +130,18 @@ package struct ArchiveUnpacker {
 
     /// Creates the folder `path` (relative to `destination`) and its parents, once: archives list a
     /// folder's files together, so remembering what was made saves an lstat and a mkdir per file.
-    private func makeFolder(_ path: String, in destination: String, entry: String, state: inout UnpackState) throws {
+    private func makeFolder(_ path: PackagePath, in destination: String, entry: PackagePath, state: inout UnpackState) throws {
         if path.isEmpty || state.made.contains(path) { return }
-        do { try FileSystem.makeDirectories(destination + "/" + path) } catch {
+        do { try FileSystem.makeDirectories(destination + "/" + path.string) } catch {
             throw refuse(entry, "cannot create folder: \(error)")
         }
-        var folder = Substring(path)
-        while state.made.insert(String(folder)).inserted, let slash = folder.lastIndex(of: "/") {
-            folder = folder[..<slash]
+        var folder = path
+        while state.made.insert(folder).inserted, let parent = folder.parent {
+            folder = parent
         }
     }
 
-    private func readControl(_ reader: OpaquePointer, entry: String) throws -> [UInt8] {
+    private func readControl(_ reader: OpaquePointer, entry: PackagePath) throws -> [UInt8] {
         var control = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
@@ -154,12 +154,12 @@ package struct ArchiveUnpacker {
     }
 
     private func writeFile(
-        _ reader: OpaquePointer, _ writer: OpaquePointer, entry: OpaquePointer, raw: String, path: String,
+        _ reader: OpaquePointer, _ writer: OpaquePointer, entry: OpaquePointer, raw: PackagePath, path: PackagePath,
         destination: String, state: inout UnpackState
     ) throws -> TreeFile {
         // Parents may be implied rather than listed; create them as plain folders.
-        try makeFolder(path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "", in: destination, entry: raw, state: &state)
-        let target = destination + "/" + path
+        try makeFolder(path.parent ?? "", in: destination, entry: raw, state: &state)
+        let target = destination + "/" + path.string
         // A delta replaces a hard link to the old tree: unlink first so the old tree is never written
         // through. A full archive unpacks into an empty folder and duplicates are refused: nothing to unlink.
         if isDelta { FileSystem.removeFile(target) }
@@ -220,10 +220,10 @@ private struct UnpackState {
     var entries = 0
     var bytes: Int64 = 0
     /// What each path seen is: finds duplicates and file/folder conflicts in one pass.
-    var kinds: [String: PathKind] = [:]
-    var files: [String: TreeFile] = [:]
+    var kinds: [PackagePath: PathKind] = [:]
+    var files: [PackagePath: TreeFile] = [:]
     /// Folders created on disk (relative paths), listed or implied by a file's path.
-    var made: Set<String> = []
+    var made: Set<PackagePath> = []
     var deltaControl: [UInt8]?
 }
 
@@ -236,19 +236,4 @@ private enum EntryType {
     static let block: mode_t = 0o060000
     static let fifo: mode_t = 0o010000
     static let socket: mode_t = 0o140000
-}
-
-/// A UTF-8 `LC_CTYPE` for the calling thread only (`uselocale`), so the process locale is untouched.
-private enum UTF8Locale {
-    // Created once and never freed or changed: safe to share between threads.
-    nonisolated(unsafe) private static let locale: locale_t? = newlocale(LC_CTYPE_MASK, "C.UTF-8", nil)
-
-    static func activate() -> locale_t? {
-        guard let locale else { return nil }
-        return uselocale(locale)
-    }
-
-    static func restore(_ previous: locale_t?) {
-        if let previous { uselocale(previous) }
-    }
 }

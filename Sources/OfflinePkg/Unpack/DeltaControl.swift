@@ -22,7 +22,7 @@ package struct DeltaControl: Codable, Sendable, Equatable {
     /// delete a clean relative path (no `..`, no absolute path, no reserved name), listed once.
     package static func decode(_ bytes: [UInt8], archive: String) throws -> DeltaControl {
         func refuse(_ reason: String) -> OfflinePkgError {
-            .archiveRefused(archive: archive, entry: ArchivePath.deltaControlName, reason: reason)
+            .archiveRefused(archive: archive, entry: ArchivePath.deltaControlPath, reason: reason)
         }
         let control: DeltaControl
         do {
@@ -30,11 +30,11 @@ package struct DeltaControl: Codable, Sendable, Equatable {
         } catch {
             throw refuse("expected {\"from\", \"to\", \"delete\": [...]}")
         }
-        var seen = Set<String>()
+        var seen = Set<PackagePath>()
         for path in control.delete {
             if let reason = ArchivePath.validate(path) { throw refuse("delete \"\(path)\": \(reason)") }
             if path == ArchivePath.deltaControlName { throw refuse("delete \"\(path)\": reserved name") }
-            guard seen.insert(path).inserted else { throw refuse("delete \"\(path)\" listed twice") }
+            guard seen.insert(PackagePath(path)).inserted else { throw refuse("delete \"\(path)\" listed twice") }
         }
         return control
     }

@@ -18,7 +18,7 @@ package struct TreeFile: Sendable, Equatable {
 /// What an unpack produced: every regular file with its hash, every folder it created (relative
 /// paths, so the tree can be made read-only without walking it again), and for a delta its control member.
 package struct UnpackedTree: Sendable {
-    package var files: [String: TreeFile]
-    package var folders: Set<String>
+    package var files: [PackagePath: TreeFile]
+    package var folders: Set<PackagePath>
     package var deltaControl: [UInt8]?
 }

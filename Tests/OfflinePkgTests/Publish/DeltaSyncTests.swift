@@ -181,7 +181,7 @@ import Testing
         let script = #"""
             repo=$1 s1=$2 s2=$3
             mkdir -p "$repo/archives" "$repo/delta"
-            tree() { (cd "$1" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1); }
+            tree() { (cd "$1" && find . -type f -printf './%P\0' | LC_ALL=C sort -z | xargs -0 -r sha256sum | sed 's|  \./|  |' | sha256sum | cut -d' ' -f1); }
             bsdtar --options gzip:!timestamp -czf "$repo/archives/app-1.tar.gz" -C "$s1" .
             bsdtar -czf "$repo/archives/app-2.tar.gz" -C "$s2" .
             (cd "$s2" && cp --parents index.html js/lib/module-3.js fonts/sans.woff2 "$repo/delta/")

@@ -1,4 +1,5 @@
 import Foundation
+import OfflinePkgTestSupport
 import Synchronization
 import Testing
 
@@ -49,10 +50,9 @@ struct ShellFailure: Error, CustomStringConvertible {
     var description: String { "bash exited \(status): \(stderr)\nscript: \(script)" }
 }
 
-/// SPEC §4's reference pipeline, verbatim.
+/// SPEC §4's reference pipeline (one copy, in the test support).
 func coreutilsTreeHash(_ folder: String) throws -> String {
-    let output = try shell("cd '\(folder)' && find . -type f -printf '%P\\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum")
-    return String(output.prefix(64))
+    try OfflinePkgTestSupport.treeHash(of: folder)
 }
 
 /// Whether two folders hold the same files with the same bytes (`diff -r`).

@@ -26,7 +26,7 @@ import Testing
             let v2 = try publisher.publish(DemoSite.request(site: scratch.sub("\(copy)/v2"), version: 2, format: format))
             #expect(v2.deltas.count == 1)
             var files = [String: [UInt8]]()
-            TreeWalker.regularFiles(in: repo + "/archives") { files[$0] = try? FileSystem.read(repo + "/archives/" + $0) }
+            TreeWalker.regularFiles(in: repo + "/archives") { files[$0.string] = try? FileSystem.read(repo + "/archives/" + $0.string) }
             outputs.append(files)
         }
         #expect(

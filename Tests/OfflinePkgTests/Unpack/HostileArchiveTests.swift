@@ -115,7 +115,7 @@ struct HostileArchiveTests {
             _ = try unpacker.unpack(archivePath: archive, into: staging)
         } throws: { error in
             guard case .archiveRefused(let name, let entry, let reason) = error as? OfflinePkgError else { return false }
-            let entryMatches = hostile.entry.map { entry == $0 } ?? true
+            let entryMatches = hostile.entry.map { entry == PackagePath($0) } ?? true
             return name == "hostile.\(format)" && reason.contains(hostile.reason) && entryMatches
                 && (error as! OfflinePkgError).category == .refused
         }

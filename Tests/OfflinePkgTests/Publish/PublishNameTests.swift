@@ -1,0 +1,74 @@
+import Foundation
+import OfflinePkgTestSupport
+import Testing
+
+@testable import OfflinePkg
+
+/// `publish` handles site names as bytes (SPEC §3, §4): both Unicode normalisation forms of a name are
+/// two files, a name that is not UTF-8 is refused naming its bytes, and names starting with `-` hash as
+/// the coreutils pipeline hashes them.
+@Suite("Publish: names are bytes")
+struct PublishNameTests {
+    static let precomposed = "caf\u{e9}.txt"
+    static let decomposed = "cafe\u{301}.txt"
+
+    @Test(arguments: [ArchiveFormat.tarZstd, .tarGzip, .zip])
+    func countsBothNormalisationFormsAndWritesTheCoreutilsTreeHash(_ format: ArchiveFormat) throws {
+        let scratch = try TemporaryFolder("twins")
+        let site = scratch.sub("site")
+        try writeSite(site, ["index.html": Array("home".utf8)])
+        // Two writes: as `String` keys of one dictionary the two names would be one.
+        try writeSite(site, [Self.precomposed: Array("precomposed".utf8)])
+        try writeSite(site, [Self.decomposed: Array("decomposed".utf8)])
+        #expect(FileSystem.entryNames(of: site).count == 3)
+
+        let report = try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(
+            DemoSite.request(site: site, version: 1, format: format))
+        #expect(report.files == 3)
+        #expect(report.tree == (try coreutilsTreeHash(site)))
+        // A device reads the publisher's archive back to the same two files.
+        let staging = scratch.sub("staging")
+        try FileSystem.makeDirectories(staging)
+        let tree = try ArchiveUnpacker(limits: .init(), archiveName: "published").unpack(
+            archivePath: scratch.sub("repo") + "/" + report.archive.url, into: staging)
+        #expect(Set(tree.files.keys) == ["index.html", PackagePath(Self.precomposed), PackagePath(Self.decomposed)])
+        #expect(TreeHash.compute(tree.files) == report.tree)
+    }
+
+    @Test func refusesASiteNameThatIsNotUTF8NamingItsBytes() throws {
+        let scratch = try TemporaryFolder("latin1")
+        let site = scratch.sub("site")
+        try writeSite(site, ["index.html": Array("home".utf8)])
+        let name = Array("caf".utf8) + [0xe9] + Array(".txt".utf8)
+        let fd = FileSystem.withCPath(Array((site + "/").utf8) + name) { open($0, O_WRONLY | O_CREAT, 0o644) }
+        #expect(fd >= 0)
+        close(fd)
+        #expect {
+            try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(DemoSite.request(site: site, version: 1))
+        } throws: { error in
+            "\(error)" == #"publish refused: \#(site)/caf\xe9.txt: a device would refuse this path (name is not valid UTF-8)"#
+        }
+        // The name is bytes to the file system helpers too: listed as it is, and removed with its folder.
+        #expect(FileSystem.entryNames(of: site).contains(name))
+        #expect(!FileSystem.contents(of: site).contains { $0.unicodeScalars.contains("\u{FFFD}") })
+        try FileSystem.removeTree(site)
+        #expect(!FileSystem.exists(site))
+    }
+
+    /// `-` and `-x` are ordinary names: the pipeline of SPEC §4 gives `sha256sum` `./-`, never `-`
+    /// (standard input), and the hash is that of the SPEC text built here by hand.
+    @Test func filesNamedWithALeadingDashHashLikeAnyOther() throws {
+        let scratch = try TemporaryFolder("dash")
+        let site = scratch.sub("site")
+        let files = ["-": "stdin?", "-x": "option?", "index.html": "home", "d/-": "nested"]
+        try writeSite(site, files.mapValues { Array($0.utf8) })
+        let listing = files.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            .map { "\(SHA256.hash(Array(files[$0]!.utf8)).hex)  \($0)\n" }.joined()
+        let expected = SHA256.hash(Array(listing.utf8)).hex
+        #expect(try coreutilsTreeHash(site) == expected)
+        let report = try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(
+            DemoSite.request(site: site, version: 1))
+        #expect(report.tree == expected)
+        #expect(report.files == 4)
+    }
+}
