@@ -186,13 +186,17 @@ package struct ArchiveUnpacker {
                 var block: UnsafeRawPointer?
                 var blockSize = 0
                 var offset: la_int64_t = 0
+                var blocks = 0
                 while true {
                     let status = archive_read_data_block(reader, &block, &blockSize, &offset)
                     if status == ARCHIVE_EOF { break }
                     guard status == ARCHIVE_OK else {
                         throw source.failure ?? refuse(raw, "damaged data: \(Self.errorString(reader))")
                     }
-                    if let reason = source.bounds.exceeded(checkMemory: false) { throw refuse(nil, reason) }
+                    // A decompressor can grow without reading (zstd's window fills as it inflates), so
+                    // the memory bound is checked here too, every 16 blocks.
+                    blocks += 1
+                    if let reason = source.bounds.exceeded(checkMemory: blocks % 16 == 0) { throw refuse(nil, reason) }
                     // Sparse members carry holes: the offset jumps ahead. Unpacked files are plain, so refuse them.
                     guard offset == size else { throw refuse(raw, "sparse file") }
                     size += Int64(blockSize)
