@@ -56,6 +56,8 @@ struct HostileArchiveTests {
     ]
 
     static let formats = ["tar", "tar.gz", "tar.zst", "zip"]
+    /// Every form SPEC §3 accepts: the tar dialects, zip, and the five filters.
+    static let cleanFormats = formats + ["ustar.tar", "gnu.tar", "pax.tar", "tar.bz2", "tar.xz", "tar.lz4"]
 
     /// Builds the base tar of a case in `dir/base.tar`.
     static func baseTar(_ hostile: Case, in dir: TemporaryDirectory) throws -> String {
@@ -89,6 +91,12 @@ struct HostileArchiveTests {
         case "tar": [create]
         case "tar.gz": ["-z", create]
         case "tar.zst": ["--zstd", create]
+        case "tar.bz2": ["-j", create]
+        case "tar.xz": ["-J", create]
+        case "tar.lz4": ["--lz4", create]
+        case "ustar.tar": ["--format", "ustar", create]
+        case "gnu.tar": ["--format", "gnutar", create]
+        case "pax.tar": ["--format", "pax", create]
         default: ["--format", "zip", create]
         }
     }
@@ -97,6 +105,7 @@ struct HostileArchiveTests {
     static func archive(_ base: String, format: String, in dir: TemporaryDirectory) throws -> String {
         let out = dir.path("hostile.\(format)")
         try run("bsdtar", createFlags(format, keepAbsolutePaths: true) + [out, "@" + base]).checked()
+        HostileCorpus.keep(out, as: "hostile-\(URL(fileURLWithPath: dir.path).lastPathComponent).\(format)")
         return out
     }
 
@@ -127,7 +136,7 @@ struct HostileArchiveTests {
     }
 
     static let damagedInputs: [(String, String)] =
-        formats.map { ("truncated", $0) } + [("not an archive", "tar.gz"), ("empty file", "tar.gz")]
+        cleanFormats.map { ("truncated", $0) } + [("not an archive", "tar.gz"), ("empty file", "tar.gz")]
 
     @Test(arguments: damagedInputs)
     func refusesDamagedInput(_ kind: String, format: String) throws {
@@ -143,6 +152,7 @@ struct HostileArchiveTests {
             default: []
             }
         let archive = try dir.write(bytes, to: "input")
+        HostileCorpus.keep(archive, as: "damaged-\(kind).\(format)")
         let staging = try dir.makeDirectory("staging")
         #expect {
             _ = try ArchiveUnpacker(limits: .init(), archiveName: "input").unpack(archivePath: archive, into: staging)
@@ -192,7 +202,7 @@ struct HostileArchiveTests {
         #expect(try LifecycleTests.served(store) == "v1")
     }
 
-    @Test(arguments: formats)
+    @Test(arguments: cleanFormats)
     func acceptsACleanArchiveAndHashesItsTree(format: String) throws {
         let dir = try TemporaryDirectory()
         try writeSite(
