@@ -141,8 +141,21 @@ struct ArchiveFormatTests {
         var environment = ProcessInfo.processInfo.environment
         environment["PATH"] = decoys + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
         let clean = ["-z", "-j", "-J", "--zstd", "--lz4"]
-        for filter in Self.refusedFilters + clean {
-            let archive = clean.contains(filter) ? dir.path("clean\(filter).tar") : try Self.filtered(filter, in: dir)
+        // Zip entries claiming each compression method libarchive knows beyond deflate (bzip2, lzma, zstd,
+        // xz, ppmd, AES): its zip reader decodes in process or refuses, never through a program.
+        let zipMethods: [UInt8] = [12, 14, 93, 95, 98, 99]
+        let zip = dir.path("a.zip")
+        try run("bsdtar", ["--format", "zip", "-cf", zip, "-C", site, "f"]).checked()
+        for method in zipMethods {
+            var bytes = try FileSystem.read(zip)
+            for offset in ZipSurgery.offsets(of: ZipSurgery.local, in: bytes) { bytes[offset + 8] = method }
+            for offset in ZipSurgery.offsets(of: ZipSurgery.central, in: bytes) { bytes[offset + 10] = method }
+            HostileCorpus.keep(try dir.write(bytes, to: "method\(method).zip"), as: "zip-method-\(method).zip")
+        }
+        for filter in Self.refusedFilters + clean + zipMethods.map({ "method\($0).zip" }) {
+            let archive =
+                clean.contains(filter) ? dir.path("clean\(filter).tar")
+                : filter.hasSuffix(".zip") ? dir.path(filter) : try Self.filtered(filter, in: dir)
             if clean.contains(filter) { try run("bsdtar", [filter, "-cf", archive, "-C", site, "f"]).checked() }
             let repo = try dir.makeDirectory("repo\(filter)")
             let entry = try makeManifestEntry(
