@@ -22,7 +22,9 @@ struct ArchiveLinkTests {
             _ = try dir.write("secret\n", to: "watched/secret")
             chmod(dir.path("watched/secret"), 0o600)
             _ = try dir.makeDirectory("watched/sub")
-            staging = try dir.makeDirectory("root/staging/unpack")
+            // The layout of a sync (root/staging/<name>) and of scripts/corpus: a relative link from an
+            // entry at the top of staging reaches `watched` through `relativeWatched` in both.
+            staging = try dir.makeDirectory("roots/r/staging/unpack")
             before = try FolderSnapshot(watched)
         }
 
@@ -35,6 +37,8 @@ struct ArchiveLinkTests {
             }
         }
     }
+
+    static let relativeWatched = "../../../../watched"
 
     struct Case: Sendable, CustomTestStringConvertible {
         var name: String
@@ -52,7 +56,7 @@ struct ArchiveLinkTests {
         },
         Case(name: "symlink typed '2' then a file below it", reason: "symbolic link") { watched in
             var tar = TarBuilder()
-            tar.entry("l", type: "2", linkname: watched)
+            tar.entry("l", type: "2", linkname: relativeWatched)
             tar.entry("l/new", data: Array("x".utf8))
             return tar.finished()
         },
@@ -119,7 +123,7 @@ struct ArchiveLinkTests {
     /// `type=file link=`, a xar. They are refused as formats now, before any entry.
     @Test func refusesTheFormatsThatSmuggledLinksAsFiles() throws {
         let scene = try Scene()
-        _ = try scene.dir.write("#mtree\n./evil type=file mode=0444 link=\(scene.watched)/secret\n", to: "a.mtree")
+        _ = try scene.dir.write("#mtree\n./evil type=file mode=0444 link=\(Self.relativeWatched)/secret\n", to: "a.mtree")
         HostileCorpus.keep(scene.dir.path("a.mtree"), as: "link-mtree-type-file.mtree")
         #expect {
             _ = try ArchiveUnpacker(limits: .init(), archiveName: "a").unpack(archivePath: scene.dir.path("a.mtree"), into: scene.staging)

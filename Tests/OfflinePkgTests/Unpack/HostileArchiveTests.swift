@@ -102,10 +102,10 @@ struct HostileArchiveTests {
     }
 
     /// Re-archives the base tar into `format` (with -P, so absolute paths survive).
-    static func archive(_ base: String, format: String, in dir: TemporaryDirectory) throws -> String {
+    static func archive(_ base: String, format: String, in dir: TemporaryDirectory, name: String = "") throws -> String {
         let out = dir.path("hostile.\(format)")
         try run("bsdtar", createFlags(format, keepAbsolutePaths: true) + [out, "@" + base]).checked()
-        HostileCorpus.keep(out, as: "hostile-\(URL(fileURLWithPath: dir.path).lastPathComponent).\(format)")
+        HostileCorpus.keep(out, as: "hostile-\(name).\(format)")
         return out
     }
 
@@ -116,7 +116,7 @@ struct HostileArchiveTests {
     @Test(arguments: matrix)
     func refusesTheWholeArchive(_ hostile: Case, format: String) throws {
         let dir = try TemporaryDirectory()
-        let archive = try Self.archive(try Self.baseTar(hostile, in: dir), format: format, in: dir)
+        let archive = try Self.archive(try Self.baseTar(hostile, in: dir), format: format, in: dir, name: hostile.name)
         let outside = try dir.makeDirectory("root")
         let staging = try dir.makeDirectory("root/staging/unpack")
         let unpacker = ArchiveUnpacker(limits: hostile.limits, archiveName: "hostile.\(format)")
@@ -177,7 +177,7 @@ struct HostileArchiveTests {
         let treesBefore = try FileManager.default.contentsOfDirectory(atPath: root.path("trees/home"))
 
         let dir = try TemporaryDirectory()
-        let hostileArchive = try Self.archive(try Self.baseTar(hostile, in: dir), format: "tar.gz", in: dir)
+        let hostileArchive = try Self.archive(try Self.baseTar(hostile, in: dir), format: "tar.gz", in: dir, name: hostile.name)
         try FileManager.default.copyItem(atPath: hostileArchive, toPath: repo.path + "/archives/hostile.tar.gz")
         let archive = RemoteFile(
             url: "archives/hostile.tar.gz", sha256: try FileHasher.sha256(ofFile: hostileArchive),
