@@ -177,4 +177,26 @@ struct ArchiveLinkTests {
         }
         #expect(try FolderSnapshot(scene.watched) == scene.before)
     }
+
+    /// A delta unpacks over hard links to the installed tree: the changed file gets a new inode (unlink,
+    /// then create), so the installed file, here the watched secret, keeps its bytes and mode.
+    @Test(arguments: HostileArchiveTests.formats)
+    func aDeltaNeverWritesThroughAHardLinkToTheOldTree(format: String) throws {
+        let scene = try Scene()
+        #expect(link(scene.watched + "/secret", scene.staging + "/g.txt") == 0)
+        try writeSite(
+            [SiteFile("g.txt", "changed\n"), SiteFile(ArchivePath.deltaControlName, #"{"from":"1","to":"2","delete":[]}"#)],
+            to: scene.dir.path("site"))
+        let archive = scene.dir.path("delta.\(format)")
+        try run("bsdtar", HostileArchiveTests.createFlags(format, keepAbsolutePaths: false) + [archive, "-C", scene.dir.path("site"), "."])
+            .checked()
+        let tree = try ArchiveUnpacker(limits: .init(), archiveName: "d", isDelta: true).unpack(archivePath: archive, into: scene.staging)
+        #expect(tree.files["g.txt"]?.size == 8)
+        #expect(try FileSystem.read(scene.staging + "/g.txt") == Array("changed\n".utf8))
+        var old = stat()
+        var new = stat()
+        #expect(lstat(scene.watched + "/secret", &old) == 0 && lstat(scene.staging + "/g.txt", &new) == 0)
+        #expect(old.st_ino != new.st_ino && old.st_nlink == 1 && new.st_mode & 0o7777 == 0o444)
+        #expect(try FolderSnapshot(scene.watched) == scene.before)
+    }
 }
