@@ -123,6 +123,28 @@ struct ArchiveDamageTests {
         try zeros(size, zstdOptions: "--long=27", in: dir)
     }
 
+    /// Long headers are capped: libarchive refuses a pax or GNU long header over 1 MiB before holding it,
+    /// and a path longer than Linux takes (4095 bytes, 255 per name) is the archive's fault, not a disk error.
+    @Test(arguments: [
+        ("pax header of 2 MiB", "Special header too large"), ("path of 5000 bytes", "path longer than 4095 bytes"),
+        ("name of 300 bytes", "a name longer than 255 bytes"), ("GNU long name of 2 MiB", "Special header too large"),
+    ])
+    func refusesOverlongHeadersAndNames(form: String, reason expected: String) throws {
+        let dir = try TemporaryDirectory()
+        var tar = TarBuilder()
+        switch form {
+        case "pax header of 2 MiB": tar.pax([("comment", String(repeating: "a", count: 2 << 20))])
+        case "path of 5000 bytes": tar.pax([("path", String(repeating: "d/", count: 2500))])
+        case "name of 300 bytes": tar.pax([("path", String(repeating: "n", count: 300))])
+        default: tar.entry("././@LongLink", type: "L", data: Array(String(repeating: "l", count: 2 << 20).utf8))
+        }
+        tar.entry("f", data: Array("x".utf8))
+        let archive = try ArchiveLinkTests.compress(tar.finished(), format: "tar.gz", in: dir)
+        HostileCorpus.keep(archive, as: "overlong-\(form.replacingOccurrences(of: " ", with: "-")).tar.gz")
+        let reason = try Self.refusal(archive, in: dir)
+        #expect(reason?.contains(expected) == true, "\(reason ?? "accepted")")
+    }
+
     @Test func aSlowUnpackEndsAtItsDeadline() throws {
         let dir = try TemporaryDirectory()
         let archive = try Self.zeros(512 << 20, in: dir)
