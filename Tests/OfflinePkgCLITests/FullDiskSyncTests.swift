@@ -117,12 +117,8 @@ struct FullDiskSyncTests {
         try device.repo.publish()
         let before = try device.activeJSON()
         let result = try device.sync()
-        // On main the unpacker reports its write errors as a refused archive (exit 4); the archive-trust
-        // branch makes them `.io` errors with the errno. Remove this wrapper once both are merged: it then
-        // fails as "known issue was not recorded".
-        try await withKnownIssue("needs archive-trust: the unpacker's write errors as .io") {
-            try device.expectDiskFailure(result, before: before)
-        }
+        // The unpacker's write errors are `.io` errors with the errno: a disk failure, never a refusal.
+        try device.expectDiskFailure(result, before: before)
         #expect(try device.activeJSON() == before)
         #expect(try device.served() == "home 1")
     }

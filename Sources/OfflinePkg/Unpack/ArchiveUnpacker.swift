@@ -4,10 +4,10 @@ internal import CArchive
 import Glibc
 #endif
 
-/// Unpacks an archive (any format libarchive reads, recognised by content) into a staging folder,
-/// streaming, hashing each file as it is written, and refusing the whole archive on anything SPEC §3
-/// forbids. Each entry is checked here first; libarchive's secure-extraction flags stand behind that
-/// as a second line of defence.
+/// Unpacks an archive (tar, optionally gzip/bzip2/xz/zstd/lz4, or zip, recognised by content) into a
+/// staging folder, streaming, hashing each file as it is written, and refusing the whole archive on
+/// anything SPEC §3 forbids. Each entry is checked here first; `TreeWriter`, which cannot follow a link,
+/// stands behind that as a second line of defence. Every libarchive warning refuses the archive.
 package struct ArchiveUnpacker {
     package var limits: UnpackLimits
     /// The archive's name in error messages (its URL as the manifest wrote it).
@@ -21,6 +21,10 @@ package struct ArchiveUnpacker {
         self.isDelta = isDelta
     }
 
+    /// Linux's PATH_MAX less its NUL, and NAME_MAX.
+    static let maxPathBytes = 4095
+    static let maxNameBytes = 255
+
     private func refuse(_ entry: PackagePath?, _ reason: String) -> OfflinePkgError {
         .archiveRefused(archive: archiveName, entry: entry, reason: reason)
     }
@@ -33,16 +37,11 @@ package struct ArchiveUnpacker {
         defer { CLocale.restore(previousLocale) }
         guard let reader = archive_read_new() else { throw refuse(nil, "libarchive could not allocate a reader") }
         defer { archive_read_free(reader) }
-        archive_read_support_filter_all(reader)
-        archive_read_support_format_all(reader)
-        // Raw and empty formats would accept any file as "an archive of one entry"; leave them out.
-        guard archive_read_open_filename(reader, archivePath, 256 << 10) == ARCHIVE_OK else {
-            throw refuse(nil, "not a readable archive: \(Self.errorString(reader))")
-        }
-        guard let writer = archive_write_disk_new() else { throw refuse(nil, "libarchive could not allocate a writer") }
-        defer { archive_write_free(writer) }
-        let flags = ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_UNLINK
-        archive_write_disk_set_options(writer, flags)
+        let bounds = UnpackBounds(archiveName: archiveName, limits: limits)
+        let source = try ArchiveSource(path: archivePath, bounds: bounds)
+        if let reason = try source.open(reader) { throw refuse(nil, reason) }
+        let writer = try TreeWriter(root: destination, replacesFiles: isDelta)
+        let filters = archive_filter_count(reader)
 
         var state = UnpackState()
         var names = ArchiveEntryName(archivePath: archivePath, archiveName: archiveName)
@@ -51,21 +50,30 @@ package struct ArchiveUnpacker {
             let status = archive_read_next_header(reader, &entryPointer)
             if status == ARCHIVE_EOF { break }
             guard status == ARCHIVE_OK || status == ARCHIVE_WARN, let entry = entryPointer else {
-                throw refuse(nil, "damaged archive: \(Self.errorString(reader))")
+                throw source.failure ?? refuse(nil, "damaged archive: \(Self.errorString(reader))")
             }
+            // The format first: a zip's names are read from its own headers, which a compressed zip hides.
+            try checkFormat(reader, filters: filters, entry: nil)
             let raw = try names.next(entry, reader: reader)
             let path = try check(entry: entry, raw: raw, state: &state)
+            // A warning (a bad checksum, a malformed pax attribute, a name that did not convert...) is a
+            // damaged header: refused, after the entry's own rules had their say.
+            // Under the C locale every non-ASCII pax or UTF-8-flagged zip name warns that it did not
+            // convert: harmless, the name was read as bytes and checked above.
+            if status == ARCHIVE_WARN && !ArchiveEntryName.isNameConversionWarning(Self.errorString(reader)) {
+                throw refuse(raw, "damaged header: \(Self.errorString(reader))")
+            }
             guard let path else { continue }  // the archive root "./"
 
             if archive_entry_filetype(entry) == EntryType.directory {
-                try makeFolder(path, in: destination, entry: raw, state: &state)
+                try makeFolder(path, writer, entry: raw, state: &state)
                 continue
             }
             if path == ArchivePath.deltaControlPath {
-                state.deltaControl = try readControl(reader, entry: raw)
+                state.deltaControl = try readControl(reader, source: source, entry: raw)
                 continue
             }
-            let file = try writeFile(reader, writer, entry: entry, raw: raw, path: path, destination: destination, state: &state)
+            let file = try writeFile(reader, writer, entry: entry, raw: raw, path: path, source: source, state: &state)
             state.files[path] = file
         }
         if let end = names.extendedTarHeadersEnd { try TarExtendedHeaders.check(archivePath, upTo: end, archiveName: archiveName) }
@@ -88,7 +96,17 @@ package struct ArchiveUnpacker {
         case .success(let clean): path = clean
         }
         let type = archive_entry_filetype(entry)
-        if archive_entry_hardlink(entry) != nil { throw refuse(raw, "hard link") }
+        // The link fields count whatever the type says: a "regular" entry carrying a target is a link.
+        if archive_entry_hardlink(entry) != nil || archive_entry_hardlink_utf8(entry) != nil
+            || archive_entry_hardlink_w(entry) != nil
+        {
+            throw refuse(raw, "hard link")
+        }
+        if archive_entry_symlink(entry) != nil || archive_entry_symlink_utf8(entry) != nil
+            || archive_entry_symlink_w(entry) != nil
+        {
+            throw refuse(raw, "symbolic link")
+        }
         switch type {
         case EntryType.regular, EntryType.directory: break
         case EntryType.symlink: throw refuse(raw, "symbolic link")
@@ -98,6 +116,13 @@ package struct ArchiveUnpacker {
         default: throw refuse(raw, "unsupported entry type")
         }
         if archive_entry_mode(entry) & 0o7000 != 0 { throw refuse(raw, "setuid, setgid or sticky bit") }
+        if archive_entry_sparse_count(entry) > 0 { throw refuse(raw, "sparse file") }
+        if archive_entry_is_encrypted(entry) != 0 { throw refuse(raw, "encrypted entry") }
+        // Longer names than Linux takes would fail as a disk error later; they are the archive's fault.
+        if raw.bytes.count > Self.maxPathBytes { throw refuse(raw, "path longer than \(Self.maxPathBytes) bytes") }
+        if path.bytes.split(separator: UInt8(ascii: "/")).contains(where: { $0.count > Self.maxNameBytes }) {
+            throw refuse(raw, "a name longer than \(Self.maxNameBytes) bytes")
+        }
         let isDirectory = type == EntryType.directory
         if path.isEmpty {
             if isDirectory { return nil }
@@ -128,82 +153,94 @@ package struct ArchiveUnpacker {
         return path
     }
 
-    /// Creates the folder `path` (relative to `destination`) and its parents, once: archives list a
-    /// folder's files together, so remembering what was made saves an lstat and a mkdir per file.
-    private func makeFolder(_ path: PackagePath, in destination: String, entry: PackagePath, state: inout UnpackState) throws {
+    /// Creates the folder `path` and its parents, once: archives list a folder's files together, so
+    /// remembering what was made saves a syscall per file.
+    private func makeFolder(_ path: PackagePath, _ writer: TreeWriter, entry: PackagePath, state: inout UnpackState) throws {
         if path.isEmpty || state.made.contains(path) { return }
-        do { try FileSystem.makeDirectories(destination + "/" + path.string) } catch {
-            throw refuse(entry, "cannot create folder: \(error)")
-        }
+        do { try writer.makeFolder(path.string) } catch let conflict as TreeWriter.Conflict { throw refuse(entry, conflict.reason) }
         var folder = path
         while state.made.insert(folder).inserted, let parent = folder.parent {
             folder = parent
         }
     }
 
-    private func readControl(_ reader: OpaquePointer, entry: PackagePath) throws -> [UInt8] {
+    private func readControl(_ reader: OpaquePointer, source: ArchiveSource, entry: PackagePath) throws -> [UInt8] {
         var control = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             let count = chunk.withUnsafeMutableBytes { archive_read_data(reader, $0.baseAddress, $0.count) }
             if count == 0 { return control }
-            if count < 0 { throw refuse(entry, "damaged data: \(Self.errorString(reader))") }
+            if count < 0 { throw source.failure ?? refuse(entry, "damaged data: \(Self.errorString(reader))") }
             control.append(contentsOf: chunk[0..<count])
             if control.count > 16 << 20 { throw refuse(entry, "delta control file larger than 16 MiB") }
         }
     }
 
     private func writeFile(
-        _ reader: OpaquePointer, _ writer: OpaquePointer, entry: OpaquePointer, raw: PackagePath, path: PackagePath,
-        destination: String, state: inout UnpackState
+        _ reader: OpaquePointer, _ writer: TreeWriter, entry: OpaquePointer, raw: PackagePath, path: PackagePath, source: ArchiveSource,
+        state: inout UnpackState
     ) throws -> TreeFile {
         // Parents may be implied rather than listed; create them as plain folders.
-        try makeFolder(path.parent ?? "", in: destination, entry: raw, state: &state)
-        let target = destination + "/" + path.string
-        // A delta replaces a hard link to the old tree: unlink first so the old tree is never written
-        // through. A full archive unpacks into an empty folder and duplicates are refused: nothing to unlink.
-        if isDelta { FileSystem.removeFile(target) }
-        archive_entry_set_pathname(entry, target)
-        archive_entry_set_perm(entry, 0o444)
-        archive_entry_set_uid(entry, 0)
-        archive_entry_set_gid(entry, 0)
-        archive_entry_set_uname(entry, nil as UnsafePointer<CChar>?)
-        archive_entry_set_gname(entry, nil as UnsafePointer<CChar>?)
-        archive_entry_unset_size(entry)
-        guard archive_write_header(writer, entry) == ARCHIVE_OK else {
-            throw refuse(raw, "cannot write: \(Self.errorString(writer))")
-        }
+        try makeFolder(path.parent ?? "", writer, entry: raw, state: &state)
+        let declared: Int64? = archive_entry_size_is_set(entry) != 0 ? archive_entry_size(entry) : nil
+        let target = writer.root + "/" + path.string
         let hasher = SHA256()
         var size: Int64 = 0
-        var block: UnsafeRawPointer?
-        var blockSize = 0
-        var offset: la_int64_t = 0
-        while true {
-            let status = archive_read_data_block(reader, &block, &blockSize, &offset)
-            if status == ARCHIVE_EOF { break }
-            guard status == ARCHIVE_OK || status == ARCHIVE_WARN else {
-                throw refuse(raw, "damaged data: \(Self.errorString(reader))")
+        do {
+            try writer.writeFile(path.string) { file in
+                var block: UnsafeRawPointer?
+                var blockSize = 0
+                var offset: la_int64_t = 0
+                var blocks = 0
+                while true {
+                    let status = archive_read_data_block(reader, &block, &blockSize, &offset)
+                    if status == ARCHIVE_EOF { break }
+                    guard status == ARCHIVE_OK else {
+                        throw source.failure ?? refuse(raw, "damaged data: \(Self.errorString(reader))")
+                    }
+                    // A decompressor can grow without reading (zstd's window fills as it inflates), so
+                    // the memory bound is checked here too, every 16 blocks.
+                    blocks += 1
+                    if let reason = source.bounds.exceeded(checkMemory: blocks % 16 == 0) { throw refuse(nil, reason) }
+                    // Sparse members carry holes: the offset jumps ahead. Unpacked files are plain, so refuse them.
+                    guard offset == size else { throw refuse(raw, "sparse file") }
+                    size += Int64(blockSize)
+                    if let declared, size > declared {
+                        throw refuse(raw, "more data than the \(declared) bytes its header declares")
+                    }
+                    state.bytes += Int64(blockSize)
+                    if state.bytes > limits.maxBytes {
+                        throw refuse(raw, "unpacks to more than \(limits.maxBytes) bytes")
+                    }
+                    let buffer = UnsafeRawBufferPointer(start: block, count: blockSize)
+                    hasher.update(buffer)
+                    do throws(Errno) { try file.writeAll(buffer) } catch { throw OfflinePkgError.io(path: target, operation: "write", error) }
+                }
             }
-            // Sparse members carry holes: the offset jumps ahead. Unpacked files are plain, so refuse them.
-            guard offset == size else { throw refuse(raw, "sparse file") }
-            size += Int64(blockSize)
-            state.bytes += Int64(blockSize)
-            if state.bytes > limits.maxBytes {
-                throw refuse(raw, "unpacks to more than \(limits.maxBytes) bytes")
-            }
-            let buffer = UnsafeRawBufferPointer(start: block, count: blockSize)
-            hasher.update(buffer)
-            guard archive_write_data_block(writer, block, blockSize, offset) >= 0 else {
-                throw refuse(raw, "cannot write: \(Self.errorString(writer))")
-            }
+        } catch let conflict as TreeWriter.Conflict {
+            throw refuse(raw, conflict.reason)
         }
-        guard archive_write_finish_entry(writer) == ARCHIVE_OK else {
-            throw refuse(raw, "cannot finish: \(Self.errorString(writer))")
-        }
+        // A trailing hole, or data that stopped short of what the header promised.
+        if let declared, size != declared { throw refuse(raw, "holds \(size) bytes, its header declares \(declared)") }
         return TreeFile(sha256: hasher.finalize().hex, size: size)
     }
 
-    private static func errorString(_ archive: OpaquePointer) -> String {
+    /// Refuses an entry that is not from the tar or zip reader, or a zip that came through a compression
+    /// filter (SPEC §3 allows compression for tar only).
+    private func checkFormat(_ reader: OpaquePointer, filters: Int32, entry: PackagePath?) throws {
+        switch archive_format(reader) & ARCHIVE_FORMAT_BASE_MASK {
+        case ARCHIVE_FORMAT_TAR: return
+        case ARCHIVE_FORMAT_ZIP where filters <= 1: return
+        case ARCHIVE_FORMAT_ZIP: throw refuse(entry, "a compressed zip: only a tar may be compressed")
+        default: throw refuse(entry, "format \(Self.formatName(reader)) is neither tar nor zip")
+        }
+    }
+
+    private static func formatName(_ reader: OpaquePointer) -> String {
+        archive_format_name(reader).map { String(cString: $0) } ?? "unknown"
+    }
+
+    static func errorString(_ archive: OpaquePointer) -> String {
         archive_error_string(archive).map { String(cString: $0) } ?? "unknown error"
     }
 }

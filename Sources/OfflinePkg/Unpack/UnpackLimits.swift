@@ -1,11 +1,21 @@
-/// Caps on what one archive may unpack to (SPEC §3); both are settable per store.
+/// Caps on what one archive may unpack to (SPEC §3); all are settable per store.
 public struct UnpackLimits: Sendable, Equatable {
     public var maxEntries: Int
     public var maxBytes: Int64
+    /// Seconds one unpack may take, from opening the archive to its last byte: a reader that loops on a
+    /// crafted archive is ended here, and the root lock with it.
+    public var deadline: Double
+    /// How far the process's resident memory may grow during one unpack (an unpack streams: a few MiB
+    /// is normal; growth means a header or reader is being inflated by the archive).
+    public var maxMemoryGrowth: Int64
 
-    public init(maxEntries: Int = 1_000_000, maxBytes: Int64 = 4 << 30) {
+    public init(
+        maxEntries: Int = 1_000_000, maxBytes: Int64 = 4 << 30, deadline: Double = 600, maxMemoryGrowth: Int64 = 512 << 20
+    ) {
         self.maxEntries = maxEntries
         self.maxBytes = maxBytes
+        self.deadline = deadline
+        self.maxMemoryGrowth = maxMemoryGrowth
     }
 }
 

@@ -56,6 +56,8 @@ struct HostileArchiveTests {
     ]
 
     static let formats = ["tar", "tar.gz", "tar.zst", "zip"]
+    /// Every form SPEC §3 accepts: the tar dialects, zip, and the five filters.
+    static let cleanFormats = formats + ["ustar.tar", "gnu.tar", "pax.tar", "tar.bz2", "tar.xz", "tar.lz4"]
 
     /// Builds the base tar of a case in `dir/base.tar`.
     static func baseTar(_ hostile: Case, in dir: TemporaryDirectory) throws -> String {
@@ -89,14 +91,21 @@ struct HostileArchiveTests {
         case "tar": [create]
         case "tar.gz": ["-z", create]
         case "tar.zst": ["--zstd", create]
+        case "tar.bz2": ["-j", create]
+        case "tar.xz": ["-J", create]
+        case "tar.lz4": ["--lz4", create]
+        case "ustar.tar": ["--format", "ustar", create]
+        case "gnu.tar": ["--format", "gnutar", create]
+        case "pax.tar": ["--format", "pax", create]
         default: ["--format", "zip", create]
         }
     }
 
     /// Re-archives the base tar into `format` (with -P, so absolute paths survive).
-    static func archive(_ base: String, format: String, in dir: TemporaryDirectory) throws -> String {
+    static func archive(_ base: String, format: String, in dir: TemporaryDirectory, name: String = "") throws -> String {
         let out = dir.path("hostile.\(format)")
         try run("bsdtar", createFlags(format, keepAbsolutePaths: true) + [out, "@" + base]).checked()
+        HostileCorpus.keep(out, as: "hostile-\(name).\(format)")
         return out
     }
 
@@ -107,7 +116,7 @@ struct HostileArchiveTests {
     @Test(arguments: matrix)
     func refusesTheWholeArchive(_ hostile: Case, format: String) throws {
         let dir = try TemporaryDirectory()
-        let archive = try Self.archive(try Self.baseTar(hostile, in: dir), format: format, in: dir)
+        let archive = try Self.archive(try Self.baseTar(hostile, in: dir), format: format, in: dir, name: hostile.name)
         let outside = try dir.makeDirectory("root")
         let staging = try dir.makeDirectory("root/staging/unpack")
         let unpacker = ArchiveUnpacker(limits: hostile.limits, archiveName: "hostile.\(format)")
@@ -127,7 +136,7 @@ struct HostileArchiveTests {
     }
 
     static let damagedInputs: [(String, String)] =
-        formats.map { ("truncated", $0) } + [("not an archive", "tar.gz"), ("empty file", "tar.gz")]
+        cleanFormats.map { ("truncated", $0) } + [("not an archive", "tar.gz"), ("empty file", "tar.gz")]
 
     @Test(arguments: damagedInputs)
     func refusesDamagedInput(_ kind: String, format: String) throws {
@@ -143,6 +152,7 @@ struct HostileArchiveTests {
             default: []
             }
         let archive = try dir.write(bytes, to: "input")
+        HostileCorpus.keep(archive, as: "damaged-\(kind).\(format)")
         let staging = try dir.makeDirectory("staging")
         #expect {
             _ = try ArchiveUnpacker(limits: .init(), archiveName: "input").unpack(archivePath: archive, into: staging)
@@ -167,7 +177,7 @@ struct HostileArchiveTests {
         let treesBefore = try FileManager.default.contentsOfDirectory(atPath: root.path("trees/home"))
 
         let dir = try TemporaryDirectory()
-        let hostileArchive = try Self.archive(try Self.baseTar(hostile, in: dir), format: "tar.gz", in: dir)
+        let hostileArchive = try Self.archive(try Self.baseTar(hostile, in: dir), format: "tar.gz", in: dir, name: hostile.name)
         try FileManager.default.copyItem(atPath: hostileArchive, toPath: repo.path + "/archives/hostile.tar.gz")
         let archive = RemoteFile(
             url: "archives/hostile.tar.gz", sha256: try FileHasher.sha256(ofFile: hostileArchive),
@@ -192,7 +202,7 @@ struct HostileArchiveTests {
         #expect(try LifecycleTests.served(store) == "v1")
     }
 
-    @Test(arguments: formats)
+    @Test(arguments: cleanFormats)
     func acceptsACleanArchiveAndHashesItsTree(format: String) throws {
         let dir = try TemporaryDirectory()
         try writeSite(

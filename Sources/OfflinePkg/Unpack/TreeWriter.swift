@@ -1,0 +1,114 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes an unpacked tree below one staging folder with nothing that can follow a link: every folder
+/// is opened one component at a time with `O_NOFOLLOW | O_DIRECTORY` below its parent's descriptor,
+/// every file is created with `O_CREAT | O_EXCL | O_NOFOLLOW` (a new inode or an error) and its mode is
+/// set on the open descriptor. So even an entry a check let through could not reach outside staging.
+///
+/// The descriptors of the last folder chain stay open: archives list a folder's files together, so a
+/// file costs one `openat`, its writes, one `fchmod` and one `close`.
+final class TreeWriter {
+    /// The staging folder, for messages.
+    let root: String
+    /// A delta unpacks over hard links to the old tree: unlink the name first, then create, so an
+    /// installed tree's inode is never written through.
+    let replacesFiles: Bool
+    private let rootFD: FileDescriptor
+    private var chainNames: [Substring] = []
+    private var chainFDs: [FileDescriptor] = []
+
+    /// An entry that cannot be written where the tree already has something else (a delta's file over
+    /// an old folder, or a folder over an old file): a refusal of the archive, not a disk failure.
+    struct Conflict: Error {
+        var reason: String
+    }
+
+    init(root: String, replacesFiles: Bool) throws {
+        self.root = root
+        self.replacesFiles = replacesFiles
+        do { rootFD = try FileDescriptor.openFolder(path: root) } catch {
+            throw OfflinePkgError.io(path: root, operation: "open", error)
+        }
+    }
+
+    deinit {
+        chainFDs.forEach { $0.close() }
+        rootFD.close()
+    }
+
+    /// Makes the folder `path` (relative, clean) and its parents.
+    func makeFolder(_ path: String) throws {
+        _ = try folder(path.split(separator: "/")[...], for: path)
+    }
+
+    /// Creates the file `path` (relative, clean), runs `write` with its descriptor, then makes it 0444.
+    func writeFile<R>(_ path: String, _ write: (FileDescriptor) throws -> R) throws -> R {
+        let components = path.split(separator: "/")
+        let parent = try folder(components.dropLast(), for: path)
+        let name = String(components.last!)
+        if replacesFiles {
+            do { try parent.unlink(name) } catch {
+                switch error.rawValue {
+                case ENOENT: break
+                case EISDIR, EPERM: throw Conflict(reason: "path is both a file and a folder")
+                default: throw OfflinePkgError.io(path: root + "/" + path, operation: "unlink", error)
+                }
+            }
+        }
+        let file: FileDescriptor
+        do { file = try parent.createFile(name, mode: 0o600) } catch {
+            if error.rawValue == EEXIST { throw Conflict(reason: "path is both a file and a folder") }
+            throw OfflinePkgError.io(path: root + "/" + path, operation: "create", error)
+        }
+        var closed = false
+        defer { if !closed { file.close() } }
+        let result = try write(file)
+        do { try file.setMode(0o444) } catch { throw OfflinePkgError.io(path: root + "/" + path, operation: "chmod", error) }
+        closed = true
+        // close reports a late write error on some file systems (quota, NFS): it counts.
+        if Glibc.close(file.rawValue) != 0 {
+            throw OfflinePkgError.io(path: root + "/" + path, operation: "close", Errno.current)
+        }
+        return result
+    }
+
+    /// The descriptor of the folder named by `components`, opening (and making) what the cached chain
+    /// lacks. Components compare as bytes.
+    private func folder(_ components: ArraySlice<Substring>, for path: String) throws -> FileDescriptor {
+        var depth = 0
+        for (cached, wanted) in zip(chainNames, components) {
+            guard cached.utf8.elementsEqual(wanted.utf8) else { break }
+            depth += 1
+        }
+        while chainFDs.count > depth {
+            chainFDs.removeLast().close()
+            chainNames.removeLast()
+        }
+        var current = chainFDs.last ?? rootFD
+        for name in components.dropFirst(depth) {
+            current = try openOrMake(String(name), in: current, for: path)
+            chainFDs.append(current)
+            chainNames.append(name)
+        }
+        return current
+    }
+
+    private func openOrMake(_ name: String, in parent: FileDescriptor, for path: String) throws -> FileDescriptor {
+        do { return try parent.openFolder(name) } catch {
+            switch error.rawValue {
+            case ENOENT: break
+            case ENOTDIR: throw Conflict(reason: "path is both a file and a folder")
+            default: throw OfflinePkgError.io(path: root + "/" + path, operation: "open", error)
+            }
+        }
+        do { try parent.makeFolder(name, mode: 0o755) } catch {
+            if error.rawValue != EEXIST { throw OfflinePkgError.io(path: root + "/" + path, operation: "mkdir", error) }
+        }
+        do { return try parent.openFolder(name) } catch {
+            if error.rawValue == ENOTDIR { throw Conflict(reason: "path is both a file and a folder") }
+            throw OfflinePkgError.io(path: root + "/" + path, operation: "open", error)
+        }
+    }
+}
