@@ -24,7 +24,7 @@ enum VerifyCommand {
         if arguments.flag("repair") && !damage.isEmpty {
             let repaired = try await store.repair(damage)
             let remaining = try store.verify()
-            for id in repaired { context.output.error("repaired: \(id)") }
+            for id in repaired { context.output.info("repaired: \(id)") }
             return remaining.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused
         }
         return damage.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused

@@ -114,9 +114,12 @@ private struct ManifestReader {
         if let rollout, !(0...100).contains(rollout) {
             throw fail("\(at).rollout", "must be between 0 and 100, got \(rollout)")
         }
-        return PackageEntry(
+        var package = PackageEntry(
             id: id, version: version, routes: routes, entry: entry, fallback: fallback, archive: archive,
             tree: tree, deltas: deltas, minShellVersion: minShell, rollout: rollout)
+        (package.notes, package.mandatory) = try ReleaseInfo.read(
+            notes: object["notes"], mandatory: object["mandatory"], at: at, source: source)
+        return package
     }
 
     func remoteFile(_ value: Any?, _ field: String) throws -> RemoteFile {

@@ -30,11 +30,18 @@ public struct PackageEntry: Sendable, Equatable {
     public var deltas: [Delta]
     public var minShellVersion: String?
     public var rollout: Int?
+    /// Release notes the publisher wrote (`publish --notes`), for the shell to show.
+    public var notes: String?
+    /// The publisher asks shells to apply this release at once rather than at the next launch.
+    public var mandatory: Bool
 
     public init(
         id: String, version: String, routes: [String], entry: String = "index.html", fallback: String? = nil,
-        archive: RemoteFile, tree: String, deltas: [Delta] = [], minShellVersion: String? = nil, rollout: Int? = nil
+        archive: RemoteFile, tree: String, deltas: [Delta] = [], minShellVersion: String? = nil, rollout: Int? = nil,
+        notes: String? = nil, mandatory: Bool = false
     ) {
+        self.notes = notes
+        self.mandatory = mandatory
         self.id = id
         self.version = version
         self.routes = routes
