@@ -1,6 +1,10 @@
 import Foundation
 import OfflinePkg
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 enum PublishCommand {
     static let spec = CommandSpec(
         name: "publish", arguments: ["<site-dir>"],
@@ -54,6 +58,9 @@ enum PublishCommand {
         request.mandatory = arguments.flag("mandatory")
         request.requireEntry = arguments.value("entry") != nil
 
+        // SIGINT and SIGTERM end a publish where it stands, even if our parent left them ignored: nothing
+        // has a published name before the last stage, and the next publish clears `.tmp/`.
+        for number in [SIGINT, SIGTERM] { signal(number, SIG_DFL) }
         let signer = try self.signer(arguments.value("sign-key"))
         let quiet = arguments.flag("quiet")
         let progress = PublishProgress(style: quiet ? .none : (context.output.stderrIsTerminal ? .bars : .lines), output: context.output)

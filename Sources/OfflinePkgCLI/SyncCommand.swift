@@ -180,5 +180,8 @@ final class Interruption: Sendable {
             for source in state.sources { source.cancel() }
             state.sources = []
         }
+        // Ignored dispositions are inherited by children: a process that runs commands in process (the
+        // tests) must not leave SIGINT ignored for the next program it starts.
+        for number in [SIGINT, SIGTERM] { signal(number, SIG_DFL) }
     }
 }
