@@ -81,7 +81,9 @@ import Testing
         let before = try JSONSerialization.jsonObject(with: Data(original.utf8)) as! NSDictionary
         let after = try JSONSerialization.jsonObject(with: Data(FileSystem.read(repo + "/manifest.json"))) as! NSDictionary
         #expect(after["sequence"] as? Int == 42)
-        for key in ["format", "expires", "x-publisher"] { #expect(after[key] as? NSObject == before[key] as? NSObject, "\(key)") }
+        for key in ["format", "x-publisher"] { #expect(after[key] as? NSObject == before[key] as? NSObject, "\(key)") }
+        // An expiry belongs to the publish that set it (SPEC §12): a later publish without one writes none.
+        #expect(after["expires"] == nil)
         let packagesBefore = before["packages"] as! [NSDictionary]
         let packagesAfter = after["packages"] as! [NSDictionary]
         #expect(packagesAfter.count == 2)
