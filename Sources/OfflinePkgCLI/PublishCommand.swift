@@ -28,6 +28,7 @@ enum PublishCommand {
                 help: "expire the manifest DURATION (30d, 12h, 90m) after this and every later publish; off forgets it"),
             .init(name: "notes", value: "TEXT", help: "release notes, written into the package entry for shells to show"),
             .init(name: "mandatory", value: nil, help: "mark the release mandatory: shells apply it at once"),
+            .init(name: "compression-level", value: "N", help: "zstd 1-19 (default 3), gzip and zip 1-9 (default 9)"),
             .json, .quiet,
         ],
         summary: "pack a site folder into a repository: archive, deltas, manifest (sequence + 1), signature",
@@ -57,6 +58,7 @@ enum PublishCommand {
         request.notes = arguments.value("notes")
         request.mandatory = arguments.flag("mandatory")
         request.requireEntry = arguments.value("entry") != nil
+        request.compressionLevel = try arguments.integer("compression-level", in: 1...19)
 
         // SIGINT and SIGTERM end a publish where it stands, even if our parent left them ignored: nothing
         // has a published name before the last stage, and the next publish clears `.tmp/`.

@@ -109,7 +109,7 @@ struct FleetOperationsTests {
         FileManager.default.createFile(atPath: edge.flag, contents: Data())
         let synced = try device.sync(edge.manifest, ["--json"])
         #expect(synced.status == 0, "\(synced.stderr)")
-        #expect(try jsonObject(synced.stdout)["outcome"] as? String == "activated")
+        #expect(try jsonObject(synced.stdout)["outcome"] as? String == "activated", "\(synced.stdout)")
         #expect(try device.served() == "home 3")
     }
 

@@ -34,11 +34,14 @@ public struct PackageEntry: Sendable, Equatable {
     public var notes: String?
     /// The publisher asks shells to apply this release at once rather than at the next launch.
     public var mandatory: Bool
+    /// Optional: the bytes of the unpacked tree's files, as `publish` writes it. Advisory (a device
+    /// uses it only to check free space before a sync; the unpack limits still hold).
+    public var unpackedSize: Int64?
 
     public init(
         id: String, version: String, routes: [String], entry: String = "index.html", fallback: String? = nil,
         archive: RemoteFile, tree: String, deltas: [Delta] = [], minShellVersion: String? = nil, rollout: Int? = nil,
-        notes: String? = nil, mandatory: Bool = false
+        unpackedSize: Int64? = nil, notes: String? = nil, mandatory: Bool = false
     ) {
         self.notes = notes
         self.mandatory = mandatory
@@ -52,6 +55,7 @@ public struct PackageEntry: Sendable, Equatable {
         self.deltas = deltas
         self.minShellVersion = minShellVersion
         self.rollout = rollout
+        self.unpackedSize = unpackedSize
     }
 }
 

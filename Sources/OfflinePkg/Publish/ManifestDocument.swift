@@ -93,6 +93,7 @@ package struct ManifestDocument {
         if let rollout = entry.rollout { object["rollout"] = rollout }
         if let notes = entry.notes { object["notes"] = notes }
         if entry.mandatory { object["mandatory"] = true }
+        if let unpackedSize = entry.unpackedSize { object["unpackedSize"] = Int(unpackedSize) }
         return object
     }
 }

@@ -52,7 +52,7 @@ public struct Publisher: Sendable {
         let scratch = layout.temporary("\(request.id)-\(request.version)")
         let totalBytes = site.files.reduce(Int64(0)) { $0 + (FileSystem.fileSize(site.root + "/" + $1) ?? 0) }
         events?(.scanned(files: site.files.count, bytes: totalBytes))
-        let files = try writeArchive(site, to: scratch, format: request.format) { done in
+        let files = try writeArchive(site, to: scratch, format: request.format, level: request.compressionLevel) { done in
             events?(.packing(done: done, total: totalBytes))
         }
         let tree = TreeHash.compute(files)
@@ -84,8 +84,8 @@ public struct Publisher: Sendable {
             deltas: deltas.map {
                 Delta(from: $0.from, file: RemoteFile(url: $0.file.url, sha256: $0.file.sha256, size: $0.file.size))
             },
-            minShellVersion: request.minShellVersion, rollout: request.rollout, notes: request.notes,
-            mandatory: request.mandatory)
+            minShellVersion: request.minShellVersion, rollout: request.rollout,
+            unpackedSize: files.values.reduce(0) { $0 + $1.size }, notes: request.notes, mandatory: request.mandatory)
         let release = try writeRelease(
             ManifestDocument.json(entry), id: request.id, version: request.version, index: TreeIndexFile.encode(files),
             document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events)
@@ -179,9 +179,9 @@ public struct Publisher: Sendable {
     // MARK: Stages
 
     private func writeArchive(
-        _ site: SiteScan, to path: String, format: ArchiveFormat, progress: (Int64) -> Void
+        _ site: SiteScan, to path: String, format: ArchiveFormat, level: Int?, progress: (Int64) -> Void
     ) throws -> [String: TreeFile] {
-        let writer = try ArchiveWriter(path: path, format: format)
+        let writer = try ArchiveWriter(path: path, format: format, level: level)
         var files = [String: TreeFile]()
         var done: Int64 = 0
         for entry in site.entries {
@@ -237,7 +237,7 @@ public struct Publisher: Sendable {
         let control = DeltaControl(from: from, to: request.version, delete: deleted)
 
         let scratch = layout.temporary("\(request.id)-\(from)-\(request.version).delta")
-        let writer = try ArchiveWriter(path: scratch, format: request.format)
+        let writer = try ArchiveWriter(path: scratch, format: request.format, level: request.compressionLevel)
         try writer.addFile(ArchivePath.deltaControlName, bytes: control.encoded())
         for path in changed {
             let written = try writer.addFile(path, contentsOf: site.root + "/" + path)
