@@ -9,6 +9,14 @@ struct FleetDevice {
     var repo: String { scratch.path("repo") }
     var root: String { scratch.path("root") }
     var key: String { scratch.path("key") }
+    private let publishes = PublishCounter()
+
+    /// nginx's ETag and Last-Modified have one-second resolution: two publishes within a second with
+    /// manifests of one size would look unchanged to a conditional request. Each gets its own mtime.
+    final class PublishCounter: @unchecked Sendable {
+        // Used from one test at a time.
+        var count = 0
+    }
 
     init() throws {
         scratch = try TemporaryDirectory(prefix: "offlinepkg-fleet")
@@ -24,10 +32,17 @@ struct FleetDevice {
         if padding > 0 { files.append(SiteFile("noise.bin", bytes: try CrashSafetyTests.randomBytes(padding))) }
         try? FileManager.default.removeItem(atPath: site)
         try writeSite(files, to: site)
-        return try OfflinePkgBinary.run(
+        let result = try OfflinePkgBinary.run(
             ["publish", site, "--repo", repo ?? self.repo, "--id", "home", "--version", version, "--route",
              "https://m.example.com/", "--sign-key", key + ".key", "--quiet"] + extra
         ).checked("publish \(version)")
+        publishes.count += 1
+        for name in ["manifest.json", "manifest.json.minisig"] {
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date().addingTimeInterval(Double(publishes.count))],
+                ofItemAtPath: (repo ?? self.repo) + "/" + name)
+        }
+        return result
     }
 
     /// `offlinepkg sync URL --root R --trust-key K` plus `options`; the result, whatever its status.

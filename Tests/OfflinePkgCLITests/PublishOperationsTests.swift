@@ -88,7 +88,7 @@ struct PublishOperationsTests {
         let before = try Self.publishedNames(device.repo)
         let site = device.scratch.path("sites/big")
         try writeSite(
-            [SiteFile("index.html", "big"), SiteFile("noise.bin", bytes: try CrashSafetyTests.randomBytes(3 << 20))], to: site)
+            [SiteFile("index.html", "big"), SiteFile("noise.bin", bytes: try CrashSafetyTests.randomBytes(10 << 20))], to: site)
         let arguments = [
             "publish", site, "--repo", device.repo, "--id", "home", "--version", "2", "--route", "https://m.example.com/",
             "--sign-key", device.key + ".key", "--quiet",

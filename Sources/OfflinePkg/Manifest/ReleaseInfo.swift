@@ -7,25 +7,24 @@ package enum ReleaseInfo {
     package static let maximumNotesBytes = 16 << 10
 
     /// `notes`: an optional string; `mandatory`: an optional boolean (absent means false).
-    package static func read(notes: Any?, mandatory: Any?, at field: String, source: String) throws -> (String?, Bool) {
+    package static func read(notes: JSONValue?, mandatory: JSONValue?, at field: String, source: String) throws -> (
+        String?, Bool
+    ) {
         func fail(_ name: String, _ reason: String) -> OfflinePkgError {
             .invalidManifest(source: source, field: "\(field).\(name)", reason: reason)
         }
         var text: String?
-        if let notes, !(notes is NSNull) {
-            guard let value = notes as? String else { throw fail("notes", "expected a string") }
+        if let notes, !notes.isNull {
+            guard let value = notes.string else { throw fail("notes", "expected a string") }
             guard value.utf8.count <= maximumNotesBytes else {
                 throw fail("notes", "longer than \(maximumNotesBytes) bytes (\(value.utf8.count))")
             }
             text = value
         }
         var flag = false
-        if let mandatory, !(mandatory is NSNull) {
-            // JSONSerialization gives booleans as NSNumber with type code "c"; 0 and 1 are not booleans.
-            guard let number = mandatory as? NSNumber, String(cString: number.objCType) == "c" else {
-                throw fail("mandatory", "expected true or false")
-            }
-            flag = number.boolValue
+        if let mandatory, !mandatory.isNull {
+            guard let value = mandatory.boolean else { throw fail("mandatory", "expected true or false") }
+            flag = value
         }
         return (text, flag)
     }
