@@ -6,7 +6,7 @@ APT_PACKAGES := libarchive-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev
 	libarchive-tools zstd curl openssl nginx minisign chromium hyperfine wrk time jq strace
 DEMO_URL := https://demo.offlinepkg.test/
 
-.PHONY: deps build release demo test fuzz bench bench-delta clean
+.PHONY: deps build release demo test fuzz bench bench-delta clean install fleet
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -61,6 +61,18 @@ bench: release
 
 bench-delta: release
 	OFFLINEPKG=$$($(SWIFT) build -c release --show-bin-path)/offlinepkg scripts/bench-delta
+
+# `make install [PREFIX=/usr/local] [DESTDIR=...]`: the release binary and the man page. BIN=path installs
+# a binary built elsewhere (the install test passes the one under test instead of building a release).
+PREFIX ?= /usr/local
+BIN ?=
+install: $(if $(BIN),,release)
+	install -D -m 755 "$(or $(BIN),$$($(SWIFT) build -c release --show-bin-path)/offlinepkg)" "$(DESTDIR)$(PREFIX)/bin/offlinepkg"
+	install -D -m 644 man/offlinepkg.1 "$(DESTDIR)$(PREFIX)/share/man/man1/offlinepkg.1"
+
+# The fleet simulation: a caching nginx edge in front of an nginx origin, a few hundred device roots.
+fleet: build
+	OFFLINEPKG=$$($(SWIFT) build --show-bin-path)/offlinepkg scripts/fleet
 
 # Formats the Swift sources with the toolchain's swift-format and the committed .swift-format.
 format:

@@ -13,7 +13,7 @@ enum KeygenCommand {
         let key = SigningKey.generate()
         try key.write(prefix: prefix, overwrite: arguments.flag("force"))
         context.output.print("wrote \(prefix).pub and \(prefix).key (key id \(key.keyID))")
-        context.output.error("keep \(prefix).key secret: store it in your CI's secret store, never in the repository")
+        context.output.warning("keep \(prefix).key secret: store it in your CI's secret store, never in the repository")
         return OfflinePkgCommand.ExitStatus.success
     }
 }

@@ -25,7 +25,7 @@ enum VerifyCommand {
         if arguments.flag("repair") && !damage.isEmpty {
             let repaired = try await store.repair(damage, options: Updater.Options(waitForLock: arguments.flag("wait")))
             let remaining = try store.verify()
-            for id in repaired { context.output.error("repaired: \(id)") }
+            for id in repaired { context.output.info("repaired: \(id)") }
             return remaining.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused
         }
         return damage.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused

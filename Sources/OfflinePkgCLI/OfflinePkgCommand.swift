@@ -15,7 +15,8 @@ public enum OfflinePkgCommand {
 
     static let commands: [CommandSpec] = [
         SyncCommand.spec, StatusCommand.spec, LookupCommand.spec, VerifyCommand.spec, GCCommand.spec,
-        RollbackCommand.spec, ServeCommand.spec, PublishCommand.spec, KeygenCommand.spec,
+        RollbackCommand.spec, ServeCommand.spec, PublishCommand.spec, KeygenCommand.spec, HistoryCommand.spec,
+        PromoteCommand.spec,
     ]
 
     /// Runs the command line `arguments` (without the program name) and returns the exit status.

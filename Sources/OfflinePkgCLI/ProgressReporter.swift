@@ -36,17 +36,22 @@ final class ProgressReporter: Sendable {
         case .downloadProgress(let id, let received, let total):
             progress(id: id, received: received, total: total)
         case .deltaFailed(let id, let version, let error):
-            line("delta for \(id) \(version) failed, fetching the full archive: \(error)")
+            line("delta for \(id) \(version) failed, fetching the full archive: \(error)", .warning)
         case .installed(let id, let version): line("installed \(id) \(version)")
         case .heldBack(let id, let version, let reason): line("held back \(id) \(version): \(reason)")
-        case .packageFailed(let id, let error): line("failed \(id): \(error)")
+        case .packageFailed(let id, let error): line("failed \(id): \(error)", .warning)
+        case .releaseAvailable(let id, let version, let notes, let mandatory):
+            guard notes != nil || mandatory else { return }
+            line("release \(id) \(version)\(mandatory ? " (mandatory)" : "")\(notes.map { ": \($0)" } ?? "")")
+        case .retryingUncached(let reason):
+            line("\(reason); fetching the manifest again past any cache", .warning)
         case .activated(let generation): line("activated set \(generation)")
         }
     }
 
-    private func line(_ text: String) {
+    private func line(_ text: String, _ priority: Output.Priority = .info) {
         if style == .bars { output.errorRaw("\r\u{1B}[K") }
-        output.error(text)
+        output.log(text, priority)
     }
 
     private func progress(id: String, received: Int64, total: Int64) {
@@ -74,7 +79,7 @@ final class ProgressReporter: Sendable {
             }
         }
         guard let draw else { return }
-        if style == .bars { output.errorRaw(draw) } else { output.error(draw) }
+        if style == .bars { output.errorRaw(draw) } else { output.info(draw) }
     }
 
     func finish() {

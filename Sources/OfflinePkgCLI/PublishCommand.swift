@@ -1,6 +1,10 @@
 import Foundation
 import OfflinePkg
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 enum PublishCommand {
     static let spec = CommandSpec(
         name: "publish", arguments: ["<site-dir>"],
@@ -16,8 +20,14 @@ enum PublishCommand {
             .init(name: "rollout", value: "P", help: "percentage of devices that take this version (0-100)"),
             .init(name: "min-shell-version", value: "V", help: "oldest shell version that may take this version"),
             .init(
-                name: "expires", value: "WHEN", help: "manifest expiry: a duration from now (30d, 12h, 90m) or an RFC 3339 time"),
+                name: "expires", value: "WHEN",
+                help: "manifest expiry for this publish only: a duration from now (30d, 12h, 90m) or an RFC 3339 time"),
             .init(name: "format", value: "FMT", help: "tar.zst (default: fastest to unpack on devices), tar.gz or zip"),
+            .init(
+                name: "expires-in", value: "DURATION",
+                help: "expire the manifest DURATION (30d, 12h, 90m) after this and every later publish; off forgets it"),
+            .init(name: "notes", value: "TEXT", help: "release notes, written into the package entry for shells to show"),
+            .init(name: "mandatory", value: nil, help: "mark the release mandatory: shells apply it at once"),
             .init(name: "compression-level", value: "N", help: "zstd 1-19 (default 3), gzip and zip 1-9 (default 9)"),
             .json, .quiet,
         ],
@@ -44,21 +54,24 @@ enum PublishCommand {
             deltaCount: try arguments.integer("deltas", in: 0...100) ?? 3,
             rollout: try arguments.integer("rollout", in: 0...100), minShellVersion: arguments.value("min-shell-version"),
             format: format, expires: try arguments.value("expires").map(expiry))
+        request.expiresIn = try arguments.value("expires-in").map(duration)
+        request.notes = arguments.value("notes")
+        request.mandatory = arguments.flag("mandatory")
+        request.requireEntry = arguments.value("entry") != nil
         request.compressionLevel = try arguments.integer("compression-level", in: 1...19)
 
-        var signer: (([UInt8]) throws -> [UInt8])?
-        if let keyPath = arguments.value("sign-key") {
-            let key = try SigningKey(contentsOfFile: keyPath)
-            signer = { message in
-                // minisign's own default trusted comment shape.
-                try key.sign(message, trustedComment: "timestamp:\(Int(Date().timeIntervalSince1970))\tfile:manifest.json")
-            }
-        }
-
+        // SIGINT and SIGTERM end a publish where it stands, even if our parent left them ignored: nothing
+        // has a published name before the last stage, and the next publish clears `.tmp/`.
+        for number in [SIGINT, SIGTERM] { signal(number, SIG_DFL) }
+        let signer = try self.signer(arguments.value("sign-key"))
         let quiet = arguments.flag("quiet")
-        let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(request, signer: signer) {
-            if !quiet { context.output.error("waiting for another publish to \(repo) to finish") }
-        }
+        let progress = PublishProgress(style: quiet ? .none : (context.output.stderrIsTerminal ? .bars : .lines), output: context.output)
+        let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(
+            request, signer: signer,
+            waiting: { if !quiet { context.output.info("waiting for another publish to \(repo) to finish") } },
+            events: { progress.handle($0) })
+        progress.finish()
+        for warning in report.warnings { context.output.warning("warning: \(warning)") }
         if arguments.flag("json") {
             context.output.json(report)
         } else if !quiet {
@@ -82,7 +95,28 @@ enum PublishCommand {
             lines.append("  no delta from \(skipped.from): \(skipped.reason)")
         }
         lines.append(report.signed ? "  signed  manifest.json.minisig" : "  unsigned (no --sign-key)")
+        if let from = report.promotedFrom { lines.append("  promoted from \(from)") }
         return lines.joined(separator: "\n")
+    }
+
+    /// A `--sign-key` file as a signer of manifest bytes.
+    static func signer(_ keyPath: String?) throws -> (([UInt8]) throws -> [UInt8])? {
+        guard let keyPath else { return nil }
+        let key = try SigningKey(contentsOfFile: keyPath)
+        return { message in
+            // minisign's own default trusted comment shape.
+            try key.sign(message, trustedComment: "timestamp:\(Int(Date().timeIntervalSince1970))\tfile:manifest.json")
+        }
+    }
+
+    /// `--expires-in`: `30d`, `12h`, `90m` as seconds; `off` (0) forgets a remembered one.
+    static func duration(_ text: String) throws -> TimeInterval {
+        if text == "off" || text == "0" { return 0 }
+        let units: [Character: Double] = ["d": 86_400, "h": 3_600, "m": 60]
+        if let unit = text.last.flatMap({ units[$0] }), let count = Double(text.dropLast()), count > 0, count.isFinite {
+            return count * unit
+        }
+        throw UsageError("--expires-in takes a duration such as 30d, 12h or 90m, or off, got \"\(text)\"")
     }
 
     /// `30d`, `12h`, `90m` from now, or an RFC 3339 time.

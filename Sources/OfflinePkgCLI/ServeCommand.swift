@@ -23,7 +23,7 @@ enum ServeCommand {
         let host = arguments.value("host") ?? "127.0.0.1"
         // A closed client socket must end one response, not the server (MHD writes to sockets itself).
         signal(SIGPIPE, SIG_IGN)
-        let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)))
+        let store = try PackageStore(root: URL(fileURLWithPath: context.existingRoot(arguments)))
         let server: LoopbackServer
         do {
             server = try LoopbackServer(store: store, host: host, port: UInt16(port), threadModel: threadModel(context))

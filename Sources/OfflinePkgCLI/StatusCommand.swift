@@ -21,7 +21,9 @@ enum StatusCommand {
                 "active: set \(status.active.generation) (sequence \(status.active.sequence), since \(RFC3339.format(status.active.activatedAt)))"
             )
             for package in status.active.packages {
-                lines.append("  \(package.id) \(package.version)  \(package.routes.joined(separator: " "))")
+                lines.append(
+                    "  \(package.id) \(package.version)\(package.mandatory == true ? " (mandatory)" : "")  \(package.routes.joined(separator: " "))")
+                if let notes = package.notes { lines.append("    notes: \(notes)") }
             }
         }
         if let previous = status.previous, previous.generation > 0 {
@@ -31,6 +33,12 @@ enum StatusCommand {
         }
         if let url = status.manifestURL { lines.append("manifest: \(url)") }
         if let check = status.lastCheck { lines.append("last check: \(RFC3339.format(check))") }
+        if let attempt = status.lastAttempt { lines.append("last attempt: \(RFC3339.format(attempt))") }
+        if let success = status.lastSuccess { lines.append("last success: \(RFC3339.format(success))") }
+        if status.consecutiveFailures > 0 { lines.append("consecutive failures: \(status.consecutiveFailures)") }
+        if let error = status.lastError {
+            lines.append("last error: \(RFC3339.format(error.time)) exit \(error.exitStatus): \(error.message)")
+        }
         for held in status.heldBack { lines.append("held back: \(held.id) \(held.version): \(held.reason)") }
         for (id, version) in status.reverted.sorted(by: { $0.key < $1.key }) { lines.append("reverted: \(id) \(version)") }
         if status.history.count > 1 {

@@ -1,5 +1,11 @@
+import Dispatch
 import Foundation
 import OfflinePkg
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 enum SyncCommand {
     static let spec = CommandSpec(
@@ -23,6 +29,9 @@ enum SyncCommand {
                 help: "the manifest, and the signature, must each arrive within S seconds (default 60)"),
             .wait,
             .init(name: "ca-bundle", value: "FILE", help: "trust these certificate authorities (PEM) for https"),
+            .init(
+                name: "dry-run", value: nil,
+                help: "fetch and verify the manifest, print what a sync would fetch and switch; change nothing"),
             .init(name: "keep-history", value: "N", help: "activations kept for status (default 100)"),
             .json, .quiet,
         ],
@@ -30,12 +39,51 @@ enum SyncCommand {
         run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
+        let root = context.root(arguments)
+        let dryRun = arguments.flag("dry-run")
+        // SIGINT/SIGTERM end the sync with one line and 130/143; the active set stays as it was.
+        let interruption = Interruption()
+        let work = Task { try await sync(arguments, context, root: root, dryRun: dryRun) }
+        interruption.onSignal { work.cancel() }
+        do {
+            let status = try await work.value
+            interruption.stop()
+            return status
+        } catch {
+            interruption.stop()
+            if let signal = interruption.received {
+                let name = signal == SIGINT ? "SIGINT" : "SIGTERM"
+                let message = "interrupted by \(name); the active set is unchanged, the next sync resumes"
+                if !dryRun { Updater.recordFailure(root: root, exitStatus: 128 + signal, message: message) }
+                context.output.error("offlinepkg sync: \(message)")
+                if arguments.flag("json") {
+                    context.output.json(OfflinePkgCommand.JSONFailure(error: message, exitStatus: 128 + signal))
+                }
+                return 128 + signal
+            }
+            throw error
+        }
+    }
+
+    private static func sync(_ arguments: ParsedArguments, _ context: CLIContext, root: String, dryRun: Bool) async throws
+        -> Int32
+    {
         let manifestURL = try ManifestLocation.url(from: arguments.positionals[0])
+        // Failures before the engine runs (a key file that does not parse) are noted in the root's
+        // monitoring state as the engine notes its own; usage mistakes are not sync attempts.
+        func noted<T>(_ body: () throws -> T) throws -> T {
+            do {
+                return try body()
+            } catch let error as OfflinePkgError where !dryRun && error.category != .usage {
+                Updater.recordFailure(root: root, exitStatus: error.category.exitStatus, message: "\(error)")
+                throw error
+            }
+        }
         var keys = [TrustedKey]()
         for path in arguments.all("trust-key") {
             // A key file that is not there is a mistake in the command line, not a failure of the sync.
             guard FileManager.default.fileExists(atPath: path) else { throw UsageError("--trust-key \(path): no such file") }
-            keys.append(try TrustedKey(contentsOfFile: path))
+            keys.append(try noted { try TrustedKey(contentsOfFile: path) })
         }
         if let stall = try arguments.seconds("stall-timeout"), stall <= 0 {
             throw UsageError("--stall-timeout takes a number of seconds above 0, got \(stall)")
@@ -45,8 +93,12 @@ enum SyncCommand {
                 throw UsageError("--\(name) takes a number of seconds above 0, got \(seconds)")
             }
         }
-        if let version = arguments.value("shell-version"), ShellVersion(version) == nil {
-            throw UsageError("--shell-version takes a dotted numeric version such as 3.2, got \"\(version)\"")
+        // OFFLINEPKG_SHELL_VERSION stands for --shell-version (cron and timers, SPEC §12).
+        let fromEnvironment = context.environment["OFFLINEPKG_SHELL_VERSION"].flatMap { $0.isEmpty ? nil : $0 }
+        let shellVersion = arguments.value("shell-version") ?? fromEnvironment
+        if let version = shellVersion, ShellVersion(version) == nil {
+            let source = arguments.value("shell-version") != nil ? "--shell-version" : "OFFLINEPKG_SHELL_VERSION"
+            throw UsageError("\(source) takes a dotted numeric version such as 3.2, got \"\(version)\"")
         }
         // SPEC §8: progress on stderr, bars on a terminal, lines otherwise, nothing with --quiet; --json
         // changes stdout only.
@@ -55,7 +107,7 @@ enum SyncCommand {
         let reporter = ProgressReporter(style: style, output: context.output)
         var options = Updater.Options(
             trustedKeys: keys, minInterval: try arguments.seconds("min-interval") ?? 0,
-            jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: arguments.value("shell-version"),
+            jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: shellVersion,
             stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"),
             caBundle: arguments.value("ca-bundle"),
             events: { reporter.handle($0) })
@@ -63,11 +115,21 @@ enum SyncCommand {
         options.minimumRateWindow = try arguments.seconds("min-rate-window") ?? 30
         options.manifestDeadline = try arguments.seconds("manifest-deadline") ?? 60
         if let limit = try arguments.integer("keep-history", in: 1...100_000) { options.historyLimit = limit }
+        if dryRun {
+            let plan = try await Updater.planOnce(root: root, manifestURL: manifestURL, options: options)
+            reporter.finish()
+            if arguments.flag("json") {
+                context.output.json(plan)
+            } else if !arguments.flag("quiet") {
+                context.output.print(summary(plan))
+            }
+            return OfflinePkgCommand.ExitStatus.success
+        }
         if let jitter = try arguments.seconds("jitter"), jitter > 0 {
             try await Task.sleep(nanoseconds: UInt64(Double.random(in: 0...jitter) * 1_000_000_000))
         }
         // This process reads nothing from the root: no PackageStore, no lookup index, no reader lease.
-        let report = try await Updater.syncOnce(root: context.root(arguments), manifestURL: manifestURL, options: options)
+        let report = try await Updater.syncOnce(root: root, manifestURL: manifestURL, options: options)
         reporter.finish()
         if arguments.flag("json") {
             context.output.json(report)
@@ -77,16 +139,66 @@ enum SyncCommand {
         return OfflinePkgCommand.ExitStatus.success
     }
 
+    static func summary(_ plan: SyncPlan) -> String {
+        var lines = [
+            plan.wouldActivate
+                ? "would activate sequence \(plan.sequence) (\(ProgressReporter.format(plan.bytesToFetch)) to fetch)\(plan.mandatory ? ", mandatory" : "")"
+                : "up to date: sequence \(plan.sequence) asks for nothing new"
+        ]
+        for step in plan.steps {
+            let what = step.to.map { "\(step.from ?? "-") -> \($0) via \(step.via ?? "cache")" } ?? "\(step.from ?? "-") -> removed"
+            lines.append(
+                "  \(step.id) \(what)\(step.bytes > 0 ? " (\(ProgressReporter.format(step.bytes)))" : "")"
+                    + (step.mandatory == true ? " mandatory" : "") + (step.notes.map { ": \($0)" } ?? ""))
+        }
+        for held in plan.heldBack { lines.append("  held back \(held.id) \(held.version): \(held.reason)") }
+        return lines.joined(separator: "\n")
+    }
+
     static func summary(_ report: SyncReport) -> String {
         switch report.outcome {
         case .skipped: return "skipped: checked less than --min-interval ago"
         case .notModified: return "up to date (not modified)"
         case .upToDate: return "up to date (set \(report.generation), sequence \(report.sequence))"
         case .activated:
-            let changes = report.changes.map { "\($0.id) \($0.from ?? "-") -> \($0.to ?? "removed")" }
+            let changes = report.changes.map {
+                "\($0.id) \($0.from ?? "-") -> \($0.to ?? "removed")\($0.mandatory == true ? " (mandatory)" : "")"
+            }
             return
                 "activated set \(report.generation) (sequence \(report.sequence), \(ProgressReporter.format(report.bytesFetched)) fetched): "
                 + changes.joined(separator: ", ")
         }
+    }
+}
+
+/// SIGINT and SIGTERM during a sync: taken by dispatch sources (no handler runs in signal context),
+/// remembered, and turned into a cancellation of the sync's task.
+final class Interruption: Sendable {
+    private let state = Mutex<(signal: Int32?, sources: [any DispatchSourceSignal])>((nil, []))
+
+    /// The signal that arrived, if one did.
+    var received: Int32? { state.withLock { $0.signal } }
+
+    func onSignal(_ action: @escaping @Sendable () -> Void) {
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [self] in
+                state.withLock { if $0.signal == nil { $0.signal = number } }
+                action()
+            }
+            source.resume()
+            state.withLock { $0.sources.append(source) }
+        }
+    }
+
+    func stop() {
+        state.withLock { state in
+            for source in state.sources { source.cancel() }
+            state.sources = []
+        }
+        // Ignored dispositions are inherited by children: a process that runs commands in process (the
+        // tests) must not leave SIGINT ignored for the next program it starts.
+        for number in [SIGINT, SIGTERM] { signal(number, SIG_DFL) }
     }
 }

@@ -42,7 +42,11 @@ public final class NginxServer: Sendable {
     ///   - locations: raw config appended inside the `server` block (`location` blocks and the like).
     ///     The server has no `location /` of its own, so a test may add one.
     ///   - tls: serve https with a fresh self-signed certificate for 127.0.0.1 (`certificatePath`).
-    public init(documentRoot: String, limitRate: Int? = nil, locations: String = "", tls: Bool = false) throws {
+    ///   - http: raw config for the `http` block (`proxy_cache_path`, `map`, ...), e.g. for a caching edge;
+    ///     `PREFIX` in it stands for this server's prefix folder.
+    public init(
+        documentRoot: String, limitRate: Int? = nil, locations: String = "", tls: Bool = false, http: String = ""
+    ) throws {
         guard let nginx = which("nginx") else { throw TestSupportError("nginx: not installed") }
         self.documentRoot = documentRoot
         prefix = try TemporaryDirectory(prefix: "offlinepkg-nginx")
@@ -64,7 +68,8 @@ public final class NginxServer: Sendable {
             try prefix.write(
                 Self.config(
                     prefix: prefix.path, port: candidate, root: documentRoot, limitRate: limitRate,
-                    locations: tlsConfig + "\n" + locations, ssl: tls
+                    locations: tlsConfig + "\n" + locations, ssl: tls,
+                    http: http.replacingOccurrences(of: "PREFIX", with: prefix.path)
                 ),
                 to: "nginx.conf")
             let started = try Self.launch(nginx, prefix: prefix.path)
@@ -152,7 +157,9 @@ public final class NginxServer: Sendable {
     /// The self-signed certificate of a `tls` server, to trust in the client under test.
     public var certificatePath: String { prefix.path("tls.crt") }
 
-    private static func config(prefix: String, port: Int, root: String, limitRate: Int?, locations: String, ssl: Bool) -> String {
+    private static func config(
+        prefix: String, port: Int, root: String, limitRate: Int?, locations: String, ssl: Bool, http: String
+    ) -> String {
         // A root master hands requests to workers running as `nobody`, who cannot enter the 0700
         // folders mkdtemp makes. Tests own their files, so the workers stay root. A non-root master
         // cannot switch users and would only warn about the directive, so it is left out.
@@ -179,6 +186,7 @@ public final class NginxServer: Sendable {
                 sendfile on;
                 etag on;
                 keepalive_timeout 5s;
+                \(http)
                 server {
                     listen 127.0.0.1:\(port)\(ssl ? " ssl" : "");
                     server_name localhost;

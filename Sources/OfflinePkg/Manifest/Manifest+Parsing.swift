@@ -116,9 +116,12 @@ private struct ManifestReader {
         }
         let unpackedSize = try integer(object["unpackedSize"], "\(at).unpackedSize", required: false)
         if let unpackedSize, unpackedSize < 0 { throw fail("\(at).unpackedSize", "must not be negative") }
-        return PackageEntry(
+        var package = PackageEntry(
             id: id, version: version, routes: routes, entry: entry, fallback: fallback, archive: archive,
             tree: tree, deltas: deltas, minShellVersion: minShell, rollout: rollout, unpackedSize: unpackedSize.map(Int64.init))
+        (package.notes, package.mandatory) = try ReleaseInfo.read(
+            notes: object["notes"], mandatory: object["mandatory"], at: at, source: source)
+        return package
     }
 
     func remoteFile(_ value: JSONValue?, _ field: String) throws -> RemoteFile {

@@ -30,6 +30,10 @@ public struct PackageEntry: Sendable, Equatable {
     public var deltas: [Delta]
     public var minShellVersion: String?
     public var rollout: Int?
+    /// Release notes the publisher wrote (`publish --notes`), for the shell to show.
+    public var notes: String?
+    /// The publisher asks shells to apply this release at once rather than at the next launch.
+    public var mandatory: Bool
     /// Optional: the bytes of the unpacked tree's files, as `publish` writes it. Advisory (a device
     /// uses it only to check free space before a sync; the unpack limits still hold).
     public var unpackedSize: Int64?
@@ -37,8 +41,10 @@ public struct PackageEntry: Sendable, Equatable {
     public init(
         id: String, version: String, routes: [String], entry: String = "index.html", fallback: String? = nil,
         archive: RemoteFile, tree: String, deltas: [Delta] = [], minShellVersion: String? = nil, rollout: Int? = nil,
-        unpackedSize: Int64? = nil
+        unpackedSize: Int64? = nil, notes: String? = nil, mandatory: Bool = false
     ) {
+        self.notes = notes
+        self.mandatory = mandatory
         self.id = id
         self.version = version
         self.routes = routes

@@ -37,8 +37,14 @@ package struct ManifestDocument {
         }
     }
 
-    package mutating func setExpires(_ date: Date) {
-        object["expires"] = RFC3339.format(date)
+    /// Sets or (nil) removes `expires`: an expiry applies to the publish that asked for it only.
+    package mutating func setExpires(_ date: Date?) {
+        object["expires"] = date.map(RFC3339.format)
+    }
+
+    /// The package's entry as the manifest's JSON holds it, fields this build does not know included.
+    package func packageObject(_ id: String) -> [String: Any]? {
+        (object["packages"] as? [Any])?.lazy.compactMap { $0 as? [String: Any] }.first { $0["id"] as? String == id }
     }
 
     package mutating func setSequence(_ sequence: Int) {
@@ -48,9 +54,13 @@ package struct ManifestDocument {
 
     /// Puts `entry` where the package was (or at the end): the publisher owns its package's object whole.
     package mutating func replacePackage(_ entry: PackageEntry) {
+        replacePackage(object: Self.json(entry), id: entry.id)
+    }
+
+    /// Puts a package entry given as JSON (a promoted one, copied whole) where the package was.
+    package mutating func replacePackage(object value: [String: Any], id: String) {
         var packages = object["packages"] as? [Any] ?? []
-        let value = Self.json(entry)
-        if let index = packages.firstIndex(where: { ($0 as? [String: Any])?["id"] as? String == entry.id }) {
+        if let index = packages.firstIndex(where: { ($0 as? [String: Any])?["id"] as? String == id }) {
             packages[index] = value
         } else {
             packages.append(value)
@@ -65,7 +75,7 @@ package struct ManifestDocument {
         return Array(data)
     }
 
-    private static func json(_ entry: PackageEntry) -> [String: Any] {
+    package static func json(_ entry: PackageEntry) -> [String: Any] {
         func file(_ file: RemoteFile) -> [String: Any] { ["url": file.url, "sha256": file.sha256, "size": Int(file.size)] }
         var object: [String: Any] = [
             "id": entry.id, "version": entry.version, "routes": entry.routes, "entry": entry.entry,
@@ -81,6 +91,8 @@ package struct ManifestDocument {
         }
         if let minShellVersion = entry.minShellVersion { object["minShellVersion"] = minShellVersion }
         if let rollout = entry.rollout { object["rollout"] = rollout }
+        if let notes = entry.notes { object["notes"] = notes }
+        if entry.mandatory { object["mandatory"] = true }
         if let unpackedSize = entry.unpackedSize { object["unpackedSize"] = Int(unpackedSize) }
         return object
     }

@@ -17,8 +17,17 @@ public struct PublishRequest: Sendable, Equatable {
     public var format: ArchiveFormat
     /// The compressor's level for `format` (see `ArchiveFormat.levels`); nil takes its default.
     public var compressionLevel: Int? = nil
-    /// When devices stop accepting the manifest (freeze protection); nil keeps the manifest's own.
+    /// When devices stop accepting the manifest (freeze protection), for this publish only.
     public var expires: Date?
+    /// Devices stop accepting the manifest this many seconds after each publish: remembered by the
+    /// repository and applied by every later publish that names no `expires`; 0 forgets it.
+    public var expiresIn: TimeInterval?
+    /// Release notes and the mandatory flag, written into the package entry (SPEC §12).
+    public var notes: String?
+    public var mandatory: Bool = false
+    /// The publisher named `entry` (`--entry`): it must then be in the site. The default `index.html`
+    /// may be absent (an assets-only package), which publish reports as a warning.
+    public var requireEntry: Bool = false
 
     public init(
         site: String, id: String, version: String, routes: [String], entry: String = "index.html",
@@ -69,6 +78,13 @@ public struct PublishRequest: Sendable, Equatable {
         if let rollout, !(0...100).contains(rollout) {
             throw OfflinePkgError.invalidArgument("rollout must be between 0 and 100, got \(rollout)")
         }
+        if let notes, notes.utf8.count > ReleaseInfo.maximumNotesBytes {
+            throw OfflinePkgError.invalidArgument(
+                "release notes are \(notes.utf8.count) bytes; at most \(ReleaseInfo.maximumNotesBytes) fit a manifest")
+        }
+        if let expiresIn, expiresIn < 0 || !expiresIn.isFinite {
+            throw OfflinePkgError.invalidArgument("the expiry duration must be positive")
+        }
         if let minShellVersion, ShellVersion(minShellVersion) == nil {
             throw OfflinePkgError.invalidArgument("minimum shell version \"\(minShellVersion)\" is not a dotted numeric version")
         }
@@ -108,4 +124,20 @@ public struct PublishReport: Sendable, Codable, Equatable {
     /// The same version with the same content was already published (e.g. to change `rollout`).
     public var republished: Bool
     public var signed: Bool
+    /// What publish did but would rather not have (an assets-only package without its entry file).
+    public var warnings: [String] = []
+    /// The `promote` source repository, when this release was copied rather than packed.
+    public var promotedFrom: String? = nil
+}
+
+/// What `publish` reports while it runs, for a progress display (the library never prints).
+public enum PublishEvent: Sendable {
+    /// The site was read: this many files and bytes go into the archive.
+    case scanned(files: Int, bytes: Int64)
+    /// Bytes of site files packed into the full archive so far.
+    case packing(done: Int64, total: Int64)
+    /// A delta from `from` is being written.
+    case writingDelta(from: String)
+    /// Archives are in place; the manifest and its signature go last.
+    case writingManifest(sequence: Int)
 }

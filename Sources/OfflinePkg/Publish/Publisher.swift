@@ -25,60 +25,58 @@ public struct Publisher: Sendable {
     /// one, a signature left by an earlier publish is removed (it no longer matches). When another
     /// publish holds the repository, `waiting` is called once and the publish waits for it to finish.
     public func publish(
-        _ request: PublishRequest, signer: (([UInt8]) throws -> [UInt8])? = nil, waiting: (() -> Void)? = nil
+        _ request: PublishRequest, signer: (([UInt8]) throws -> [UInt8])? = nil, waiting: (() -> Void)? = nil,
+        events: (@Sendable (PublishEvent) -> Void)? = nil
     ) throws -> PublishReport {
         try request.validate()
         let site = try SiteScan(site: request.site)
         let siteFiles = Set(site.files)
+        var warnings = [String]()
         for (name, path) in [("entry", request.entry), ("fallback", request.fallback)] {
-            guard let path else { continue }
-            guard siteFiles.contains(PackagePath(path)) else {
-                throw OfflinePkgError.publishRefused(reason: "\(name) file \(path) is not in the site \(site.root)")
+            guard let path, !siteFiles.contains(PackagePath(path)) else { continue }
+            // SPEC §2: a package may have no entry file (a JS library); one the publisher named must exist.
+            if name == "entry" && !request.requireEntry {
+                warnings.append(
+                    "entry file \(path) is not in the site \(site.root): published as an assets-only package (a path ending in / finds nothing)"
+                )
+                continue
             }
+            throw OfflinePkgError.publishRefused(reason: "\(name) file \(path) is not in the site \(site.root)")
         }
-        // The repository from here on: the lock first, so that nothing below reads a manifest that
-        // another publish is about to replace.
-        try FileSystem.makeDirectories(layout.root)
-        var lock = try FileLock(path: layout.lock, wait: false)
-        if lock == nil {
-            waiting?()
-            lock = try FileLock(path: layout.lock, wait: true)
-        }
+        let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
-        var document = try ManifestDocument.load(layout.manifest)
         try document.checkRoutes(request.routes, for: request.id)
 
-        try FileSystem.makeDirectories(layout.archives)
-        try FileSystem.makeDirectories(layout.packageTrees(request.id))
-
-        // Full archive, into a scratch file first: nothing is named after the version before it is checked.
-        let scratch = layout.temporary("\(getpid())-\(request.id)-\(request.version)")
-        defer { FileSystem.removeFile(scratch) }
-        let files = try writeArchive(site, to: scratch, format: request.format, level: request.compressionLevel)
+        // Everything is written under .tmp/ first; nothing takes a published name before it is all there.
+        var pending = [(scratch: String, url: String)]()
+        let scratch = layout.temporary("\(request.id)-\(request.version)")
+        let totalBytes = site.files.reduce(Int64(0)) { $0 + (FileSystem.fileSize(site.root + "/" + $1.string) ?? 0) }
+        events?(.scanned(files: site.files.count, bytes: totalBytes))
+        let files = try writeArchive(site, to: scratch, format: request.format, level: request.compressionLevel) { done in
+            events?(.packing(done: done, total: totalBytes))
+        }
         let tree = TreeHash.compute(files)
         let republished = try checkVersionIsNew(request, tree: tree, document: document)
-
         let archiveURL = layout.archiveURL(id: request.id, version: request.version, format: request.format)
-        try moveIntoPlace(scratch, url: archiveURL)
-        let archive = try describe(archiveURL)
+        pending.append((scratch, archiveURL))
+        let archive = try describe(scratch, url: archiveURL)
 
         // Deltas from the versions published before this one, newest first.
         let earlier = try versionLog(request.id).filter { $0 != request.version }
         var deltas = [PublishReport.WrittenDelta]()
         var skipped = [PublishReport.SkippedDelta]()
         for from in earlier.suffix(request.deltaCount).reversed() {
+            events?(.writingDelta(from: from))
             switch try writeDelta(from: from, request: request, site: site, files: files, fullSize: archive.size) {
-            case .written(let delta): deltas.append(delta)
+            case .written(let delta, let path):
+                deltas.append(delta)
+                pending.append((path, delta.file.url))
             case .skipped(let reason): skipped.append(.init(from: from, reason: reason))
             }
         }
-        // The listing marks the version as published: written only once everything else is, so a publish
-        // that failed on the way can be rerun with corrected content under the same version.
-        try FileSystem.writeAtomically(
-            TreeIndexFile.encode(files), to: layout.treeIndex(id: request.id, version: request.version))
-        try recordVersion(request.version, id: request.id)
+        FailPoint.publishBeforeRename.hit()
+        for (path, url) in pending { try moveIntoPlace(path, url: url) }
 
-        // The manifest: this package replaced or added, everything else as it was, sequence + 1.
         let entry = PackageEntry(
             id: request.id, version: request.version, routes: request.routes, entry: request.entry,
             fallback: request.fallback, archive: RemoteFile(url: archive.url, sha256: archive.sha256, size: archive.size),
@@ -87,11 +85,49 @@ public struct Publisher: Sendable {
                 Delta(from: $0.from, file: RemoteFile(url: $0.file.url, sha256: $0.file.sha256, size: $0.file.size))
             },
             minShellVersion: request.minShellVersion, rollout: request.rollout,
-            unpackedSize: files.values.reduce(0) { $0 + $1.size })
+            unpackedSize: files.values.reduce(0) { $0 + $1.size }, notes: request.notes, mandatory: request.mandatory)
+        let release = try writeRelease(
+            ManifestDocument.json(entry), id: request.id, version: request.version, index: TreeIndexFile.encode(files),
+            document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events)
+        return PublishReport(
+            id: request.id, version: request.version, sequence: release.sequence, archive: archive, tree: tree,
+            files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished, signed: release.signed,
+            warnings: warnings)
+    }
+
+    /// The repository from here on: the lock first, so that nothing below reads a manifest that another
+    /// publish is about to replace; then the scratch files an interrupted publish left are cleared.
+    package func open(waiting: (() -> Void)?) throws -> (FileLock, ManifestDocument) {
+        try FileSystem.makeDirectories(layout.root)
+        var lock = try FileLock(path: layout.lock, wait: false)
+        if lock == nil {
+            waiting?()
+            lock = try FileLock(path: layout.lock, wait: true)
+        }
+        if FileSystem.exists(layout.scratch) { try FileSystem.removeTree(layout.scratch) }
+        try FileSystem.makeDirectories(layout.scratch)
+        return (lock!, try ManifestDocument.load(layout.manifest))
+    }
+
+    /// The last stage of a publish or a promote, once the archives are in place: the tree listing (which
+    /// marks the version as published), the version log and history, then the manifest with this
+    /// package entry and sequence + 1, checked as a device would, and its signatures — the manifest and
+    /// `manifest.json.minisig` last of all.
+    package func writeRelease(
+        _ entry: [String: Any], id: String, version: String, index: [UInt8], document: ManifestDocument,
+        expires: Date?, expiresIn: TimeInterval?, signer: (([UInt8]) throws -> [UInt8])?,
+        events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil
+    ) throws -> (sequence: Int, signed: Bool) {
+        var document = document
+        try FileSystem.makeDirectories(layout.packageTrees(id))
+        try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version))
+        try recordVersion(version, id: id)
+
         let sequence = document.sequence + 1
+        events?(.writingManifest(sequence: sequence))
         document.setSequence(sequence)
-        document.replacePackage(entry)
-        if let expires = request.expires { document.setExpires(expires) }
+        document.replacePackage(object: entry, id: id)
+        document.setExpires(try expiry(expires: expires, expiresIn: expiresIn))
         let bytes = try document.encoded()
         // The result must be a manifest this build's devices accept — expired, they would refuse it all.
         let written = try Manifest(parsing: bytes, source: layout.manifest)
@@ -99,28 +135,63 @@ public struct Publisher: Sendable {
             throw OfflinePkgError.publishRefused(
                 reason: "the manifest expired at \(RFC3339.format(expires)); devices would refuse it: pass --expires (e.g. 30d)")
         }
+        try PublishHistory.append(
+            .init(
+                version: version, publishedAt: Date(), sequence: sequence, notes: entry["notes"] as? String,
+                mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
+                entry: String(decoding: try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]), as: UTF8.self)),
+            to: layout.publishHistory(id: id))
         let signature = try signer?(bytes)
+        if let signature {
+            // The immutable copy first: a device that finds `.minisig` out of step with the manifest
+            // fetches this one (SPEC §12).
+            try FileSystem.makeDirectories(layout.signatures)
+            try FileSystem.writeAtomically(signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(bytes).hex))
+        }
         try FileSystem.writeAtomically(bytes, to: layout.manifest)
         if let signature {
             try FileSystem.writeAtomically(signature, to: layout.signature)
         } else {
             FileSystem.removeFile(layout.signature)
         }
-        return PublishReport(
-            id: request.id, version: request.version, sequence: sequence, archive: archive, tree: tree,
-            files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished, signed: signature != nil)
+        try? FileSystem.removeTree(layout.scratch)
+        return (sequence, signature != nil)
+    }
+
+    /// `expires` for this publish only; else `expiresIn` (given now, or remembered from an earlier
+    /// publish) from now; else none, so a date given once never outlives the publish that gave it.
+    private func expiry(expires: Date?, expiresIn: TimeInterval?) throws -> Date? {
+        if let expiresIn {
+            if expiresIn == 0 {
+                FileSystem.removeFile(layout.expiresIn)
+            } else {
+                try FileSystem.makeDirectories(layout.trees)
+                try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn)
+            }
+        }
+        if let expires { return expires }
+        let remembered = (try? FileSystem.read(layout.expiresIn, limit: 64)).flatMap {
+            TimeInterval(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        return remembered.flatMap { $0 > 0 ? Date().addingTimeInterval($0) : nil }
     }
 
     // MARK: Stages
 
-    private func writeArchive(_ site: SiteScan, to path: String, format: ArchiveFormat, level: Int?) throws -> [PackagePath: TreeFile] {
+    private func writeArchive(
+        _ site: SiteScan, to path: String, format: ArchiveFormat, level: Int?, progress: (Int64) -> Void
+    ) throws -> [PackagePath: TreeFile] {
         let writer = try ArchiveWriter(path: path, format: format, level: level)
         var files = [PackagePath: TreeFile]()
+        var done: Int64 = 0
         for entry in site.entries {
             if entry.isDirectory {
                 try writer.addDirectory(entry.path.string)
             } else {
-                files[entry.path] = try writer.addFile(entry.path.string, contentsOf: site.root + "/" + entry.path.string)
+                let file = try writer.addFile(entry.path.string, contentsOf: site.root + "/" + entry.path.string)
+                files[entry.path] = file
+                done += file.size
+                progress(done)
             }
         }
         try writer.finish()
@@ -150,7 +221,8 @@ public struct Publisher: Sendable {
     }
 
     private enum DeltaOutcome {
-        case written(PublishReport.WrittenDelta)
+        /// Written to the scratch file `path`, not yet under its URL.
+        case written(PublishReport.WrittenDelta, path: String)
         case skipped(String)
     }
 
@@ -164,8 +236,7 @@ public struct Publisher: Sendable {
         let deleted = TreeHash.sortedPaths(old).filter { files[$0] == nil }
         let control = DeltaControl(from: from, to: request.version, delete: deleted.map(\.string))
 
-        let scratch = layout.temporary("\(getpid())-\(request.id)-\(from)-\(request.version).delta")
-        defer { FileSystem.removeFile(scratch) }
+        let scratch = layout.temporary("\(request.id)-\(from)-\(request.version).delta")
         let writer = try ArchiveWriter(path: scratch, format: request.format, level: request.compressionLevel)
         try writer.addFile(ArchivePath.deltaControlName, bytes: control.encoded())
         for path in changed {
@@ -183,13 +254,14 @@ public struct Publisher: Sendable {
             return .skipped("the delta (\(size) bytes) is not smaller than the full archive (\(fullSize) bytes)")
         }
         let url = layout.deltaURL(id: request.id, from: from, to: request.version, format: request.format)
-        try moveIntoPlace(scratch, url: url)
-        return .written(.init(from: from, file: try describe(url), changed: changed.count, deleted: deleted.count))
+        return .written(
+            .init(from: from, file: try describe(scratch, url: url), changed: changed.count, deleted: deleted.count),
+            path: scratch)
     }
 
     /// Renames a finished scratch file to its URL's path. Archives are immutable once published (CDNs
     /// cache them for a year): an existing file may only be replaced by the very same bytes.
-    private func moveIntoPlace(_ scratch: String, url: String) throws {
+    package func moveIntoPlace(_ scratch: String, url: String) throws {
         let path = layout.path(ofURL: url)
         if FileSystem.exists(path), try FileHasher.sha256(ofFile: path) != FileHasher.sha256(ofFile: scratch) {
             throw OfflinePkgError.publishRefused(
@@ -199,15 +271,15 @@ public struct Publisher: Sendable {
         try FileSystem.rename(scratch, to: path)
     }
 
-    private func describe(_ url: String) throws -> PublishReport.WrittenFile {
-        let path = layout.path(ofURL: url)
+    /// The file at `path` as the manifest will list it under `url`.
+    package func describe(_ path: String, url: String) throws -> PublishReport.WrittenFile {
         guard let size = FileSystem.fileSize(path) else { throw OfflinePkgError.io(path: path, operation: "stat", Errno.noEntry) }
         return .init(url: url, sha256: try FileHasher.sha256(ofFile: path), size: size)
     }
 
     // MARK: Version log
 
-    private func versionLog(_ id: String) throws -> [String] {
+    package func versionLog(_ id: String) throws -> [String] {
         let path = layout.versionLog(id: id)
         guard FileSystem.exists(path) else { return [] }
         return String(decoding: try FileSystem.read(path), as: UTF8.self).split(separator: "\n").map(String.init)

@@ -6,7 +6,12 @@
 ///       archives/<id>/<version>/<id>-<from>-to-<version>.delta.<ext> deltas into <version>
 ///       trees/<id>/<version>.index                      "<sha256> <size> <path>" per file of a published version
 ///       trees/<id>/versions                             published versions, oldest first, one a line
+///       signatures/<sha256 of manifest.json>.minisig    each manifest's signature under a name no edge holds stale
+///       trees/<id>/history.jsonl                        one line per publish: version, time, notes, the entry
+///       trees/expires-in                                `--expires-in` seconds, applied at every publish
 ///       .publish.lock                                   flock'd by the one publish at a time (not uploaded)
+///       .tmp/                                           a running publish's scratch files (not uploaded;
+///                                                       cleared by the next publish)
 ///
 /// `trees/` is the publisher's memory: with it a later publish writes deltas without the old sites.
 /// Devices never read it.
@@ -38,8 +43,14 @@ package struct RepositoryLayout: Sendable {
     /// The file behind a relative URL this layout made.
     package func path(ofURL url: String) -> String { root + "/" + url }
 
-    /// A scratch file in `archives/`, on the same file system as its final name.
-    package func temporary(_ name: String) -> String { archives + "/.tmp-\(name)" }
+    /// Scratch files live in `.tmp/`, on the same file system as their final names and under no name a
+    /// device or a CDN sync would take for published (SPEC §12).
+    package var scratch: String { root + "/.tmp" }
+    package func temporary(_ name: String) -> String { scratch + "/" + name }
+    package var signatures: String { root + "/signatures" }
+    package func immutableSignature(manifestSHA256: String) -> String { signatures + "/\(manifestSHA256).minisig" }
+    package func publishHistory(id: String) -> String { packageTrees(id) + "/history.jsonl" }
+    package var expiresIn: String { trees + "/expires-in" }
 
     package func packageTrees(_ id: String) -> String { trees + "/" + id }
     package func treeIndex(id: String, version: String) -> String { packageTrees(id) + "/" + version + ".index" }

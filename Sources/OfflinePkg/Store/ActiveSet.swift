@@ -12,8 +12,13 @@ public struct InstalledPackage: Codable, Sendable, Equatable {
     /// once the manifest no longer offers this version (after a rollback). Nil in sets recorded before
     /// offlinepkg kept it.
     public var archive: RemoteFile?
+    /// The release's notes and mandatory flag as its manifest gave them (nil: none, or recorded before).
+    public var notes: String?
+    public var mandatory: Bool?
 
     package init(_ entry: PackageEntry) {
+        notes = entry.notes
+        mandatory = entry.mandatory ? true : nil
         id = entry.id
         version = entry.version
         tree = entry.tree
@@ -51,6 +56,9 @@ public struct ActiveSet: Codable, Sendable, Equatable {
             set.packages.map { package in
                 var package = package
                 package.archive = nil
+                // Release notes edited on a republish do not make another set to serve.
+                package.notes = nil
+                package.mandatory = nil
                 return package
             }.sorted { $0.id < $1.id }
         }

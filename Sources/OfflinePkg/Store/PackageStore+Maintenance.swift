@@ -15,6 +15,12 @@ public struct StoreStatus: Sendable, Codable {
     public var heldBack: [SyncReport.HeldBack]
     public var reverted: [String: String]
     public var deviceID: String?
+    /// Monitoring (SPEC §12): the last sync that reached the network, the last that succeeded, how many
+    /// failed since, and the last failure.
+    public var lastAttempt: Date?
+    public var lastSuccess: Date?
+    public var consecutiveFailures: Int = 0
+    public var lastError: SyncFailure?
 }
 
 /// A file of an active tree that no longer matches what was installed.
@@ -37,7 +43,8 @@ extension PackageStore {
             root: layout.root, active: record.current, previous: record.previous, history: history.entries,
             historyProblem: history.problem,
             manifestURL: state.manifestURL, lastCheck: state.lastCheck, acceptedSequence: state.acceptedSequence,
-            heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID)
+            heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID, lastAttempt: state.lastAttempt,
+            lastSuccess: state.lastSuccess, consecutiveFailures: state.consecutiveFailures ?? 0, lastError: state.lastError)
     }
 
     /// Switches back to the previous active set (SPEC §8 `rollback`). The release rolled back from is

@@ -18,6 +18,14 @@ package struct StoreState: Codable, Sendable, Equatable {
     /// Releases rolled back (by hand or for want of a launch confirmation): package id → version.
     /// A sync holds these back until the manifest offers another version of the package.
     package var reverted: [String: String]?
+    /// Rollback protection per manifest URL (SPEC §12 channels): moving a device from a staging to a
+    /// production repository is not a rollback; coming back to a URL compares with what it accepted there.
+    package var channels: [String: AcceptedManifest]?
+    /// Monitoring (SPEC §12): written by every sync, failed ones included.
+    package var lastAttempt: Date?
+    package var lastSuccess: Date?
+    package var consecutiveFailures: Int?
+    package var lastError: SyncFailure?
 
     package init() {}
 
@@ -27,5 +35,79 @@ package struct StoreState: Codable, Sendable, Equatable {
 
     package func save(_ layout: CacheLayout) throws {
         try FileSystem.writeAtomically(JSONCoding.encode(self), to: layout.state)
+    }
+
+    /// What was last accepted from `url`. A state written before channels were kept has only the
+    /// top-level fields, which belong to `manifestURL`.
+    package func accepted(from url: String) -> AcceptedManifest? {
+        if let record = channels?[url] { return record }
+        guard manifestURL == url, let acceptedSequence else { return nil }
+        return AcceptedManifest(sequence: acceptedSequence, sha256: acceptedManifestSHA256)
+    }
+
+    package mutating func accept(_ record: AcceptedManifest, from url: String) {
+        manifestURL = url
+        acceptedSequence = record.sequence
+        acceptedManifestSHA256 = record.sha256
+        channels = (channels ?? [:]).merging([url: record]) { $1 }
+    }
+}
+
+/// The manifest a device last accepted from one URL.
+package struct AcceptedManifest: Codable, Sendable, Equatable {
+    package var sequence: Int
+    package var sha256: String?
+}
+
+/// The last failed sync of a root, as `status --json` shows it.
+public struct SyncFailure: Codable, Sendable, Equatable {
+    public var time: Date
+    /// The exit status the `sync` command ended with (SPEC §8; 130/143 for SIGINT/SIGTERM).
+    public var exitStatus: Int32
+    public var message: String
+
+    public init(time: Date, exitStatus: Int32, message: String) {
+        self.time = time
+        self.exitStatus = exitStatus
+        self.message = message
+    }
+}
+
+extension StoreState {
+    /// A failed attempt: counted, and its error kept for `status`.
+    package mutating func note(_ failure: SyncFailure) {
+        lastAttempt = failure.time
+        consecutiveFailures = (consecutiveFailures ?? 0) + 1
+        lastError = failure
+    }
+
+    /// A finished sync: the failure count starts over; the last error stays visible as history.
+    package mutating func noteSuccess(at time: Date) {
+        lastSuccess = time
+        consecutiveFailures = 0
+    }
+
+    /// Notes a failed sync in `layout`'s state (attempt time, failure count, the error) and nothing
+    /// else: never the active set, the accepted sequence or the validators. Takes the root lock without
+    /// waiting; when another sync holds it, that sync's own outcome is what the state will show.
+    package static func recordFailure(_ failure: SyncFailure, in layout: CacheLayout) {
+        guard FileSystem.isDirectory(layout.root), let lock = try? RootLock(layout: layout, wait: false) else { return }
+        withExtendedLifetime(lock) {
+            guard var state = try? StoreState.load(layout) else { return }
+            state.note(failure)
+            try? state.save(layout)
+        }
+    }
+}
+
+extension OfflinePkgError.Category {
+    /// The exit status of SPEC §8 for this kind of failure.
+    public var exitStatus: Int32 {
+        switch self {
+        case .failure: 1
+        case .usage: 2
+        case .locked: 3
+        case .refused: 4
+        }
     }
 }

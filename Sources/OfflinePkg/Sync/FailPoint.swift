@@ -15,6 +15,8 @@ package enum FailPoint: String, Sendable {
     case beforeSeal = "before-seal"
     case beforeSwitch = "before-switch"
     case afterSwitch = "after-switch"
+    /// `publish`: every archive and delta written under `.tmp/`, none renamed to its published name yet.
+    case publishBeforeRename = "publish-before-rename"
 
     private static let armed: String? = ProcessInfo.processInfo.environment["OFFLINEPKG_FAILPOINT"]
 

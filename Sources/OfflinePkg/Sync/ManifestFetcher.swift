@@ -17,8 +17,12 @@ package struct ManifestFetcher: Sendable {
         case fetched(bytes: [UInt8], etag: String?, lastModified: String?)
     }
 
-    package func fetchManifest(_ url: URL, etag: String?, lastModified: String?) async throws -> Response {
-        var headers = [(String, String)]()
+    /// `uncached` asks every cache on the way for a fresh copy (`Cache-Control: no-cache`): the second
+    /// try after a manifest that looked stale (SPEC §12).
+    package func fetchManifest(_ url: URL, etag: String?, lastModified: String?, uncached: Bool = false) async throws
+        -> Response
+    {
+        var headers = uncached ? Self.noCacheHeaders : []
         if let etag { headers.append(("If-None-Match", etag)) }
         if let lastModified { headers.append(("If-Modified-Since", lastModified)) }
         let (head, bytes) = try await get(url, headers: headers, limit: Manifest.maximumSize, what: "manifest")
@@ -27,10 +31,15 @@ package struct ManifestFetcher: Sendable {
     }
 
     /// The `.minisig` beside the manifest; nil when the server has none (404, or no such file).
-    package func fetchSignature(_ manifestURL: URL) async throws -> [UInt8]? {
-        let url = Self.signatureURL(of: manifestURL)
+    package func fetchSignature(_ manifestURL: URL, uncached: Bool = false) async throws -> [UInt8]? {
+        try await fetchSignature(at: Self.signatureURL(of: manifestURL), uncached: uncached)
+    }
+
+    /// The signature at `url` (`.minisig` beside the manifest, or its immutable copy under
+    /// `signatures/`); nil when the server has none.
+    package func fetchSignature(at url: URL, uncached: Bool = false) async throws -> [UInt8]? {
         do {
-            return try await get(url, headers: [], limit: 64 << 10, what: "signature").1
+            return try await get(url, headers: uncached ? Self.noCacheHeaders : [], limit: 64 << 10, what: "signature").1
         } catch OfflinePkgError.notFound {
             return nil
         }
@@ -46,6 +55,15 @@ package struct ManifestFetcher: Sendable {
         components.percentEncodedPath += ".minisig"
         return components.url ?? URL(string: manifestURL.absoluteString + ".minisig")!
     }
+
+    /// `signatures/<sha256 of the manifest>.minisig` beside the manifest: the copy `publish` writes under
+    /// a name no edge can hold stale, since it names the manifest bytes it signs.
+    package static func immutableSignatureURL(of manifestURL: URL, manifestSHA256: String) -> URL {
+        URL(string: "signatures/\(manifestSHA256).minisig", relativeTo: manifestURL)?.absoluteURL
+            ?? manifestURL.deletingLastPathComponent().appendingPathComponent("signatures/\(manifestSHA256).minisig")
+    }
+
+    private static let noCacheHeaders = [("Cache-Control", "no-cache"), ("Pragma", "no-cache")]
 
     private func get(_ url: URL, headers: [(String, String)], limit: Int, what: String) async throws -> (
         TransferResponseHead, [UInt8]

@@ -20,6 +20,12 @@ public enum SyncEvent: Sendable {
     case heldBack(packageID: String, version: String, reason: String)
     /// One package failed; the others go on, and the release will not be activated.
     case packageFailed(packageID: String, error: OfflinePkgError)
+    /// The manifest offers a release of a package that this sync will install: its notes, and whether
+    /// the publisher marked it mandatory (a shell may then reload at once instead of at the next launch).
+    case releaseAvailable(packageID: String, version: String, notes: String?, mandatory: Bool)
+    /// The manifest or its signature did not pass, and is fetched once more with `Cache-Control:
+    /// no-cache` (a stale CDN edge, SPEC §12) before it is refused.
+    case retryingUncached(reason: String)
     /// The new active set was switched in.
     case activated(generation: Int)
     /// The sync failed as a whole; the active set is as it was.

@@ -18,6 +18,9 @@ public struct SyncReport: Sendable, Codable, Equatable {
         public var to: String?
         /// How the new tree arrived: "archive", "delta", "cache" (already on disk) or nil when removed.
         public var via: String?
+        /// The new release's notes and whether its publisher marked it mandatory (SPEC §12).
+        public var notes: String?
+        public var mandatory: Bool?
     }
 
     /// A package version the manifest offers that this device did not take, and why.
@@ -35,4 +38,33 @@ public struct SyncReport: Sendable, Codable, Equatable {
     /// Bytes that crossed the network for archives and deltas (manifest excluded).
     public var bytesFetched: Int64
     public var requests: Int
+    /// A change of this sync is a release its publisher marked mandatory: a shell applies it at once.
+    public var mandatory: Bool = false
+}
+
+/// What a sync would do (`sync --dry-run`, `Updater.plan()`): the manifest was fetched and verified,
+/// nothing was downloaded and nothing on disk changed.
+public struct SyncPlan: Sendable, Codable, Equatable {
+    /// One package the switch would change, with what it would cost to fetch.
+    public struct Step: Sendable, Codable, Equatable {
+        public var id: String
+        public var from: String?
+        /// Nil: the package would stop being served.
+        public var to: String?
+        /// "archive", "delta", "cache" (already on disk), or nil for a removal.
+        public var via: String?
+        /// Bytes the download would take (the archive's or delta's size, before any resume).
+        public var bytes: Int64
+        public var notes: String?
+        public var mandatory: Bool?
+    }
+
+    public var manifestURL: String
+    public var sequence: Int
+    /// Whether a sync would switch the active set.
+    public var wouldActivate: Bool
+    public var steps: [Step]
+    public var heldBack: [SyncReport.HeldBack]
+    public var bytesToFetch: Int64
+    public var mandatory: Bool
 }

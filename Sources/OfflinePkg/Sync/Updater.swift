@@ -50,6 +50,31 @@ public actor Updater {
         }
     }
 
+    /// What a sync would do now (SPEC §12 `--dry-run`): the manifest is fetched and verified, nothing
+    /// is downloaded and nothing in the root changes.
+    public func plan() async throws -> SyncPlan {
+        try await SyncEngine(
+            layout: store.layout, manifestURL: manifestURL, options: options, limits: store.options.unpackLimits,
+            transport: transport
+        ).plan()
+    }
+
+    /// `plan()` for a process that reads nothing from the root (`sync --dry-run`); the root need not exist.
+    package static func planOnce(
+        root: String, manifestURL: URL, options: Options, transport: any Transport = CurlTransport()
+    ) async throws -> SyncPlan {
+        let layout = CacheLayout(root: (try? FileSystem.realPath(root)) ?? root)
+        return try await SyncEngine(
+            layout: layout, manifestURL: manifestURL, options: options, limits: .init(), transport: transport
+        ).plan()
+    }
+
+    /// Notes a sync that ended outside the engine (interrupted by a signal, or failed before it started)
+    /// in the root's monitoring state; see `StoreState.recordFailure`.
+    package static func recordFailure(root: String, exitStatus: Int32, message: String) {
+        StoreState.recordFailure(SyncFailure(time: Date(), exitStatus: exitStatus, message: message), in: CacheLayout(root: root))
+    }
+
     /// One sync of the cache root at `root` for a process that reads nothing from it, such as the
     /// `sync` command: no `PackageStore`, so no lookup index built from every tree listing (before and
     /// again after a switch) and no reader lease. That was most of the time of a sync that finds the

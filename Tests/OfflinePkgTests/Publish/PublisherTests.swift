@@ -81,7 +81,9 @@ import Testing
         let before = try JSONSerialization.jsonObject(with: Data(original.utf8)) as! NSDictionary
         let after = try JSONSerialization.jsonObject(with: Data(FileSystem.read(repo + "/manifest.json"))) as! NSDictionary
         #expect(after["sequence"] as? Int == 42)
-        for key in ["format", "expires", "x-publisher"] { #expect(after[key] as? NSObject == before[key] as? NSObject, "\(key)") }
+        for key in ["format", "x-publisher"] { #expect(after[key] as? NSObject == before[key] as? NSObject, "\(key)") }
+        // An expiry belongs to the publish that set it (SPEC §12): a later publish without one writes none.
+        #expect(after["expires"] == nil)
         let packagesBefore = before["packages"] as! [NSDictionary]
         let packagesAfter = after["packages"] as! [NSDictionary]
         #expect(packagesAfter.count == 2)
@@ -170,16 +172,25 @@ import Testing
 
     // MARK: Refusals
 
-    @Test func missingEntryFileIsRefused() throws {
+    /// SPEC §2: a package without its default entry file (a JS library) is published with a warning; an
+    /// entry the publisher named (`requireEntry`, `--entry`) must be there.
+    @Test func aMissingDefaultEntryIsAWarningAndANamedOneARefusal() throws {
         let scratch = try TemporaryFolder("refuse-entry")
-        try writeSite(scratch.sub("site"), ["home.html": Array("x".utf8)])
+        try writeSite(scratch.sub("site"), ["mathjax.js": Array("x".utf8)])
         let repo = scratch.sub("repo")
+        let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(
+            DemoSite.request(site: scratch.sub("site"), version: 1))
+        #expect(report.warnings.count == 1)
+        #expect(report.warnings.first?.contains("entry file index.html is not in the site") == true)
+        #expect(FileSystem.exists(repo + "/manifest.json"))
+
+        var named = DemoSite.request(site: scratch.sub("site"), version: 2)
+        named.requireEntry = true
         #expect {
-            try Publisher(repository: URL(fileURLWithPath: repo)).publish(DemoSite.request(site: scratch.sub("site"), version: 1))
+            try Publisher(repository: URL(fileURLWithPath: repo)).publish(named)
         } throws: { error in
             "\(error)".contains("entry file index.html is not in the site")
         }
-        #expect(!FileSystem.exists(repo + "/manifest.json"))
     }
 
     @Test func sameVersionWithOtherContentIsRefused() throws {

@@ -1,0 +1,71 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `trees/<id>/history.jsonl`: one line per publish or promote of a package, for `history` and for
+/// `promote`, which copies a version's entry as it was published. Devices never read it.
+public struct PublishHistory: Sendable {
+    /// One publish of one version.
+    public struct Record: Codable, Sendable, Equatable {
+        public var version: String
+        public var publishedAt: Date
+        /// The manifest sequence the publish wrote.
+        public var sequence: Int
+        public var notes: String?
+        public var mandatory: Bool
+        public var rollout: Int?
+        /// The repository this version was promoted from, if it was.
+        public var promotedFrom: String?
+        /// The package entry as the manifest held it (JSON): what `promote` writes into another manifest.
+        package var entry: String?
+
+        private enum CodingKeys: String, CodingKey {
+            case version, publishedAt, sequence, notes, mandatory, rollout, promotedFrom, entry
+        }
+    }
+
+    /// One package of a repository and its publishes, oldest first.
+    public struct Package: Codable, Sendable, Equatable {
+        public var id: String
+        /// The version the repository's manifest offers now.
+        public var current: String?
+        public var releases: [Record]
+    }
+
+    package static func append(_ record: Record, to path: String) throws {
+        var line = JSONCoding.encode(record, pretty: false)
+        line.append(0x0a)
+        let fd = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND, mode: 0o644)
+        try fd.closeAfter { try $0.writeAll(line, path: path) }
+    }
+
+    package static func load(_ path: String) -> [Record] {
+        guard let bytes = try? FileSystem.read(path, limit: 64 << 20) else { return [] }
+        return bytes.split(separator: 0x0a).compactMap { try? JSONCoding.decoder.decode(Record.self, from: Data($0)) }
+    }
+}
+
+extension Publisher {
+    /// Every package of the repository with its published versions (SPEC §12 `history`). Versions
+    /// published before the history was kept appear with their tree listing's time and no notes.
+    public func history() throws -> [PublishHistory.Package] {
+        let document = try ManifestDocument.load(layout.manifest)
+        var packages = [PublishHistory.Package]()
+        let ids = FileSystem.contents(of: layout.trees).filter { FileSystem.isDirectory(layout.packageTrees($0)) }
+        for id in ids.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            var records = PublishHistory.load(layout.publishHistory(id: id))
+            let known = Set(records.map(\.version))
+            for version in try versionLog(id) where !known.contains(version) {
+                let index = layout.treeIndex(id: id, version: version)
+                let time =
+                    (try? FileManager.default.attributesOfItem(atPath: index)[.modificationDate] as? Date) ?? Date(timeIntervalSince1970: 0)
+                records.append(.init(version: version, publishedAt: time, sequence: 0, mandatory: false))
+            }
+            records.sort { $0.publishedAt < $1.publishedAt }
+            packages.append(.init(id: id, current: document.package(id)?.version, releases: records))
+        }
+        return packages
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+
+extension Publisher {
+    /// Copies version `version` of package `id` from the repository `source` into this one and publishes
+    /// it here (SPEC §12 `promote`: staging to production): its archive, the deltas into it, any other
+    /// file its entry names, and its tree listing; then the manifest, with the entry as `source`
+    /// published it (routes, notes, rollout...). The same stages as `publish`: everything under `.tmp/`
+    /// first, the manifest and its signature last.
+    public func promote(
+        id: String, version: String, from source: URL, signer: (([UInt8]) throws -> [UInt8])? = nil,
+        waiting: (() -> Void)? = nil
+    ) throws -> PublishReport {
+        guard PackageEntry.isValidID(id) else {
+            throw OfflinePkgError.invalidArgument("package id \"\(id)\" must match [a-z0-9][a-z0-9._-]{0,63}")
+        }
+        guard PackageEntry.isValidVersion(version) else {
+            throw OfflinePkgError.invalidArgument("version \"\(version)\" must match [A-Za-z0-9._+-]{1,64}")
+        }
+        let from = RepositoryLayout(root: source.path)
+        guard (try? FileSystem.realPath(from.root)) != (try? FileSystem.realPath(layout.root)) else {
+            throw OfflinePkgError.invalidArgument("promote needs two repositories; --from and --to are both \(layout.root)")
+        }
+        let entry = try Self.publishedEntry(id: id, version: version, in: from)
+        let indexPath = from.treeIndex(id: id, version: version)
+        guard FileSystem.exists(indexPath) else {
+            throw OfflinePkgError.publishRefused(reason: "\(id) \(version) has no tree listing \(indexPath) in \(from.root)")
+        }
+        let index = try FileSystem.read(indexPath, limit: 256 << 20)
+        let parsed = try Manifest(
+            parsing: Array(try JSONSerialization.data(withJSONObject: ["format": 1, "sequence": 1, "packages": [entry]])),
+            source: "\(from.root) history of \(id) \(version)"
+        ).packages[0]
+        guard TreeHash.compute(try TreeIndexFile.decode(index, path: indexPath)) == parsed.tree else {
+            throw OfflinePkgError.publishRefused(reason: "the tree listing \(indexPath) does not match \(id) \(version)'s tree hash")
+        }
+
+        let (lock, document) = try open(waiting: waiting)
+        defer { withExtendedLifetime(lock) {} }
+        try document.checkRoutes(parsed.routes, for: id)
+        let existing = layout.treeIndex(id: id, version: version)
+        let republished = FileSystem.exists(existing)
+        if republished, try FileSystem.read(existing, limit: 256 << 20) != index {
+            throw OfflinePkgError.publishRefused(
+                reason: "\(id) \(version) was already published in \(layout.root) with other content; promote another version")
+        }
+        // Every file the entry names, relative to the manifest: copied and checked against the entry.
+        var written = [PublishReport.WrittenFile]()
+        for (number, file) in Self.files(of: entry).enumerated() {
+            guard let url = file["url"] as? String, Self.isRelative(url) else {
+                throw OfflinePkgError.publishRefused(reason: "\(id) \(version) names a file outside its repository: \(file["url"] ?? "?")")
+            }
+            let scratch = layout.temporary("promote-\(number)")
+            guard FileSystem.exists(from.path(ofURL: url)) else {
+                throw OfflinePkgError.publishRefused(reason: "\(id) \(version): \(from.path(ofURL: url)) is missing")
+            }
+            do {
+                try FileManager.default.copyItem(atPath: from.path(ofURL: url), toPath: scratch)
+            } catch {
+                throw OfflinePkgError.publishRefused(reason: "cannot copy \(from.path(ofURL: url)) to \(scratch): \(error)")
+            }
+            let described = try describe(scratch, url: url)
+            guard described.sha256 == file["sha256"] as? String, described.size == (file["size"] as? Int).map(Int64.init) else {
+                throw OfflinePkgError.hashMismatch(
+                    what: from.path(ofURL: url), expected: "\(file["sha256"] ?? "?") (\(file["size"] ?? "?") bytes)",
+                    actual: "\(described.sha256) (\(described.size) bytes)")
+            }
+            written.append(described)
+        }
+        FailPoint.publishBeforeRename.hit()
+        for (number, file) in written.enumerated() { try moveIntoPlace(layout.temporary("promote-\(number)"), url: file.url) }
+        let release = try writeRelease(
+            entry, id: id, version: version, index: index, document: document, expires: nil, expiresIn: nil, signer: signer,
+            events: nil, promotedFrom: from.root)
+        return PublishReport(
+            id: id, version: version, sequence: release.sequence, archive: written[0], tree: parsed.tree,
+            files: try TreeIndexFile.decode(index, path: indexPath).count,
+            deltas: zip(parsed.deltas, written.dropFirst()).map { .init(from: $0.from, file: $1, changed: 0, deleted: 0) },
+            skippedDeltas: [], republished: republished, signed: release.signed, promotedFrom: from.root)
+    }
+
+    /// The entry `version` of `id` had when `repository` published it: from its history, else from its
+    /// manifest if that still offers the version.
+    static func publishedEntry(id: String, version: String, in repository: RepositoryLayout) throws -> [String: Any] {
+        if let record = PublishHistory.load(repository.publishHistory(id: id)).last(where: { $0.version == version }),
+            let text = record.entry,
+            let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+        {
+            return object
+        }
+        let document = try ManifestDocument.load(repository.manifest)
+        if let object = document.packageObject(id), object["version"] as? String == version { return object }
+        throw OfflinePkgError.unavailable("\(id) \(version) was never published in \(repository.root)")
+    }
+
+    /// The archive first, then each delta, then any other file object (`archive.files`) the entry names.
+    private static func files(of entry: [String: Any]) -> [[String: Any]] {
+        var files = [[String: Any]]()
+        if let archive = entry["archive"] as? [String: Any] {
+            files.append(archive)
+            for case let (_, value as [String: Any]) in archive where value["url"] != nil && value["sha256"] != nil {
+                files.append(value)
+            }
+        }
+        if let deltas = entry["deltas"] as? [[String: Any]] {
+            files.insert(contentsOf: deltas, at: 1)
+        }
+        return files
+    }
+
+    private static func isRelative(_ url: String) -> Bool {
+        !url.contains("://") && !url.hasPrefix("/") && !url.split(separator: "/").contains("..") && !url.isEmpty
+    }
+}

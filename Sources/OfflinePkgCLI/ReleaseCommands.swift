@@ -1,0 +1,72 @@
+import Foundation
+import OfflinePkg
+
+/// `history`: what a repository has published, package by package (SPEC §12).
+enum HistoryCommand {
+    static let spec = CommandSpec(
+        name: "history", arguments: [],
+        options: [.init(name: "repo", value: "DIR", help: "the repository folder; required"), .json],
+        summary: "list each package's published versions with dates and notes", run: run)
+
+    static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
+        guard let repo = arguments.value("repo") else { throw UsageError("history needs --repo DIR") }
+        guard FileManager.default.fileExists(atPath: repo + "/manifest.json") else {
+            throw OfflinePkgError.unavailable("no repository at \(repo): it has no manifest.json")
+        }
+        let packages = try Publisher(repository: URL(fileURLWithPath: repo)).history()
+        if arguments.flag("json") {
+            context.output.json(["packages": packages])
+            return OfflinePkgCommand.ExitStatus.success
+        }
+        var lines = [String]()
+        for package in packages {
+            lines.append("\(package.id)\(package.current.map { " (manifest offers \($0))" } ?? " (not in the manifest)")")
+            for release in package.releases.reversed() {
+                var text = "  \(release.version)  \(RFC3339.format(release.publishedAt))"
+                if release.sequence > 0 { text += "  sequence \(release.sequence)" }
+                if let rollout = release.rollout { text += "  rollout \(rollout)%" }
+                if release.mandatory { text += "  mandatory" }
+                if let from = release.promotedFrom { text += "  promoted from \(from)" }
+                lines.append(text)
+                if let notes = release.notes { lines.append("    \(notes)") }
+            }
+        }
+        context.output.print(lines.isEmpty ? "nothing published in \(repo)" : lines.joined(separator: "\n"))
+        return OfflinePkgCommand.ExitStatus.success
+    }
+}
+
+/// `promote`: one published version copied from one repository into another and published there.
+enum PromoteCommand {
+    static let spec = CommandSpec(
+        name: "promote", arguments: [],
+        options: [
+            .init(name: "from", value: "REPO", help: "the repository the version was published in (e.g. staging); required"),
+            .init(name: "to", value: "REPO", help: "the repository to publish it in (e.g. production); required"),
+            .init(name: "id", value: "ID", help: "package id; required"),
+            .init(name: "version", value: "V", help: "the published version to promote; required"),
+            .init(name: "sign-key", value: "FILE", help: "minisign secret key for the target's manifest"),
+            .json, .quiet,
+        ],
+        summary: "copy one published version (archives, deltas, file index) into another repository and publish it there",
+        run: run)
+
+    static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
+        var values = [String: String]()
+        for name in ["from", "to", "id", "version"] {
+            guard let value = arguments.value(name) else { throw UsageError("promote needs --\(name)") }
+            values[name] = value
+        }
+        let quiet = arguments.flag("quiet")
+        let report = try Publisher(repository: URL(fileURLWithPath: values["to"]!)).promote(
+            id: values["id"]!, version: values["version"]!, from: URL(fileURLWithPath: values["from"]!),
+            signer: try PublishCommand.signer(arguments.value("sign-key")),
+            waiting: { if !quiet { context.output.info("waiting for another publish to \(values["to"]!) to finish") } })
+        if arguments.flag("json") {
+            context.output.json(report)
+        } else if !quiet {
+            context.output.print(PublishCommand.summary(report))
+        }
+        return OfflinePkgCommand.ExitStatus.success
+    }
+}
