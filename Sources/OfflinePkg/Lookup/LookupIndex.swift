@@ -9,11 +9,16 @@ package final class LookupIndex: Sendable {
     private let exact: ByteKeyTable
     /// Route key → index of the route's fallback in `resources`, or -1 for a route without one.
     private let routes: ByteKeyTable
+    /// Route keys with the package that lists them, longest first: to say which package lacks a file.
+    private let owners: [(key: [UInt8], package: InstalledPackage)]
 
     package static let empty = LookupIndex(set: .empty, trees: [], resources: [], exact: [], routes: [])
 
     private init(set: ActiveSet, trees: [String], resources: [Resource], exact: [([UInt8], Int32)], routes: [([UInt8], Int32)]) {
         self.set = set
+        owners = set.packages.flatMap { package in
+            package.routes.compactMap { route in RouteKey.normalized(route).map { (Array($0.utf8), package) } }
+        }.sorted { $0.key.count > $1.key.count }
         self.trees = trees
         self.resources = resources
         self.exact = ByteKeyTable(exact.lazy.map { (key: $0.0, value: $0.1) })
@@ -96,6 +101,16 @@ package final class LookupIndex: Sendable {
     package func resolve(utf8 url: UnsafeBufferPointer<UInt8>) -> Resource? {
         let index = Unmanaged.passUnretained(self)  // as above: no retain of `self` per call
         return LookupURL.withKey(utf8: url) { key in index._withUnsafeGuaranteedRef { $0.resolve(key) } }
+    }
+
+    /// The package whose route is the longest prefix of `url`, and the rest of the decoded path (what
+    /// that package would have to hold); nil when no route covers `url`.
+    package func owner(of url: String) -> (package: InstalledPackage, path: String)? {
+        LookupURL.withKey(url) { key in
+            let bytes = Array(key.bytes)
+            guard let owner = owners.first(where: { bytes.starts(with: $0.key) }) else { return nil }
+            return (owner.package, String(decoding: bytes[owner.key.count...], as: UTF8.self))
+        }
     }
 
     /// SPEC §7 resolution over a normalised key.
