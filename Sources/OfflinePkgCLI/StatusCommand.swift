@@ -30,6 +30,7 @@ enum StatusCommand {
                     + previous.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
         }
         if let url = status.manifestURL { lines.append("manifest: \(url)") }
+        if let tls = status.tls { lines.append("tls: \(tls.certificate) (spki sha256 \(tls.spkiSHA256))") }
         if let check = status.lastCheck { lines.append("last check: \(RFC3339.format(check))") }
         for held in status.heldBack { lines.append("held back: \(held.id) \(held.version): \(held.reason)") }
         for (id, version) in status.reverted.sorted(by: { $0.key < $1.key }) { lines.append("reverted: \(id) \(version)") }
