@@ -39,6 +39,8 @@ struct cmicrohttpd_config {
     size_t connection_memory;
     unsigned int connection_limit;
     unsigned int listen_backlog;
+    // Stack of each thread MHD starts (0: the system default, 8 MiB of address space each).
+    size_t thread_stack_size;
     // PEM key and certificate, or NULL for plain HTTP.
     const char *tls_key;
     const char *tls_certificate;
@@ -69,6 +71,7 @@ static inline struct MHD_Daemon *cmicrohttpd_start(const struct cmicrohttpd_conf
     CMICROHTTPD_OPTION(MHD_OPTION_CONNECTION_MEMORY_LIMIT, config->connection_memory, NULL);
     CMICROHTTPD_OPTION(MHD_OPTION_CONNECTION_LIMIT, config->connection_limit, NULL);
     CMICROHTTPD_OPTION(MHD_OPTION_LISTEN_BACKLOG_SIZE, config->listen_backlog, NULL);
+    if (config->thread_stack_size > 0) CMICROHTTPD_OPTION(MHD_OPTION_THREAD_STACK_SIZE, config->thread_stack_size, NULL);
     // 1: an HTTP/1.1 request without Host is a 400 (RFC 9112 §3.2), as are spaces in the target.
     CMICROHTTPD_OPTION(MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL);
     CMICROHTTPD_OPTION(MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)cmicrohttpd_keep_escapes, NULL);

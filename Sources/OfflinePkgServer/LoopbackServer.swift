@@ -170,6 +170,8 @@ public final class LoopbackServer: Sendable {
             config.connection_memory = Self.connectionMemory
             config.connection_limit = UInt32(Self.connectionLimit(limits.connectionLimit))
             config.listen_backlog = 4096
+            // A thread per connection: thousands of held connections are thousands of stacks.
+            config.thread_stack_size = threadModel == .threadPerConnection ? 512 * 1024 : 0
             config.tls_key = daemon.key.map { UnsafePointer($0) }
             config.tls_certificate = daemon.certificatePEM.map { UnsafePointer($0) }
             config.handler = handleRequest

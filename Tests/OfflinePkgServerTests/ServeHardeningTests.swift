@@ -163,6 +163,9 @@ import Glibc
         for round in 0..<10 {
             // The tricklers send a byte per round.
             for connection in connections[...] where connection.fd % 2 == 1 { connection.send("a") }
+            // A new client arrives a moment after the burst, as it would among tricklers that each send
+            // every few seconds (not all in the same millisecond as the probe).
+            try await Task.sleep(nanoseconds: 50_000_000)
             let start = Date()
             let probe = try RawConnection(port: serve.port)
             probe.send("GET /home/n.txt HTTP/1.1\r\n\(Self.host)\r\n")
