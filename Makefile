@@ -7,7 +7,7 @@ APT_PACKAGES := libarchive-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev
 	libwebkit2gtk-4.1-dev xvfb xauth fonts-dejavu-core
 DEMO_URL := https://demo.offlinepkg.test/
 
-.PHONY: deps build release demo test fuzz bench bench-delta clean example-webkit
+.PHONY: deps build release demo test fuzz bench bench-delta clean example-webkit readme-snippets
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -38,6 +38,7 @@ test: build
 	scripts/fuzz
 	$(MAKE) example
 	$(MAKE) example-webkit
+	scripts/readme-snippets
 	$(SWIFT) build --build-tests
 	# One test at a time: several suites measure time (stall timeouts, a switch seen within a second,
 	# a lock held during a slow download) and would measure the machine's load instead. Last, so the
@@ -60,6 +61,10 @@ example-webkit: build
 	$(SWIFT) build --package-path Examples/WebKitShell
 	OFFLINEPKG=$$($(SWIFT) build --show-bin-path)/offlinepkg \
 		SHELL_BIN=$$($(SWIFT) build --package-path Examples/WebKitShell --show-bin-path)/WebKitShell scripts/example-webkit
+
+# Every Swift snippet of README.md compiles against the library (scripts/readme-snippets).
+readme-snippets:
+	scripts/readme-snippets
 
 # The long fuzz run: FUZZ_SECONDS per parser.
 fuzz: deps
