@@ -74,6 +74,21 @@ import Glibc
         print(table.joined(separator: "\n"))
     }
 
+    /// SPEC §7 through the CLI: a literal "%" is a hit; `--scheme app=https` maps a shell's scheme.
+    @Test func lookupTakesALiteralPercentAndACustomScheme() async throws {
+        let site = try await Site()
+        let percent = try Tool.run(OfflinePkgBinary.path, ["lookup", "https://m.example.com/home/100%.txt", "--root", site.root])
+        #expect(percent.status == 0 && percent.stdout.hasSuffix("/100%.txt\n"), "\(percent.stdout)\(percent.stderr)")
+        let mapped = try Tool.run(
+            OfflinePkgBinary.path, ["lookup", "app://m.example.com/home/n.txt", "--scheme", "app=https", "--root", site.root])
+        #expect(mapped.status == 0 && mapped.stdout.hasSuffix("/n.txt\n"), "\(mapped.stderr)")
+        let unmapped = try Tool.run(OfflinePkgBinary.path, ["lookup", "app://m.example.com/home/n.txt", "--root", site.root])
+        #expect(unmapped.status == 2)
+        // No "tls" in status before serve --tls made the key and certificate.
+        let status = try Tool.run(OfflinePkgBinary.path, ["status", "--json", "--root", site.root])
+        #expect(status.status == 0 && !status.stdout.contains("\"tls\""))
+    }
+
     @Test func aMissInsideARouteNamesThePackageAndTheFile() async throws {
         let site = try await Site()
         let serve = try ServeProcess(root: site.root)
