@@ -124,6 +124,13 @@ struct SecureOriginBrowserTests {
         #expect(second["cdnImage"] as? Int == 64, "\(second)")
         #expect(second["secure"] as? Bool == true, "\(second)")
         #expect(try Self.tlsStatus(root).pin == pin, "the key, and so the pin, stays across a re-issue")
+        // The running server presents the re-issued certificate: curl, trusting only it, checks the
+        // new host's name against it.
+        let fetched = try Tool.curl([
+            "--cacert", certificate, "--connect-to", "cdn.example.com:443:127.0.0.1:\(serve.port)", "-o", "/dev/null",
+            "-w", "%{http_code}", "https://cdn.example.com/lib/logo.svg",
+        ])
+        #expect(fetched.stdout == "200", "\(fetched.stdout) \(fetched.stderr)")
         let names = try Tool.run("/usr/bin/openssl", ["x509", "-in", certificate, "-noout", "-ext", "subjectAltName"]).stdout
         #expect(names.contains("DNS:cdn.example.com") && names.contains("DNS:m.example.com"), "\(names)")
         #expect(names.contains("DNS:localhost") && names.contains("IP Address:127.0.0.1"), "\(names)")
