@@ -21,6 +21,11 @@ func titleChanged(_ view: UnsafeMutablePointer<WebKitWebView>?, _ property: Unsa
     Shell.from(userData).printTitle()
 }
 
+/// webkit_web_view_get_snapshot's completion: WebKit has painted the page.
+func snapshotReady(_ object: UnsafeMutablePointer<GObject>?, _ result: OpaquePointer?, _ userData: gpointer?) {
+    Shell.from(userData).painted(result)
+}
+
 /// Runs on the main loop after an activation (`g_idle_add`): reload the page from the new set.
 func reloadOnMainLoop(_ userData: gpointer?) -> gboolean {
     let shell = Shell.from(userData)

@@ -66,11 +66,38 @@ final class Shell: @unchecked Sendable {
 
     func loadFinished() {
         printTitle()
-        if !firstLoadReported {
+        if !firstLoadReported, let view {
             firstLoadReported = true
             let milliseconds = (Shell.secondsSinceBoot() - launchedAt) * 1000
             FileHandle.standardError.write(Data("first load finished \(Int(milliseconds)) ms after launch\n".utf8))
+            // A snapshot of the visible area is ready once WebKit has painted a frame of the page: the
+            // launch → first paint figure, and a check that what was painted is the page.
+            webkit_web_view_get_snapshot(
+                view, WEBKIT_SNAPSHOT_REGION_VISIBLE, WEBKIT_SNAPSHOT_OPTIONS_NONE, nil, snapshotReady, pointer)
         }
+    }
+
+    /// Reports the first painted frame: milliseconds since launch and the colour of the pixel near the
+    /// bottom-right corner (the page's background there).
+    func painted(_ result: OpaquePointer?) {
+        let milliseconds = (Shell.secondsSinceBoot() - launchedAt) * 1000
+        guard let view, let surface = webkit_web_view_get_snapshot_finish(view, result, nil) else {
+            FileHandle.standardError.write(Data("first paint: no snapshot\n".utf8))
+            return
+        }
+        defer { cairo_surface_destroy(surface) }
+        var colour = "unknown"
+        let width = cairo_image_surface_get_width(surface)
+        let height = cairo_image_surface_get_height(surface)
+        if let data = cairo_image_surface_get_data(surface), width > 8, height > 8 {
+            // CAIRO_FORMAT_ARGB32/RGB24: one native-endian 32-bit word per pixel, 0xAARRGGBB.
+            let stride = Int(cairo_image_surface_get_stride(surface))
+            let offset = (Int(height) - 5) * stride + (Int(width) - 5) * 4
+            let pixel = UnsafeRawPointer(data + offset).loadUnaligned(as: UInt32.self)
+            colour = String(format: "#%06x", pixel & 0xffffff)
+        }
+        FileHandle.standardError.write(
+            Data("first paint \(Int(milliseconds)) ms after launch (\(width)x\(height), background \(colour))\n".utf8))
     }
 
     /// Seconds since boot now (CLOCK_BOOTTIME), the clock /proc/self/stat's start time is on.
