@@ -8,7 +8,8 @@ enum LookupCommand {
             .root, .json,
             .init(
                 name: "scheme", value: "NAME=http|https", repeatable: true,
-                help: "resolve URLs of a shell's custom scheme as http(s), as PackageStore.Options.customSchemes does (app=https)"),
+                help: "resolve URLs of a shell's custom scheme as http(s), as PackageStore.Options.customSchemes does (app=https)"
+            ),
         ],
         summary: "print the local file that answers a URL (exit 1 when none does)", run: run)
 

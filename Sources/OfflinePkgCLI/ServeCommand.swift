@@ -20,7 +20,9 @@ enum ServeCommand {
                 help: "answer a request whose Host is the server's own address as if made to this origin (https://m.example.com)"),
             .init(name: "header-timeout", value: "S", help: "seconds a connection has to send a request's headers (default 10)"),
             .init(name: "idle-timeout", value: "S", help: "seconds an idle keep-alive connection is kept (default 60)"),
-            .init(name: "max-connections", value: "N", help: "connections held at once (default 32768, capped by the open-file limit)"),
+            .init(
+                name: "max-connections", value: "N",
+                help: "connections held at once (default 32768, capped by the open-file limit)"),
         ],
         summary: "serve the active set over HTTP on loopback for the shell; prints the URL, runs until SIGINT/SIGTERM",
         run: run)
@@ -36,7 +38,9 @@ enum ServeCommand {
         if let count = try arguments.integer("max-connections", in: 1...1_000_000) { limits.connectionLimit = count }
         var origin: URL?
         if let text = arguments.value("origin") {
-            guard let url = URL(string: text) else { throw UsageError("--origin takes a URL such as https://m.example.com, got \"\(text)\"") }
+            guard let url = URL(string: text) else {
+                throw UsageError("--origin takes a URL such as https://m.example.com, got \"\(text)\"")
+            }
             origin = url
         }
         // Every held connection is a descriptor: the soft limit (often 1,024) would cap the server far

@@ -109,7 +109,8 @@ func notifyConnection(
 
 /// MHD's request-completed notifier: the keep-alive wait for the next request's headers starts.
 func notifyCompleted(
-    context: UnsafeMutableRawPointer?, connection: OpaquePointer?, requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    context: UnsafeMutableRawPointer?, connection: OpaquePointer?,
+    requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
     code: MHD_RequestTerminationCode
 ) {
     guard let context, let connection, let stored = cmicrohttpd_socket_context(connection) else { return }

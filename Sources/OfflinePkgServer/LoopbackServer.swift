@@ -183,7 +183,8 @@ public final class LoopbackServer: Sendable {
         }
         guard let pointer else {
             let code = errno == 0 ? EADDRINUSE : errno
-            throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", Errno(code))
+            throw OfflinePkgError.io(
+                path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", Errno(code))
         }
         daemon.pointer = pointer
         return daemon

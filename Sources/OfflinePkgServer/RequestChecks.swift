@@ -87,7 +87,8 @@ struct OriginRewrite: Sendable {
             let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = components.host, !host.isEmpty
         else {
-            throw OfflinePkgError.invalidArgument("serve --origin takes an http(s) origin such as https://m.example.com, got \(url.absoluteString)")
+            throw OfflinePkgError.invalidArgument(
+                "serve --origin takes an http(s) origin such as https://m.example.com, got \(url.absoluteString)")
         }
         guard components.path.isEmpty || components.path == "/", components.query == nil, components.fragment == nil,
             components.user == nil

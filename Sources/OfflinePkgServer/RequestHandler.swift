@@ -202,7 +202,8 @@ final class RequestHandler: @unchecked Sendable {
         }
         let text: String
         if let (package, path) = store.missingFile(for: url) {
-            text = "not found: package \(package.id) \(package.version) (active) has no file \(path.isEmpty ? "/" : path) for \(url)\n"
+            text =
+                "not found: package \(package.id) \(package.version) (active) has no file \(path.isEmpty ? "/" : path) for \(url)\n"
         } else {
             text = "not found: no active package answers \(url)\n"
         }

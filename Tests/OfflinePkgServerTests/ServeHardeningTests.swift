@@ -26,7 +26,8 @@ import Glibc
             try repository.publish(
                 sequence: 1, packages: [.init(id: "home", version: "1", routes: ["https://m.example.com/home/"], site: site)])
             root = scratch.path("root")
-            let sync = try Tool.run(OfflinePkgBinary.path, ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
+            let sync = try Tool.run(
+                OfflinePkgBinary.path, ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
             try #require(sync.status == 0, "\(sync.stderr)")
         }
 
@@ -117,7 +118,8 @@ import Glibc
         let connection = try RawConnection(port: serve.port)
         connection.send("GET /home/n.txt HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n")
         #expect(connection.readResponse()?.status == 404)
-        let refused = try Tool.run(OfflinePkgBinary.path, ["serve", "--root", site.root, "--origin", "https://m.example.com/home/"])
+        let refused = try Tool.run(
+            OfflinePkgBinary.path, ["serve", "--root", site.root, "--origin", "https://m.example.com/home/"])
         #expect(refused.status == 2 && refused.stderr.contains("--origin"), "\(refused.stderr)")
     }
 

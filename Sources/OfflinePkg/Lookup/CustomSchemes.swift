@@ -12,13 +12,15 @@ struct CustomSchemes: Sendable {
             guard let first = name.utf8.first, (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first),
                 name.utf8.allSatisfy({ Self.isSchemeByte($0) })
             else {
-                throw OfflinePkgError.invalidArgument("custom scheme \"\(scheme)\" is not a URL scheme (a letter, then letters, digits, +, - or .)")
+                throw OfflinePkgError.invalidArgument(
+                    "custom scheme \"\(scheme)\" is not a URL scheme (a letter, then letters, digits, +, - or .)")
             }
             guard target == "http" || target == "https" else {
                 throw OfflinePkgError.invalidArgument("custom scheme \(scheme) maps to \"\(target)\": expected http or https")
             }
             guard name != "http" && name != "https" else {
-                throw OfflinePkgError.invalidArgument("custom scheme \(scheme) cannot be remapped: http and https resolve as themselves")
+                throw OfflinePkgError.invalidArgument(
+                    "custom scheme \(scheme) cannot be remapped: http and https resolve as themselves")
             }
             lowered[name] = target
         }

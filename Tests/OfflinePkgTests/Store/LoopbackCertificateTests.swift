@@ -27,7 +27,10 @@ import Testing
         var info = stat()
         #expect(stat(layout.tlsKey, &info) == 0 && info.st_mode & 0o777 == 0o600)
         let text = try Self.openssl(["x509", "-in", layout.tlsCertificate, "-noout", "-text"])
-        for name in ["DNS:m.example.com", "DNS:localhost", "IP Address:127.0.0.1", "IP Address:0:0:0:0:0:0:0:1", "IP Address:0:0:0:0:0:0:0:2"] {
+        for name in [
+            "DNS:m.example.com", "DNS:localhost", "IP Address:127.0.0.1", "IP Address:0:0:0:0:0:0:0:1",
+            "IP Address:0:0:0:0:0:0:0:2",
+        ] {
             #expect(text.contains(name), "\(name) in \(text)")
         }
         #expect(text.contains("ASN1 OID: prime256v1") && text.contains("ecdsa-with-SHA256"))
@@ -46,7 +49,9 @@ import Testing
             layout: layout, for: Self.set(["https://m.example.com/home/", "https://cdn.example.com/lib/"]))
         #expect(wider.certificatePEM != first.certificatePEM)
         #expect(wider.spkiSHA256 == first.spkiSHA256 && wider.keyPEM == first.keyPEM)
-        #expect(try Self.openssl(["x509", "-in", layout.tlsCertificate, "-noout", "-ext", "subjectAltName"]).contains("DNS:cdn.example.com"))
+        #expect(
+            try Self.openssl(["x509", "-in", layout.tlsCertificate, "-noout", "-ext", "subjectAltName"]).contains(
+                "DNS:cdn.example.com"))
         // A certificate about to expire is issued again.
         let later = try LoopbackCertificate.prepare(
             layout: layout, for: Self.set(["https://cdn.example.com/lib/"]), now: Date().addingTimeInterval(380 * 86_400))
@@ -58,7 +63,9 @@ import Testing
         let layout = CacheLayout(root: scratch.path("root"))
         try FileSystem.makeDirectories(layout.tls)
         try Data("not a key".utf8).write(to: URL(fileURLWithPath: layout.tlsKey))
-        #expect(throws: OfflinePkgError.self) { try LoopbackCertificate.prepare(layout: layout, for: Self.set(["https://a.example/"])) }
+        #expect(throws: OfflinePkgError.self) {
+            try LoopbackCertificate.prepare(layout: layout, for: Self.set(["https://a.example/"]))
+        }
         #expect(try String(contentsOfFile: layout.tlsKey, encoding: .utf8) == "not a key")
     }
 }

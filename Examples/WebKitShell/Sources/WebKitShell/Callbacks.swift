@@ -17,7 +17,9 @@ func loadChanged(_ view: UnsafeMutablePointer<WebKitWebView>?, _ event: WebKitLo
 }
 
 /// "notify::title": print the title whenever the page changes it.
-func titleChanged(_ view: UnsafeMutablePointer<WebKitWebView>?, _ property: UnsafeMutablePointer<GParamSpec>?, _ userData: gpointer?) {
+func titleChanged(
+    _ view: UnsafeMutablePointer<WebKitWebView>?, _ property: UnsafeMutablePointer<GParamSpec>?, _ userData: gpointer?
+) {
     Shell.from(userData).printTitle()
 }
 

@@ -97,8 +97,17 @@ gtk_window_set_default_size(cwebkitgtk_window(window), 800, 600)
 let viewWidget = webkit_web_view_new_with_context(context)!
 let view = cwebkitgtk_web_view(viewWidget)!
 shell.view = view
-connect(view, "load-changed", unsafeBitCast(loadChanged as @convention(c) (UnsafeMutablePointer<WebKitWebView>?, WebKitLoadEvent, gpointer?) -> Void, to: GCallback.self), shell.pointer)
-connect(view, "notify::title", unsafeBitCast(titleChanged as @convention(c) (UnsafeMutablePointer<WebKitWebView>?, UnsafeMutablePointer<GParamSpec>?, gpointer?) -> Void, to: GCallback.self), shell.pointer)
+connect(
+    view, "load-changed",
+    unsafeBitCast(
+        loadChanged as @convention(c) (UnsafeMutablePointer<WebKitWebView>?, WebKitLoadEvent, gpointer?) -> Void,
+        to: GCallback.self), shell.pointer)
+connect(
+    view, "notify::title",
+    unsafeBitCast(
+        titleChanged
+            as @convention(c) (UnsafeMutablePointer<WebKitWebView>?, UnsafeMutablePointer<GParamSpec>?, gpointer?) -> Void,
+        to: GCallback.self), shell.pointer)
 gtk_container_add(cwebkitgtk_container(window), viewWidget)
 gtk_widget_show_all(window)
 
