@@ -18,6 +18,7 @@ enum PublishCommand {
             .init(
                 name: "expires", value: "WHEN", help: "manifest expiry: a duration from now (30d, 12h, 90m) or an RFC 3339 time"),
             .init(name: "format", value: "FMT", help: "tar.zst (default: fastest to unpack on devices), tar.gz or zip"),
+            .init(name: "compression-level", value: "N", help: "zstd 1-19 (default 3), gzip and zip 1-9 (default 9)"),
             .json, .quiet,
         ],
         summary: "pack a site folder into a repository: archive, deltas, manifest (sequence + 1), signature",
@@ -37,12 +38,13 @@ enum PublishCommand {
             }
             format = chosen
         }
-        let request = PublishRequest(
+        var request = PublishRequest(
             site: arguments.positionals[0], id: id, version: version, routes: routes,
             entry: arguments.value("entry") ?? "index.html", fallback: arguments.value("fallback"),
             deltaCount: try arguments.integer("deltas", in: 0...100) ?? 3,
             rollout: try arguments.integer("rollout", in: 0...100), minShellVersion: arguments.value("min-shell-version"),
             format: format, expires: try arguments.value("expires").map(expiry))
+        request.compressionLevel = try arguments.integer("compression-level", in: 1...19)
 
         var signer: (([UInt8]) throws -> [UInt8])?
         if let keyPath = arguments.value("sign-key") {
