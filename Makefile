@@ -3,10 +3,11 @@ SHELL := /bin/bash
 SWIFT ?= swift
 # Debian packages: build libraries, then the real parts the tests run against.
 APT_PACKAGES := libarchive-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev pkg-config \
-	libarchive-tools zstd curl openssl nginx minisign chromium hyperfine wrk time jq strace
+	libarchive-tools zstd curl openssl nginx minisign chromium hyperfine wrk time jq strace \
+	libwebkit2gtk-4.1-dev xvfb xauth fonts-dejavu-core python3
 DEMO_URL := https://demo.offlinepkg.test/
 
-.PHONY: deps build release demo test fuzz bench bench-delta clean install fleet
+.PHONY: deps build release demo test fuzz bench bench-delta clean install fleet example-webkit readme-snippets
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -36,6 +37,8 @@ demo: build
 test: build
 	scripts/fuzz
 	$(MAKE) example
+	$(MAKE) example-webkit
+	scripts/readme-snippets
 	$(SWIFT) build --build-tests
 	# One test at a time: several suites measure time (stall timeouts, a switch seen within a second,
 	# a lock held during a slow download) and would measure the machine's load instead. Last, so the
@@ -51,6 +54,17 @@ example:
 		"file://$(CURDIR)/Fixtures/demo-repo/manifest.json" $(DEMO_URL) $(DEMO_URL)docs/guide/ $(DEMO_URL)nope.png \
 		> $$root.out; status=$$?; cat $$root.out; \
 	grep -q "docs/guide/ -> docs 1.0.0" $$root.out && [ $$status = 0 ]; status=$$?; rm -rf $$root $$root.out; exit $$status
+
+# The WebKitGTK shell (Examples/WebKitShell) under Xvfb: release 1's title, then release 2's after
+# a republish and the shell's background sync (scripts/example-webkit).
+example-webkit: build
+	$(SWIFT) build --package-path Examples/WebKitShell
+	OFFLINEPKG=$$($(SWIFT) build --show-bin-path)/offlinepkg \
+		SHELL_BIN=$$($(SWIFT) build --package-path Examples/WebKitShell --show-bin-path)/WebKitShell scripts/example-webkit
+
+# Every Swift snippet of README.md compiles against the library (scripts/readme-snippets).
+readme-snippets:
+	scripts/readme-snippets
 
 # The long fuzz run: FUZZ_SECONDS per parser.
 fuzz: deps

@@ -3,7 +3,14 @@ import OfflinePkg
 
 enum LookupCommand {
     static let spec = CommandSpec(
-        name: "lookup", arguments: ["<url>"], options: [.root, .json],
+        name: "lookup", arguments: ["<url>"],
+        options: [
+            .root, .json,
+            .init(
+                name: "scheme", value: "NAME=http|https", repeatable: true,
+                help: "resolve URLs of a shell's custom scheme as http(s), as PackageStore.Options.customSchemes does (app=https)"
+            ),
+        ],
         summary: "print the local file that answers a URL (exit 1 when none does)", run: run)
 
     /// The resource's fields, with the URL that was asked for beside them in the same object.
@@ -23,10 +30,25 @@ enum LookupCommand {
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
         let url = arguments.positionals[0]
         let lower = url.lowercased()
-        guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
-            throw UsageError("lookup takes an absolute http or https URL, got \"\(url)\"")
+        var schemes = [String: String]()
+        for mapping in arguments.all("scheme") {
+            let parts = mapping.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw UsageError("--scheme takes NAME=http or NAME=https, got \"\(mapping)\"") }
+            schemes[parts[0]] = parts[1]
         }
-        let store = try context.openStore(arguments)
+        let custom = schemes.keys.contains { lower.hasPrefix($0.lowercased() + "://") }
+        guard lower.hasPrefix("http://") || lower.hasPrefix("https://") || custom else {
+            throw UsageError("lookup takes an absolute http or https URL (or one of a --scheme), got \"\(url)\"")
+        }
+        var store = try context.openStore(arguments)
+        if !schemes.isEmpty {
+            do {
+                store = try PackageStore(
+                    root: URL(fileURLWithPath: store.layout.root), options: .init(watchInterval: 0, customSchemes: schemes))
+            } catch OfflinePkgError.invalidArgument(let reason) {
+                throw UsageError(reason)
+            }
+        }
         guard let hit = store.resolve(url) else {
             throw OfflinePkgError.unavailable("no active package answers \(url)")
         }

@@ -14,6 +14,15 @@ enum ServeCommand {
             .root,
             .init(name: "host", value: "ADDR", help: "loopback address to listen on: 127.0.0.0/8 or ::1 (default 127.0.0.1)"),
             .init(name: "port", value: "N", help: "port to listen on; 0 picks a free one (default 0)"),
+            .init(name: "tls", help: "answer https with the root's loopback certificate (made in <root>/tls/ on first use)"),
+            .init(
+                name: "origin", value: "URL",
+                help: "answer a request whose Host is the server's own address as if made to this origin (https://m.example.com)"),
+            .init(name: "header-timeout", value: "S", help: "seconds a connection has to send a request's headers (default 10)"),
+            .init(name: "idle-timeout", value: "S", help: "seconds an idle keep-alive connection is kept (default 60)"),
+            .init(
+                name: "max-connections", value: "N",
+                help: "connections held at once (default 32768, capped by the open-file limit)"),
         ],
         summary: "serve the active set over HTTP on loopback for the shell; prints the URL, runs until SIGINT/SIGTERM",
         run: run)
@@ -23,10 +32,26 @@ enum ServeCommand {
         let host = arguments.value("host") ?? "127.0.0.1"
         // A closed client socket must end one response, not the server (MHD writes to sockets itself).
         signal(SIGPIPE, SIG_IGN)
+        var limits = LoopbackServer.Limits()
+        if let seconds = try arguments.integer("header-timeout", in: 1...3600) { limits.headerTimeout = TimeInterval(seconds) }
+        if let seconds = try arguments.integer("idle-timeout", in: 1...86_400) { limits.idleTimeout = TimeInterval(seconds) }
+        if let count = try arguments.integer("max-connections", in: 1...1_000_000) { limits.connectionLimit = count }
+        var origin: URL?
+        if let text = arguments.value("origin") {
+            guard let url = URL(string: text) else {
+                throw UsageError("--origin takes a URL such as https://m.example.com, got \"\(text)\"")
+            }
+            origin = url
+        }
+        // Every held connection is a descriptor: the soft limit (often 1,024) would cap the server far
+        // below SPEC §10's 10,000 connections, so serve raises it to the hard limit.
+        raiseOpenFileLimit()
         let store = try PackageStore(root: URL(fileURLWithPath: context.existingRoot(arguments)))
         let server: LoopbackServer
         do {
-            server = try LoopbackServer(store: store, host: host, port: UInt16(port), threadModel: threadModel(context))
+            server = try LoopbackServer(
+                store: store, host: host, port: UInt16(port), threadModel: threadModel(context), limits: limits,
+                tls: arguments.flag("tls"), origin: origin)
         } catch OfflinePkgError.invalidArgument(let reason) {
             throw UsageError(reason)
         }
@@ -35,6 +60,13 @@ enum ServeCommand {
         await waitForTermination()
         server.stop()
         return OfflinePkgCommand.ExitStatus.success
+    }
+
+    private static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     /// `OFFLINEPKG_SERVE_THREADS`: a pool size, or `per-connection`; for benchmarks (docs/benchmarks.md).

@@ -32,6 +32,7 @@ enum StatusCommand {
                     + previous.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
         }
         if let url = status.manifestURL { lines.append("manifest: \(url)") }
+        if let tls = status.tls { lines.append("tls: \(tls.certificate) (spki sha256 \(tls.spkiSHA256))") }
         if let check = status.lastCheck { lines.append("last check: \(RFC3339.format(check))") }
         if let attempt = status.lastAttempt { lines.append("last attempt: \(RFC3339.format(attempt))") }
         if let success = status.lastSuccess { lines.append("last success: \(RFC3339.format(success))") }

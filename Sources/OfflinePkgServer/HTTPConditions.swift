@@ -67,8 +67,14 @@ enum RangeRequest: Equatable {
         }
         var end = size - 1
         if !last.isEmpty {
-            guard let value = Self.number(last), value >= start else {
+            guard let value = Self.number(last) else {
                 self = .whole
+                return
+            }
+            // "bytes=5-2": a last position before the first selects nothing. nginx answers 416, and
+            // so does this server (RFC 9110 §14.1.1 leaves a server free to ignore it instead).
+            guard value >= start else {
+                self = .unsatisfiable
                 return
             }
             end = min(value, size - 1)

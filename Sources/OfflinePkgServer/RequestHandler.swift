@@ -1,5 +1,7 @@
 internal import CMicroHTTPD
+import Foundation
 import OfflinePkg
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -15,17 +17,26 @@ final class RequestHandler: @unchecked Sendable {
     let responses: ResponseCache
     private let notFound: OpaquePointer
     private let notAllowed: OpaquePointer
-    private let badRequest: OpaquePointer
     private let damaged: OpaquePointer
     private let unreadable: OpaquePointer
+    /// `serve --origin`: what a request to the server's own address stands for.
+    private let origin: OriginRewrite?
+    /// The listening address as the server was given it (`127.0.0.1`, `::1`, `localhost`), and the
+    /// bound port once known: a `Host` naming them is the server's own address.
+    private let ownHost: String
+    let ownPort = Atomic<UInt16>(0)
+    /// `https://` behind TLS, so `Host: m.example.com:443` drops its default port as the client meant.
+    private let scheme: StaticString
 
-    init(store: PackageStore) {
+    init(store: PackageStore, origin: OriginRewrite? = nil, ownHost: String = "127.0.0.1", tls: Bool = false) {
         self.store = store
+        scheme = tls ? "https://" : "http://"
+        self.origin = origin
+        self.ownHost = ownHost.lowercased()
         responses = ResponseCache(capacity: store.options.memoryCacheCapacity)
         notFound = Self.textResponse("not found\n")
         notAllowed = Self.textResponse("method not allowed: offlinepkg serve answers GET and HEAD\n")
         MHD_add_response_header(notAllowed, "Allow", "GET, HEAD")
-        badRequest = Self.textResponse("bad request\n")
         damaged = Self.textResponse(
             "the installed file cannot be read as its index describes it: run offlinepkg verify --repair\n")
         unreadable = Self.textResponse("the server cannot map the file now (out of memory or mappings)\n")
@@ -34,7 +45,6 @@ final class RequestHandler: @unchecked Sendable {
     deinit {
         MHD_destroy_response(notFound)
         MHD_destroy_response(notAllowed)
-        MHD_destroy_response(badRequest)
         MHD_destroy_response(damaged)
         MHD_destroy_response(unreadable)
     }
@@ -50,13 +60,18 @@ final class RequestHandler: @unchecked Sendable {
         return response
     }
 
-    func handle(_ connection: OpaquePointer, target: UnsafePointer<CChar>, method: UnsafePointer<CChar>) -> MHD_Result {
+    func handle(
+        _ connection: OpaquePointer, target: UnsafePointer<CChar>, method: UnsafePointer<CChar>, version: UnsafePointer<CChar>?
+    ) -> MHD_Result {
+        if let problem = RequestChecks.problem(connection, target: target, version: version) {
+            return answerBadRequest(connection, problem)
+        }
         let isGet = strcmp(method, "GET") == 0
         guard isGet || strcmp(method, "HEAD") == 0 else {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_METHOD_NOT_ALLOWED), notAllowed)
         }
         guard let resource = resolve(connection, target: target) else {
-            return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
+            return answerMiss(connection, target: target)
         }
         if let condition = header(connection, "If-None-Match"),
             HTTPConditions.noneMatchHits(Substring(condition), etag: resource.etag)
@@ -121,25 +136,87 @@ final class RequestHandler: @unchecked Sendable {
     /// Resolves an origin-form target (`/path`, with the `Host` header) or an absolute-form one
     /// (`http://host/path`, as a proxy receives it; its authority wins over `Host`, RFC 9112 §3.2.2).
     private func resolve(_ connection: OpaquePointer, target: UnsafePointer<CChar>) -> Resource? {
+        withRequestURL(connection, target: target) { store.resolve(utf8: $0) }
+    }
+
+    /// The absolute URL a request stands for, as UTF-8 in a temporary buffer: the target itself when
+    /// absolute, else `http://` (`https://` behind TLS) + `Host` + target, or `--origin` + target when `Host` is the server's
+    /// own address. Nil without a `Host` (HTTP/1.0).
+    private func withRequestURL<Result>(
+        _ connection: OpaquePointer, target: UnsafePointer<CChar>, _ body: (UnsafeBufferPointer<UInt8>) -> Result?
+    ) -> Result? {
         let targetLength = strlen(target)
         return target.withMemoryRebound(to: UInt8.self, capacity: targetLength) { target in
             if target[0] != UInt8(ascii: "/") {
-                return store.resolve(utf8: UnsafeBufferPointer(start: target, count: targetLength))
+                return body(UnsafeBufferPointer(start: target, count: targetLength))
             }
             guard let host = MHD_lookup_connection_value(connection, .HEADER_KIND, "Host") else { return nil }
             let hostLength = strlen(host)
-            let scheme: StaticString = "http://"
-            let total = scheme.utf8CodeUnitCount + hostLength + targetLength
-            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { buffer in
-                let base = buffer.baseAddress!
-                base.initialize(from: scheme.utf8Start, count: scheme.utf8CodeUnitCount)
-                host.withMemoryRebound(to: UInt8.self, capacity: hostLength) {
-                    (base + scheme.utf8CodeUnitCount).initialize(from: $0, count: hostLength)
+            return host.withMemoryRebound(to: UInt8.self, capacity: hostLength) { host in
+                let hostBytes = UnsafeBufferPointer(start: host, count: hostLength)
+                if let origin, isOwnAddress(hostBytes) {
+                    return origin.prefix.withUnsafeBufferPointer { prefix in
+                        Self.joined(prefix, UnsafeBufferPointer(start: target, count: targetLength), body)
+                    }
                 }
-                (base + scheme.utf8CodeUnitCount + hostLength).initialize(from: target, count: targetLength)
-                return store.resolve(utf8: UnsafeBufferPointer(start: base, count: total))
+                let scheme = scheme
+                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: scheme.utf8CodeUnitCount + hostLength) { buffer in
+                    let base = buffer.baseAddress!
+                    base.initialize(from: scheme.utf8Start, count: scheme.utf8CodeUnitCount)
+                    (base + scheme.utf8CodeUnitCount).initialize(from: host, count: hostLength)
+                    return Self.joined(
+                        UnsafeBufferPointer(start: base, count: scheme.utf8CodeUnitCount + hostLength),
+                        UnsafeBufferPointer(start: target, count: targetLength), body)
+                }
             }
         }
+    }
+
+    private static func joined<Result>(
+        _ first: UnsafeBufferPointer<UInt8>, _ second: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> Result?
+    ) -> Result? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: first.count + second.count) { buffer in
+            let base = buffer.baseAddress!
+            if let start = first.baseAddress { base.initialize(from: start, count: first.count) }
+            if let start = second.baseAddress { (base + first.count).initialize(from: start, count: second.count) }
+            return body(UnsafeBufferPointer(start: base, count: first.count + second.count))
+        }
+    }
+
+    /// `127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT` or the listening host with the bound port.
+    private func isOwnAddress(_ host: UnsafeBufferPointer<UInt8>) -> Bool {
+        let text = String(decoding: host, as: UTF8.self).lowercased()
+        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]),
+            port == ownPort.load(ordering: .acquiring)
+        else { return false }
+        let name = text[..<colon]
+        return name == "127.0.0.1" || name == "localhost" || name == "[::1]" || name == ownHost || name == "[\(ownHost)]"
+    }
+
+    /// The "no package answers" path: a 404 that says why. A request whose URL a route of the active
+    /// set covers names that package and the file it lacks; any other says no package answers it.
+    /// (The one place a request that no package answers ends: a fallback for such URLs hooks in here.)
+    private func answerMiss(_ connection: OpaquePointer, target: UnsafePointer<CChar>) -> MHD_Result {
+        guard let url = withRequestURL(connection, target: target, { String(decoding: $0, as: UTF8.self) }) else {
+            return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
+        }
+        let text: String
+        if let (package, path) = store.missingFile(for: url) {
+            text =
+                "not found: package \(package.id) \(package.version) (active) has no file \(path.isEmpty ? "/" : path) for \(url)\n"
+        } else {
+            text = "not found: no active package answers \(url)\n"
+        }
+        let response = Self.textResponse(text)
+        defer { MHD_destroy_response(response) }
+        return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), response)
+    }
+
+    private func answerBadRequest(_ connection: OpaquePointer, _ problem: String) -> MHD_Result {
+        let response = Self.textResponse("bad request: \(problem)\n")
+        defer { MHD_destroy_response(response) }
+        MHD_add_response_header(response, "Connection", "close")
+        return MHD_queue_response(connection, UInt32(MHD_HTTP_BAD_REQUEST), response)
     }
 
     private func header(_ connection: OpaquePointer, _ name: String) -> String? {
@@ -162,6 +239,7 @@ func handleRequest(
     // bytes are discarded (GET and HEAD have none worth reading), and the answer goes out at the last
     // call.
     if requestContext.pointee == nil {
+        headersArrived(connection)
         requestContext.pointee = context
         return .YES
     }
@@ -171,5 +249,5 @@ func handleRequest(
     }
     requestContext.pointee = nil
     let handler = Unmanaged<RequestHandler>.fromOpaque(context).takeUnretainedValue()
-    return handler.handle(connection, target: url, method: method)
+    return handler.handle(connection, target: url, method: method, version: version)
 }

@@ -121,6 +121,20 @@ package final class LookupIndex: @unchecked Sendable {
         return LookupURL.withKey(utf8: url) { key in index._withUnsafeGuaranteedRef { $0.resolve(key) } }
     }
 
+    /// The package whose route is the longest prefix of `url`, and the rest of the decoded path (what
+    /// that package would have to hold); nil when no route covers `url`. For serve's 404 message only.
+    package func owner(of url: String) -> (package: InstalledPackage, path: String)? {
+        LookupURL.withKey(url) { key in
+            let bytes = UnsafeRawBufferPointer(key.bytes)
+            for length in routeLengths where length <= bytes.count && bytes[length - 1] == UInt8(ascii: "/") {
+                if let number = routeTable.value(for: UnsafeRawBufferPointer(rebasing: bytes[0..<length])) {
+                    return (packages[routes[Int(number)].package].package, String(decoding: bytes[length...], as: UTF8.self))
+                }
+            }
+            return nil
+        }
+    }
+
     /// SPEC §7 resolution over a normalised key: the longest route that prefixes the key picks the
     /// package; the rest of the path names its file (a folder URL its entry file); a navigation miss
     /// gets the route's fallback. The longest route owns its whole prefix: a file of an outer package

@@ -18,7 +18,7 @@ package enum LookupURL {
     }
 
     /// Normalises `url` into a temporary buffer and hands its key to `body`; nil when `url` is not an
-    /// absolute http(s) URL or its path is refused (an encoded `/` or NUL, a malformed escape).
+    /// absolute http(s) URL or its path is refused (an encoded `/` or NUL).
     @inline(__always)
     package static func withKey<Result>(_ url: String, _ body: (Key) -> Result?) -> Result? {
         var url = url
@@ -310,10 +310,15 @@ package enum LookupURL {
                     continue
                 }
                 if byte != UInt8(ascii: "%") { break }
-                guard position + 2 < count else { return nil }
-                let high = hexValue(text[position + 1])
-                let low = hexValue(text[position + 2])
-                guard high < 16 && low < 16 else { return nil }
+                // A "%" not followed by two hex digits is a literal "%", as browsers send it (SPEC §7).
+                let high = position + 2 < count ? hexValue(text[position + 1]) : 0xff
+                let low = position + 2 < count ? hexValue(text[position + 2]) : 0xff
+                guard high < 16 && low < 16 else {
+                    output[written] = byte
+                    position &+= 1
+                    written &+= 1
+                    continue
+                }
                 let value = high << 4 | low
                 // An encoded slash or NUL would let a request name another path than it shows.
                 if value == slash || value == 0 { return nil }

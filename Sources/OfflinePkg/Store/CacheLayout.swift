@@ -16,6 +16,8 @@ import Foundation
 ///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable
 ///       staging/<name>/         unpacking in progress, same file system as trees/
 ///       leases/<pid>-<random>   one per open reader store, flock'd while it lives
+///       tls/key.pem             serve --tls: ECDSA P-256 key (0600), made once
+///       tls/certificate.pem     self-signed, the active set's hosts + loopback names; re-issued, same key
 public struct CacheLayout: Sendable, Equatable {
     public let root: String
 
@@ -39,6 +41,9 @@ public struct CacheLayout: Sendable, Equatable {
     package var downloads: String { root + "/downloads" }
     package var staging: String { root + "/staging" }
     package var leases: String { root + "/leases" }
+    package var tls: String { root + "/tls" }
+    package var tlsKey: String { tls + "/key.pem" }
+    package var tlsCertificate: String { tls + "/certificate.pem" }
 
     package func packageTrees(_ id: String) -> String { trees + "/" + id }
 

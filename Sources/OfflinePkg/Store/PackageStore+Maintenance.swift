@@ -21,6 +21,17 @@ public struct StoreStatus: Sendable, Codable {
     public var lastSuccess: Date?
     public var consecutiveFailures: Int = 0
     public var lastError: SyncFailure?
+    /// `serve --tls`'s certificate and its pin; nil until `serve --tls` first ran on this root.
+    public var tls: TLSStatus? = nil
+}
+
+/// Where `serve --tls`'s certificate is and the pin of its key (SPEC §10).
+public struct TLSStatus: Sendable, Codable, Equatable {
+    /// Path of the PEM certificate (WebKitGTK's `allow_tls_certificate_for_host`, an Android network
+    /// security config).
+    public var certificate: String
+    /// Base64 SHA-256 of the key's SubjectPublicKeyInfo: Chromium's `--ignore-certificate-errors-spki-list`.
+    public var spkiSHA256: String
 }
 
 /// A file of an active tree that no longer matches what was installed.
@@ -39,12 +50,14 @@ extension PackageStore {
             String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
         let history = History.load(layout)
-        return StoreStatus(
+        var status = StoreStatus(
             root: layout.root, active: record.current, previous: record.previous, history: history.entries,
             historyProblem: history.problem,
             manifestURL: state.manifestURL, lastCheck: state.lastCheck, acceptedSequence: state.acceptedSequence,
             heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID, lastAttempt: state.lastAttempt,
             lastSuccess: state.lastSuccess, consecutiveFailures: state.consecutiveFailures ?? 0, lastError: state.lastError)
+        status.tls = LoopbackCertificate.stored(layout: layout).map { TLSStatus(certificate: $0.certificatePath, spkiSHA256: $0.spkiSHA256) }
+        return status
     }
 
     /// Switches back to the previous active set (SPEC §8 `rollback`). The release rolled back from is

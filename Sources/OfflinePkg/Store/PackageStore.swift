@@ -21,16 +21,22 @@ public final class PackageStore: Sendable {
         /// Bytes of small files `data(for:)` keeps in memory (0: none). Files larger than an eighth of
         /// it are read each time.
         public var memoryCacheCapacity: Int
+        /// Custom URL schemes resolved as another scheme (SPEC §10): `["app": "https"]` makes
+        /// `app://m.example.com/home/x.js` resolve as `https://m.example.com/home/x.js`, for a
+        /// `WKURLSchemeHandler` or a WebKitGTK URI-scheme handler. Keys compare case-insensitively;
+        /// each value must be `http` or `https`.
+        public var customSchemes: [String: String]
 
         public init(
             watchInterval: TimeInterval = 0.5, activation: Activation = .immediately, unpackLimits: UnpackLimits = .init(),
-            launchesBeforeRevert: Int = 0, memoryCacheCapacity: Int = 4 << 20
+            launchesBeforeRevert: Int = 0, memoryCacheCapacity: Int = 4 << 20, customSchemes: [String: String] = [:]
         ) {
             self.watchInterval = watchInterval
             self.activation = activation
             self.unpackLimits = unpackLimits
             self.launchesBeforeRevert = launchesBeforeRevert
             self.memoryCacheCapacity = memoryCacheCapacity
+            self.customSchemes = customSchemes
         }
     }
 
@@ -50,6 +56,8 @@ public final class PackageStore: Sendable {
     private let lease: ReaderLease?
     private let watcher: ActiveSetWatcher
     package let cache: ResourceCache
+    private let schemes: CustomSchemes
+    private let subscribers = Mutex<ActivationSubscribers>(ActivationSubscribers())
 
     /// Opens (and creates, if need be) the cache root at `root`.
     public convenience init(root: URL, options: Options = .init()) throws {
@@ -67,6 +75,7 @@ public final class PackageStore: Sendable {
         let layout = CacheLayout(root: try FileSystem.realPath(layout.root))
         self.layout = layout
         self.options = options
+        schemes = try CustomSchemes(options.customSchemes)
         let index = try LookupIndex(set: ActiveRecord.load(layout).current, layout: layout)
         snapshot = Mutex(index)
         lease = try? ReaderLease(layout: layout)
@@ -78,25 +87,49 @@ public final class PackageStore: Sendable {
         }
     }
 
-    deinit { watcher.stop() }
+    deinit {
+        watcher.stop()
+        for continuation in subscribers.withLock({ $0.takeAll() }) { continuation.finish() }
+    }
 
     /// The file for `url`, or nil. Synchronous, thread-safe, never touches the network.
     public func resolve(_ url: URL) -> Resource? { resolve(url.absoluteString) }
 
     /// The file for an absolute http(s) URL string, or nil.
     public func resolve(_ url: String) -> Resource? {
+        if !schemes.isEmpty, let mapped = schemes.rewrite(url) { return snapshot.withLock { $0.resolve(mapped) } }
         // Resolving under the lock borrows the snapshot instead of retaining and releasing it: two
         // atomic operations fewer per call. The lock is held for ~100 ns and a switch holds it only to
         // swap one reference, so neither side waits in practice. An atomic pointer without the lock
         // measured ~18 ns faster, but nothing then tells when a retired index is no longer read: kept
         // until the store closes, each switch would pin ~4.7 MB (4,000 files) — see
         // docs/benchmarks.md for the options.
-        snapshot.withLock { $0.resolve(url) }
+        return snapshot.withLock { $0.resolve(url) }
     }
 
     /// The file for an absolute http(s) URL given as UTF-8 bytes (the loopback server's request line).
     package func resolve(utf8 url: UnsafeBufferPointer<UInt8>) -> Resource? {
         snapshot.withLock { $0.resolve(utf8: url) }
+    }
+
+    /// Why `url` has no answer, when a route of the active set covers it: the package that owns the
+    /// longest matching route and the path it lacks. Nil when no route covers `url` (serve's "no
+    /// package answers" case). For messages only: not on the hot path.
+    package func missingFile(for url: String) -> (package: InstalledPackage, path: String)? {
+        let mapped = schemes.isEmpty ? url : (schemes.rewrite(url) ?? url)
+        return current.owner(of: mapped)
+    }
+
+    /// Every switch of the active set this reader makes, whether a sync of this process or another one
+    /// (picked up within `Options.watchInterval`) or a rollback: the set it now answers from. A shell
+    /// reloads its web view on each. The stream starts with the next switch (not the current set) and
+    /// ends when the store is released; each call makes an independent stream. With
+    /// `Activation.nextLaunch` the reader never switches, so the stream yields nothing.
+    public var activations: AsyncStream<ActiveSet> {
+        let (stream, continuation) = AsyncStream<ActiveSet>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let id = subscribers.withLock { $0.add(continuation) }
+        continuation.onTermination = { [weak self] _ in self?.subscribers.withLock { $0.remove(id) } }
+        return stream
     }
 
     /// The file for `url` and its bytes, or nil when nothing answers `url`: for a host that feeds a web
@@ -121,8 +154,14 @@ public final class PackageStore: Sendable {
         let index = try LookupIndex(set: record.current, layout: layout)
         // Lease the new trees before answering from them; the old ones stay leased until the swap.
         lease?.hold(current.trees + index.trees)
-        snapshot.withLock { $0 = index }
+        let swapped = snapshot.withLock { current -> Bool in
+            // Two reloads racing (the watcher and this process's updater): only the first one yields.
+            guard current.set.generation != index.set.generation else { return false }
+            current = index
+            return true
+        }
         lease?.hold(index.trees)
+        if swapped { subscribers.withLock { $0.yield(index.set) } }
     }
 
     /// Called by the updater of this process right after it switched the active set.
@@ -134,6 +173,28 @@ public final class PackageStore: Sendable {
         // A half-visible state cannot occur (the switch is one rename); a failure here means the new
         // set is unreadable, and the reader keeps answering from the set it has.
         try? reload()
+    }
+}
+
+/// The continuations of `activations`, by subscription number.
+private struct ActivationSubscribers: ~Copyable {
+    private var next = 0
+    private var continuations: [Int: AsyncStream<ActiveSet>.Continuation] = [:]
+
+    mutating func add(_ continuation: AsyncStream<ActiveSet>.Continuation) -> Int {
+        next += 1
+        continuations[next] = continuation
+        return next
+    }
+
+    mutating func remove(_ id: Int) { continuations[id] = nil }
+
+    func yield(_ set: ActiveSet) { for continuation in continuations.values { continuation.yield(set) } }
+
+    /// Empties the table; the caller finishes them outside the lock (finishing runs `onTermination`).
+    mutating func takeAll() -> [AsyncStream<ActiveSet>.Continuation] {
+        defer { continuations = [:] }
+        return Array(continuations.values)
     }
 }
 

@@ -25,7 +25,7 @@ actor LookupFixture {
         let v6 = scratch.path("site/v6")
         try SiteWriter.write(
             [
-                "index.html": "home index", "css/site.css": "body{}", "js/app.js": "app()", "a b.html": "space",
+                "index.html": "home index", "css/site.css": "body{}", "js/app.js": "app()", "a b.html": "space", "100%.txt": "percent",
                 "docs/only-in-home.js": "shadowed", "caf\u{e9}.txt": "accent",
             ], into: home)
         try SiteWriter.write(["index.html": "docs index", "guide/index.html": "guide", "page.html": "page"], into: docs)

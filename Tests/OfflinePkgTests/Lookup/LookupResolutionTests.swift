@@ -25,7 +25,7 @@ import Testing
         ("https://app.example.com/js/app.js?v=3#top", "home:js/app.js"),
         ("https://app.example.com/js/app.js#frag/../x", "home:js/app.js"),
         ("https://user:secret@app.example.com/js/app.js", "home:js/app.js"),
-        // Percent-decoding; an encoded "/" or NUL, or a broken escape, is a miss.
+        // Percent-decoding; an encoded "/" or NUL is a miss.
         ("https://app.example.com/a%20b.html", "home:a b.html"),
         ("https://app.example.com/caf%C3%A9.txt", "home:caf\u{e9}.txt"),
         ("https://app.example.com/%6As/app.js", "home:js/app.js"),
@@ -35,6 +35,10 @@ import Testing
         ("https://app.example.com/js/app.js%00.png", nil),
         ("https://app.example.com/%zz.js", nil),
         ("https://app.example.com/app.js%2", nil),
+        // A "%" without two hex digits after it is a literal "%", as browsers send it.
+        ("https://app.example.com/100%.txt", "home:100%.txt"),
+        ("https://app.example.com/100%25.txt", "home:100%.txt"),
+        ("https://app.example.com/100%.txt?x=%", "home:100%.txt"),
         // Dot segments, literal and encoded, are removed before matching.
         ("https://app.example.com/css/../js/./app.js", "home:js/app.js"),
         ("https://app.example.com/css/%2e%2e/js/app.js", "home:js/app.js"),

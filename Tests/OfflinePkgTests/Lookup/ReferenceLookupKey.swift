@@ -57,8 +57,11 @@ enum ReferenceLookupKey {
                 index += 1
                 continue
             }
+            // A "%" not followed by two hex digits is a literal "%" (SPEC §7).
             guard index + 2 < rawPath.count, let high = hex(rawPath[index + 1]), let low = hex(rawPath[index + 2]) else {
-                return nil
+                path.append(rawPath[index])
+                index += 1
+                continue
             }
             let value = high << 4 | low
             if value == 0x2f || value == 0 { return nil }

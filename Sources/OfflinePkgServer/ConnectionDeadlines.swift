@@ -1,0 +1,126 @@
+internal import CMicroHTTPD
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// SPEC §10's two deadlines, which MHD's own connection timeout cannot give: that timeout restarts at
+/// every byte received, so a client sending a header byte every few seconds would hold its
+/// connection (and, thousands of them, the server) forever.
+///
+/// - a new connection must deliver a request's headers within `headerTimeout` of being accepted (a
+///   TLS handshake counts against it);
+/// - a keep-alive connection must deliver the next request's headers within `idleTimeout` of the
+///   last response: idle or trickling, it is closed then.
+///
+/// While a request is being answered no deadline runs (a slow reader of a large file is MHD's
+/// inactivity timeout's business). One sweeper thread checks every connection twice a second and
+/// shuts down the socket of each one past its deadline; MHD then sees the close and cleans up.
+final class ConnectionDeadlines: Sendable {
+    /// One accepted connection: its socket and the monotonic time (ns) by which its headers are due,
+    /// `UInt64.max` while a request is being answered.
+    final class Entry: Sendable {
+        let socket: Int32
+        let deadline: Atomic<UInt64>
+
+        init(socket: Int32, deadline: UInt64) {
+            self.socket = socket
+            self.deadline = Atomic(deadline)
+        }
+    }
+
+    let headerTimeout: UInt64
+    let idleTimeout: UInt64
+    private let entries = Mutex<[ObjectIdentifier: Entry]>([:])
+    private let stopped = Atomic<Bool>(false)
+    private let closedByDeadline = Atomic<Int>(0)
+
+    init(headerTimeout: TimeInterval, idleTimeout: TimeInterval) {
+        self.headerTimeout = UInt64(headerTimeout * 1e9)
+        self.idleTimeout = UInt64(idleTimeout * 1e9)
+    }
+
+    static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
+    /// Connections closed for missing a deadline (tests, diagnostics).
+    var closedCount: Int { closedByDeadline.load(ordering: .relaxed) }
+
+    func opened(socket: Int32) -> Entry {
+        let entry = Entry(socket: socket, deadline: Self.now() + headerTimeout)
+        entries.withLock { $0[ObjectIdentifier(entry)] = entry }
+        return entry
+    }
+
+    /// MHD calls this before it closes the socket, so the sweeper never shuts down a reused number.
+    func closed(_ entry: Entry) { _ = entries.withLock { $0.removeValue(forKey: ObjectIdentifier(entry)) } }
+
+    func start() {
+        let thread = Thread { [self] in
+            while !stopped.load(ordering: .acquiring) {
+                Thread.sleep(forTimeInterval: 0.5)
+                sweep()
+            }
+        }
+        thread.name = "offlinepkg.serve-deadlines"
+        thread.start()
+    }
+
+    func stop() { stopped.store(true, ordering: .releasing) }
+
+    private func sweep() {
+        let now = Self.now()
+        entries.withLock { entries in
+            for entry in entries.values where entry.deadline.load(ordering: .relaxed) < now {
+                entry.deadline.store(.max, ordering: .relaxed)
+                shutdown(entry.socket, Int32(SHUT_RDWR))
+                closedByDeadline.add(1, ordering: .relaxed)
+            }
+        }
+    }
+}
+
+/// MHD's connection notifier (accepted / closed). A plain function: MHD calls it on its own threads.
+func notifyConnection(
+    context: UnsafeMutableRawPointer?, connection: OpaquePointer?, socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    code: MHD_ConnectionNotificationCode
+) {
+    guard let context, let connection, let socketContext else { return }
+    let deadlines = Unmanaged<ConnectionDeadlines>.fromOpaque(context).takeUnretainedValue()
+    switch code {
+    case .CONNECTION_NOTIFY_STARTED:
+        let entry = deadlines.opened(socket: cmicrohttpd_connection_fd(connection))
+        socketContext.pointee = Unmanaged.passRetained(entry).toOpaque()
+    case .CONNECTION_NOTIFY_CLOSED:
+        guard let stored = socketContext.pointee else { return }
+        let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored)
+        deadlines.closed(entry.takeUnretainedValue())
+        entry.release()
+        socketContext.pointee = nil
+    default:
+        break
+    }
+}
+
+/// MHD's request-completed notifier: the keep-alive wait for the next request's headers starts.
+func notifyCompleted(
+    context: UnsafeMutableRawPointer?, connection: OpaquePointer?,
+    requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    code: MHD_RequestTerminationCode
+) {
+    guard let context, let connection, let stored = cmicrohttpd_socket_context(connection) else { return }
+    let deadlines = Unmanaged<ConnectionDeadlines>.fromOpaque(context).takeUnretainedValue()
+    let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue()
+    entry.deadline.store(ConnectionDeadlines.now() + deadlines.idleTimeout, ordering: .relaxed)
+}
+
+/// Called by the access handler when a request's headers are in: no deadline while it is answered.
+func headersArrived(_ connection: OpaquePointer) {
+    guard let stored = cmicrohttpd_socket_context(connection) else { return }
+    Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue().deadline.store(.max, ordering: .relaxed)
+}

@@ -1,0 +1,118 @@
+import Foundation
+import OfflinePkgTestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP connection to 127.0.0.1 that sends exactly the bytes it is given: the malformed requests no
+/// HTTP client library would write, and the idle or trickling connections of a flood.
+final class RawConnection {
+    let fd: Int32
+
+    init(port: Int, receiveTimeout: TimeInterval = 5) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestSupportError("socket: \(String(cString: strerror(errno)))") }
+        var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - receiveTimeout.rounded(.down)) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw TestSupportError("connect to 127.0.0.1:\(port): \(reason)")
+        }
+    }
+
+    deinit { close(fd) }
+
+    @discardableResult
+    func send(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) == $0.count }
+    }
+
+    func send(_ text: String) -> Bool { send(Array(text.utf8)) }
+
+    /// Reads one response (headers, and a body of its Content-Length), or what came before the peer
+    /// closed or the receive timeout passed.
+    func readResponse() -> HTTPReply? {
+        var data = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            if let end = Self.headerEnd(data) {
+                let reply = HTTPReply(String(decoding: data, as: UTF8.self))
+                let length = Int(reply.headers["content-length"] ?? "0") ?? 0
+                if data.count - end >= length { return HTTPReply(String(decoding: data.prefix(end + length), as: UTF8.self)) }
+            }
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { return data.isEmpty ? nil : HTTPReply(String(decoding: data, as: UTF8.self)) }
+            data += buffer[..<count]
+        }
+    }
+
+    /// Whether the peer has closed: a read returns end of file (or the connection was reset).
+    func isClosedByPeer() -> Bool {
+        var byte: UInt8 = 0
+        let count = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
+        return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    }
+
+    private static func headerEnd(_ data: [UInt8]) -> Int? {
+        guard data.count >= 4 else { return nil }
+        for index in 0...(data.count - 4)
+        where data[index] == 13 && data[index + 1] == 10 && data[index + 2] == 13 && data[index + 3] == 10 {
+            return index + 4
+        }
+        return nil
+    }
+}
+
+/// `offlinepkg serve` as a child process, with the URL it printed; killed on deinit.
+final class ServeProcess {
+    let process = Process()
+    let url: URL
+    var port: Int { url.port ?? 0 }
+
+    init(root: String, _ extra: [String] = []) throws {
+        process.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
+        process.arguments = ["serve", "--root", root, "--port", "0"] + extra
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var line = Data()
+        while !line.contains(0x0a) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let url = URL(string: text), url.port != nil else {
+            process.terminate()
+            throw TestSupportError("offlinepkg serve printed \"\(text)\", not its URL")
+        }
+        self.url = url
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// Raises this process's open-file limit to its hard limit (a flood holds thousands of sockets).
+func raiseOpenFileLimit() -> Int {
+    var limit = rlimit()
+    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    limit.rlim_cur = limit.rlim_max
+    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    return Int(limit.rlim_cur)
+}
