@@ -59,7 +59,11 @@ private struct ManifestReader {
             }
             packages.append(package)
         }
-        return Manifest(sequence: sequence, expires: expires, packages: packages)
+        var manifest = Manifest(sequence: sequence, expires: expires, packages: packages)
+        if let runtime = object["runtime"], !(runtime is NSNull) {
+            manifest.runtime = try RuntimeConfiguration(json: runtime, source: source)
+        }
+        return manifest
     }
 
     func package(from value: Any, field: String) throws -> PackageEntry {

@@ -21,6 +21,9 @@ public final class PackageStore: Sendable {
         /// Bytes of small files `data(for:)` keeps in memory (0: none). Files larger than an eighth of
         /// it are read each time.
         public var memoryCacheCapacity: Int
+        /// How `cachedResponse(for:)` reaches the network for URLs outside packages (SPEC §11);
+        /// `RuntimeCache.Options(offline: true)` never does.
+        public var runtime: RuntimeCache.Options = .init()
 
         public init(
             watchInterval: TimeInterval = 0.5, activation: Activation = .immediately, unpackLimits: UnpackLimits = .init(),
@@ -50,6 +53,8 @@ public final class PackageStore: Sendable {
     private let lease: ReaderLease?
     private let watcher: ActiveSetWatcher
     package let cache: ResourceCache
+    /// Opened at the first `cachedResponse(for:)`.
+    let runtimeCacheSlot = Mutex<RuntimeCache?>(nil)
 
     /// Opens (and creates, if need be) the cache root at `root`.
     public convenience init(root: URL, options: Options = .init()) throws {
