@@ -18,6 +18,9 @@ enum PublishCommand {
             .init(
                 name: "expires", value: "WHEN", help: "manifest expiry: a duration from now (30d, 12h, 90m) or an RFC 3339 time"),
             .init(name: "format", value: "FMT", help: "tar.zst (default: fastest to unpack on devices), tar.gz or zip"),
+            .init(
+                name: "runtime", value: "FILE",
+                help: "set the manifest's runtime-cache rules from a JSON file (kept by later publishes without it)"),
             .json, .quiet,
         ],
         summary: "pack a site folder into a repository: archive, deltas, manifest (sequence + 1), signature",
@@ -37,12 +40,13 @@ enum PublishCommand {
             }
             format = chosen
         }
-        let request = PublishRequest(
+        var request = PublishRequest(
             site: arguments.positionals[0], id: id, version: version, routes: routes,
             entry: arguments.value("entry") ?? "index.html", fallback: arguments.value("fallback"),
             deltaCount: try arguments.integer("deltas", in: 0...100) ?? 3,
             rollout: try arguments.integer("rollout", in: 0...100), minShellVersion: arguments.value("min-shell-version"),
             format: format, expires: try arguments.value("expires").map(expiry))
+        if let path = arguments.value("runtime") { request.runtime = try runtimeRules(path) }
 
         var signer: (([UInt8]) throws -> [UInt8])?
         if let keyPath = arguments.value("sign-key") {
@@ -63,6 +67,15 @@ enum PublishCommand {
             context.output.print(summary(report))
         }
         return OfflinePkgCommand.ExitStatus.success
+    }
+
+    /// The `runtime` object in `path`, checked as a device checks the manifest's.
+    static func runtimeRules(_ path: String) throws -> RuntimeConfiguration {
+        let bytes = try FileSystem.read(path, limit: 1 << 20)
+        guard let value = try? JSONSerialization.jsonObject(with: Data(bytes)) else {
+            throw OfflinePkgError.invalidManifest(source: path, field: "runtime", reason: "not valid JSON")
+        }
+        return try RuntimeConfiguration(json: value, source: path)
     }
 
     static func summary(_ report: PublishReport) -> String {

@@ -14,6 +14,12 @@ enum ServeCommand {
             .root,
             .init(name: "host", value: "ADDR", help: "loopback address to listen on: 127.0.0.0/8 or ::1 (default 127.0.0.1)"),
             .init(name: "port", value: "N", help: "port to listen on; 0 picks a free one (default 0)"),
+            .init(
+                name: "offline", value: nil,
+                help: "never touch the network for runtime-cache URLs: stored answers, else 504 (also OFFLINEPKG_OFFLINE=1)"),
+            .init(
+                name: "resolve", value: "HOST:PORT:ADDR", repeatable: true,
+                help: "reach an upstream HOST:PORT at ADDR, as curl's --resolve (repeatable)"),
         ],
         summary: "serve the active set over HTTP on loopback for the shell; prints the URL, runs until SIGINT/SIGTERM",
         run: run)
@@ -24,9 +30,11 @@ enum ServeCommand {
         // A closed client socket must end one response, not the server (MHD writes to sockets itself).
         signal(SIGPIPE, SIG_IGN)
         let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)))
+        let runtime = try RuntimeCache(root: URL(fileURLWithPath: store.layout.root), options: try runtimeOptions(arguments, context))
         let server: LoopbackServer
         do {
-            server = try LoopbackServer(store: store, host: host, port: UInt16(port), threadModel: threadModel(context))
+            server = try LoopbackServer(
+                store: store, host: host, port: UInt16(port), threadModel: threadModel(context), runtime: runtime)
         } catch OfflinePkgError.invalidArgument(let reason) {
             throw UsageError(reason)
         }
@@ -35,6 +43,19 @@ enum ServeCommand {
         await waitForTermination()
         server.stop()
         return OfflinePkgCommand.ExitStatus.success
+    }
+
+    /// `--offline` / `OFFLINEPKG_OFFLINE=1` and `--resolve HOST:PORT:ADDRESS` pins (SPEC §11).
+    private static func runtimeOptions(_ arguments: ParsedArguments, _ context: CLIContext) throws -> RuntimeCache.Options {
+        let pins = arguments.all("resolve")
+        for pin in pins {
+            let parts = pin.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3, !parts[0].isEmpty, UInt16(parts[1]) != nil, !parts[2].isEmpty else {
+                throw UsageError("--resolve takes HOST:PORT:ADDRESS (as curl's), got \"\(pin)\"")
+            }
+        }
+        let offline = arguments.flag("offline") || context.environment["OFFLINEPKG_OFFLINE"] == "1"
+        return RuntimeCache.Options(offline: offline, resolve: pins)
     }
 
     /// `OFFLINEPKG_SERVE_THREADS`: a pool size, or `per-connection`; for benchmarks (docs/benchmarks.md).

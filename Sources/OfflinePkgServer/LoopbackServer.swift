@@ -45,7 +45,11 @@ public final class LoopbackServer: Sendable {
     /// Prepares a server on `host` (an IPv4 or IPv6 loopback literal, or `localhost`) and `port`
     /// (0: a free port, see `port` after `start()`). Throws for an address that is not loopback: the
     /// server is for the shell on the same device and offers nothing to a network.
-    public init(store: PackageStore, host: String = "127.0.0.1", port: UInt16 = 0, threadModel: ThreadModel = .standard) throws {
+    /// With `runtime`, a request no package answers goes to the runtime cache when a rule covers its URL.
+    public init(
+        store: PackageStore, host: String = "127.0.0.1", port: UInt16 = 0, threadModel: ThreadModel = .standard,
+        runtime: RuntimeCache? = nil
+    ) throws {
         guard let address = SocketAddress(host: host, port: port) else {
             throw OfflinePkgError.invalidArgument("serve host \(host) is not an IPv4 or IPv6 address")
         }
@@ -62,7 +66,9 @@ public final class LoopbackServer: Sendable {
         self.requestedPort = port
         self.threadModel = threadModel
         self.address = address
-        self.handler = RequestHandler(store: store)
+        self.handler = RequestHandler(
+            store: store,
+            runtime: runtime.map { RuntimeCacheResponder(cache: $0, canSuspend: threadModel != .threadPerConnection) })
     }
 
     deinit { stop() }
@@ -82,6 +88,7 @@ public final class LoopbackServer: Sendable {
                 flags |= MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_POLL.rawValue
             }
             if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+            if handler.runtime != nil, threadModel != .threadPerConnection { flags |= MHD_ALLOW_SUSPEND_RESUME.rawValue }
             let context = Unmanaged.passUnretained(handler).toOpaque()
             // Idle keep-alive connections close after 60 s, so a per-connection thread cannot linger.
             let daemon = address.withSockaddr { sockaddr in
@@ -102,6 +109,8 @@ public final class LoopbackServer: Sendable {
             defer { state.daemon = nil }
             return state.daemon
         }
+        // MHD may not stop with a connection suspended: those waiting on the network are answered 503.
+        handler.runtime?.abandonWaiting()
         if let daemon { MHD_stop_daemon(daemon) }
     }
 

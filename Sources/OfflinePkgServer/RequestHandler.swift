@@ -18,9 +18,12 @@ final class RequestHandler: @unchecked Sendable {
     private let badRequest: OpaquePointer
     private let damaged: OpaquePointer
     private let unreadable: OpaquePointer
+    /// Answers what no package answers, per the manifest's runtime rules (SPEC §11); nil: 404s.
+    let runtime: RuntimeCacheResponder?
 
-    init(store: PackageStore) {
+    init(store: PackageStore, runtime: RuntimeCacheResponder? = nil) {
         self.store = store
+        self.runtime = runtime
         responses = ResponseCache(capacity: store.options.memoryCacheCapacity)
         notFound = Self.textResponse("not found\n")
         notAllowed = Self.textResponse("method not allowed: offlinepkg serve answers GET and HEAD\n")
@@ -56,6 +59,7 @@ final class RequestHandler: @unchecked Sendable {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_METHOD_NOT_ALLOWED), notAllowed)
         }
         guard let resource = resolve(connection, target: target) else {
+            if let runtime, let answered = runtime.respond(connection, target: target, method: method) { return answered }
             return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
         }
         if let condition = header(connection, "If-None-Match"),
@@ -155,6 +159,7 @@ func handleRequest(
     uploadSize: UnsafeMutablePointer<Int>?, requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
 ) -> MHD_Result {
     guard let context, let connection, let url, let method, let uploadSize, let requestContext else { return .NO }
+    let handler = Unmanaged<RequestHandler>.fromOpaque(context).takeUnretainedValue()
     // MHD calls once when the headers are in, then once per chunk of body, then once more with none
     // left. A response queued at the first call makes MHD drop the body and close the connection,
     // which costs keep-alive — even for a GET that announces no body (checked with libmicrohttpd
@@ -162,14 +167,30 @@ func handleRequest(
     // bytes are discarded (GET and HEAD have none worth reading), and the answer goes out at the last
     // call.
     if requestContext.pointee == nil {
+        if let runtime = handler.runtime {
+            // A connection resumed after waiting on the runtime cache, or a method passed through.
+            if let answered = runtime.resumed(connection) { return answered }
+            if let exchange = runtime.beginPassThrough(connection, target: url, method: method) {
+                requestContext.pointee = Unmanaged.passRetained(exchange).toOpaque()
+                return .YES
+            }
+        }
         requestContext.pointee = context
         return .YES
+    }
+    if let pending = requestContext.pointee, pending != context, let runtime = handler.runtime {
+        let exchange = Unmanaged<RuntimeExchange>.fromOpaque(pending)
+        let (result, done) = runtime.step(exchange.takeUnretainedValue(), connection, uploadData: uploadData, uploadSize: uploadSize)
+        if done {
+            requestContext.pointee = nil
+            exchange.release()
+        }
+        return result
     }
     if uploadSize.pointee != 0 {
         uploadSize.pointee = 0
         return .YES
     }
     requestContext.pointee = nil
-    let handler = Unmanaged<RequestHandler>.fromOpaque(context).takeUnretainedValue()
     return handler.handle(connection, target: url, method: method)
 }

@@ -17,6 +17,8 @@ public struct PublishRequest: Sendable, Equatable {
     public var format: ArchiveFormat
     /// When devices stop accepting the manifest (freeze protection); nil keeps the manifest's own.
     public var expires: Date?
+    /// The manifest's `runtime` object (SPEC §11); nil keeps the manifest's own.
+    public var runtime: RuntimeConfiguration? = nil
 
     public init(
         site: String, id: String, version: String, routes: [String], entry: String = "index.html",

@@ -91,6 +91,7 @@ public struct Publisher: Sendable {
         document.setSequence(sequence)
         document.replacePackage(entry)
         if let expires = request.expires { document.setExpires(expires) }
+        if let runtime = request.runtime { document.setRuntime(runtime) }
         let bytes = try document.encoded()
         // The result must be a manifest this build's devices accept — expired, they would refuse it all.
         let written = try Manifest(parsing: bytes, source: layout.manifest)

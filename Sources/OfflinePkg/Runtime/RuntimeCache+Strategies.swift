@@ -1,20 +1,15 @@
 import Foundation
 
 extension RuntimeCache {
-    /// Answers `request` per `rule` (SPEC §11). Never throws: an unreachable network with nothing
-    /// stored is a 504, as a gateway would answer.
-    package func answer(_ request: RuntimeRequest, rule: RuntimeRule) async -> RuntimeAnswer {
-        let upstream = Self.upstreamURL(request.url, rule: rule)
-        let isRead = request.method == "GET" || request.method == "HEAD"
-        if !isRead {
-            guard !options.offline else { return gatewayTimeout("offlinepkg; detail=offline", "offline: \(request.method) not sent") }
-            statistics.count { $0.passedThrough += 1 }
-            return await fromNetwork(request, upstream: upstream, stored: nil, storing: false, cacheStatus: "offlinepkg; fwd=method")
+    /// The answer when it needs no wait on the network (a fresh or usable stored copy, offline mode);
+    /// nil when the strategy must go to the network. Lets a server answer hits on its own thread.
+    package func answerWithoutWaiting(_ request: RuntimeRequest, rule: RuntimeRule) -> RuntimeAnswer? {
+        guard request.method == "GET" || request.method == "HEAD" else {
+            return options.offline ? gatewayTimeout("offlinepkg; detail=offline", "offline: \(request.method) not sent") : nil
         }
+        let upstream = Self.upstreamURL(request.url, rule: rule)
         let now = Date()
         let stored = store.lookup(url: upstream, request: request.fields)
-        let fresh = stored.map { $0.head.isFresh(maxAge: rule.maxAge, now: now) } ?? false
-
         if options.offline {
             guard let stored else { return gatewayTimeout("offlinepkg; fwd=miss; detail=offline", "offline: \(upstream) is not stored") }
             return hit(stored, rule: rule, now: now, detail: "offline")
@@ -24,15 +19,32 @@ extension RuntimeCache {
             guard let stored else { return gatewayTimeout("offlinepkg; fwd=miss; detail=cache-only", "\(upstream) is not stored") }
             return hit(stored, rule: rule, now: now)
         case .cacheFirst:
-            if let stored, fresh { return hit(stored, rule: rule, now: now) }
-            return await fromNetwork(request, upstream: upstream, stored: stored, storing: true, rule: rule, now: now)
+            guard let stored, stored.head.isFresh(maxAge: rule.maxAge, now: now) else { return nil }
+            return hit(stored, rule: rule, now: now)
         case .staleWhileRevalidate:
-            guard let stored else {
-                return await fromNetwork(request, upstream: upstream, stored: nil, storing: true, rule: rule, now: now)
-            }
-            if fresh { return hit(stored, rule: rule, now: now) }
+            guard let stored else { return nil }
+            if stored.head.isFresh(maxAge: rule.maxAge, now: now) { return hit(stored, rule: rule, now: now) }
             let refreshing = refreshInBackground(request, upstream: upstream, stored: stored)
             return hit(stored, rule: rule, now: now, detail: refreshing ? "revalidating" : "refresh-deferred")
+        case .networkFirst, .networkOnly:
+            return nil
+        }
+    }
+
+    /// Answers `request` per `rule` (SPEC §11). Never throws: an unreachable network with nothing
+    /// stored is a 504, as a gateway would answer.
+    package func answer(_ request: RuntimeRequest, rule: RuntimeRule) async -> RuntimeAnswer {
+        if let immediate = answerWithoutWaiting(request, rule: rule) { return immediate }
+        let upstream = Self.upstreamURL(request.url, rule: rule)
+        guard request.method == "GET" || request.method == "HEAD" else {
+            statistics.count { $0.passedThrough += 1 }
+            return await fromNetwork(request, upstream: upstream, stored: nil, storing: false, cacheStatus: "offlinepkg; fwd=method")
+        }
+        let now = Date()
+        let stored = store.lookup(url: upstream, request: request.fields)
+        switch rule.strategy {
+        case .cacheFirst, .staleWhileRevalidate, .cacheOnly:
+            return await fromNetwork(request, upstream: upstream, stored: stored, storing: true, rule: rule, now: now)
         case .networkFirst:
             let outcome = await result(
                 of: { try await self.sharedFetch(request, upstream: upstream, stored: stored, storing: true) }, within: rule.timeout)

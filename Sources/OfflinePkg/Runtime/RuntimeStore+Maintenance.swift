@@ -61,6 +61,19 @@ extension RuntimeStore {
         return damage
     }
 
+    /// Removes an entry `verify` found broken: its head and the body it names.
+    package static func removeEntry(at path: String, layout: CacheLayout) {
+        if let head = readHead(path) { FileSystem.removeFile(layout.runtimeBody(head.body)) }
+        FileSystem.removeFile(path)
+    }
+
+    /// What `status` reports; nil for a root whose runtime cache was never used.
+    package static func status(_ layout: CacheLayout) -> RuntimeCacheStatus? {
+        guard FileSystem.isDirectory(layout.runtime) else { return nil }
+        let (entries, bytes) = usage(layout)
+        return RuntimeCacheStatus(entries: entries, bytes: bytes, counters: RuntimeStatistics.load(layout.runtimeStats))
+    }
+
     /// Entries and bytes on disk, read from the heads (for `status` in another process than `serve`).
     package static func usage(_ layout: CacheLayout) -> (entries: Int, bytes: Int64) {
         var entries = 0

@@ -12,10 +12,15 @@ public struct StoreStatus: Sendable, Codable {
     public var heldBack: [SyncReport.HeldBack]
     public var reverted: [String: String]
     public var deviceID: String?
+    /// The runtime cache's entries, bytes and counters (SPEC §11).
+    public var runtime: RuntimeCacheStatus? = nil
 }
 
-/// A file of an active tree that no longer matches what was installed.
+/// A file of an active tree that no longer matches what was installed (or, with `packageID`
+/// `TreeDamage.runtimeCache`, a broken runtime-cache entry).
 public struct TreeDamage: Sendable, Codable, Equatable {
+    public static let runtimeCache = "(runtime cache)"
+
     public var packageID: String
     public var version: String
     public var path: String
@@ -32,7 +37,8 @@ extension PackageStore {
         return StoreStatus(
             root: layout.root, active: record.current, previous: record.previous, history: History.load(layout),
             manifestURL: state.manifestURL, lastCheck: state.lastCheck, acceptedSequence: state.acceptedSequence,
-            heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID)
+            heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID,
+            runtime: RuntimeStore.status(layout))
     }
 
     /// Switches back to the previous active set (SPEC §8 `rollback`). The release rolled back from is
@@ -69,7 +75,9 @@ extension PackageStore {
         let lock = try RootLock(layout: layout, wait: wait)
         defer { withExtendedLifetime(lock) {} }
         for name in FileSystem.contents(of: layout.staging) { try FileSystem.removeTree(layout.stagingDirectory(name)) }
-        return try GarbageCollector(layout: layout).collect().removedTrees
+        let runtimeGarbage = RuntimeStore.garbage(in: layout)
+        for path in runtimeGarbage { FileSystem.removeFile(path) }
+        return try GarbageCollector(layout: layout).collect().removedTrees + runtimeGarbage
     }
 
     /// Re-hashes every file of the active trees against what was installed; returns what differs.
@@ -100,6 +108,9 @@ extension PackageStore {
                 if actual != files[path]!.sha256 { report(path, "sha256 \(actual), expected \(files[path]!.sha256)") }
             }
             for path in onDisk.subtracting(files.keys).sorted() { report(path, "not part of the package") }
+        }
+        for item in RuntimeStore.verify(layout) {
+            damage.append(TreeDamage(packageID: TreeDamage.runtimeCache, version: "", path: item.path, problem: item.problem))
         }
         return damage
     }
