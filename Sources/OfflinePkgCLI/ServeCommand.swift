@@ -42,6 +42,7 @@ enum ServeCommand {
         context.output.print(server.url.absoluteString)
         await waitForTermination()
         server.stop()
+        runtime.flushStatistics()
         return OfflinePkgCommand.ExitStatus.success
     }
 

@@ -46,11 +46,12 @@ extension RuntimeCache {
         case .cacheFirst, .staleWhileRevalidate, .cacheOnly:
             return await fromNetwork(request, upstream: upstream, stored: stored, storing: true, rule: rule, now: now)
         case .networkFirst:
+            let hadVariants = store.hasVariants(url: upstream)
             let outcome = await result(
                 of: { try await self.sharedFetch(request, upstream: upstream, stored: stored, storing: true) }, within: rule.timeout)
             switch outcome {
             case .success(let fetched)? where !(fetched.status >= 500 && stored != nil):
-                return answer(fetched, stored: stored, rule: rule, now: now, request: request)
+                return answer(fetched, stored: stored, rule: rule, now: now, hadVariants: hadVariants)
             case .success(let fetched)?:
                 discard(fetched)
                 statistics.count { $0.networkErrors += 1 }
@@ -94,6 +95,7 @@ extension RuntimeCache {
     private func fromNetwork(
         _ request: RuntimeRequest, upstream: String, stored: StoredAnswer?, storing: Bool, rule: RuntimeRule, now: Date
     ) async -> RuntimeAnswer {
+        let hadVariants = store.hasVariants(url: upstream)
         do {
             let fetched = try await sharedFetch(request, upstream: upstream, stored: stored, storing: storing)
             if fetched.status >= 500, let stored {
@@ -101,7 +103,7 @@ extension RuntimeCache {
                 statistics.count { $0.networkErrors += 1 }
                 return hit(stored, rule: rule, now: now, detail: "upstream-\(fetched.status)")
             }
-            return answer(fetched, stored: stored, rule: rule, now: now, request: request)
+            return answer(fetched, stored: stored, rule: rule, now: now, hadVariants: hadVariants)
         } catch {
             statistics.count { $0.networkErrors += 1 }
             guard let stored else {
@@ -131,14 +133,15 @@ extension RuntimeCache {
     }
 
     /// What the network said, as an answer; `Cache-Status` names why it was forwarded.
-    private func answer(_ fetched: FetchOutcome, stored: StoredAnswer?, rule: RuntimeRule, now: Date, request: RuntimeRequest)
+    /// `hadVariants`: another variant of the URL was stored before the request (`fwd=vary-miss`).
+    private func answer(_ fetched: FetchOutcome, stored: StoredAnswer?, rule: RuntimeRule, now: Date, hadVariants: Bool)
         -> RuntimeAnswer
     {
         let reason: String
         if let stored {
             reason = stored.head.isFresh(maxAge: rule.maxAge, now: now) ? "request" : "stale"
         } else {
-            reason = store.hasVariants(url: Self.upstreamURL(request.url, rule: rule)) ? "vary-miss" : "miss"
+            reason = hadVariants ? "vary-miss" : "miss"
         }
         switch fetched {
         case .stored(let answer):

@@ -68,6 +68,9 @@ public final class RuntimeCache: Sendable {
 
     deinit { statistics.stop() }
 
+    /// Writes the counters counted so far to `runtime/stats.json` now (before a process exits).
+    public func flushStatistics() { statistics.flush() }
+
     /// The `runtime` object of the last accepted manifest, re-read when that file changes (checked at
     /// most once a second); nil when there is none.
     public var configuration: RuntimeConfiguration? {
