@@ -28,6 +28,7 @@ private final class BodySink: @unchecked Sendable {
     var head: TransferResponseHead?
     var length: Int64 = 0
     var data: Data? = Data()
+    private var closed = false
 
     init(path: String, descriptor: FileDescriptor, memoryLimit: Int) {
         self.path = path
@@ -43,8 +44,15 @@ private final class BodySink: @unchecked Sendable {
         }
     }
 
-    func discard() {
+    /// Closes the file once (a second close could close a descriptor another thread just opened).
+    func close() {
+        guard !closed else { return }
+        closed = true
         descriptor.close()
+    }
+
+    func discard() {
+        close()
         FileSystem.removeFile(path)
     }
 }
@@ -145,9 +153,11 @@ extension RuntimeCache {
             sink.discard()
             throw error
         }
+        // Commits fsync: on a thread of their own, never on the cooperative pool that serves every task.
+        let store = store
         if head.status == 304, let stored {
             sink.discard()
-            return .renewed(try store.renew(stored, notModified: head.fields, at: Date()))
+            return .renewed(try await runBlocking { try store.renew(stored, notModified: head.fields, at: Date()) })
         }
         let fields = HTTPCachePolicy.endToEnd(head.fields)
         var refusal = storing ? nil : "not stored by this rule"
@@ -157,26 +167,25 @@ extension RuntimeCache {
             refusal = "larger than a quarter of the disk limit (\(sink.length) bytes)"
         }
         if let refusal {
-            sink.descriptor.close()
+            sink.close()
             return .transient(status: head.status, fields: fields, path: sink.path, length: sink.length, refusal: refusal)
         }
-        do {
-            try sink.descriptor.sync(path: sink.path)
-        } catch {
-            sink.discard()
-            throw error
-        }
-        sink.descriptor.close()
         let vary = HTTPCachePolicy.vary(fields)
         let entry = RuntimeEntryHead(
             url: upstream, vary: vary, varyValues: HTTPCachePolicy.varyValues(vary, request: request.fields), status: 200,
             headers: RuntimeEntryHead.pairs(fields), storedAt: Date().timeIntervalSince1970, body: "", size: sink.length)
-        do {
-            return .stored(try store.commit(temporary: sink.path, head: entry, data: sink.data))
-        } catch {
-            FileSystem.removeFile(sink.path)
-            throw error
-        }
+        let data = sink.data
+        return .stored(
+            try await runBlocking {
+                do {
+                    try sink.descriptor.sync(path: sink.path)
+                    sink.close()
+                    return try store.commit(temporary: sink.path, head: entry, data: data)
+                } catch {
+                    sink.discard()
+                    throw error
+                }
+            })
     }
 }
 

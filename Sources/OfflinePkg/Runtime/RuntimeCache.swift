@@ -46,8 +46,24 @@ public final class RuntimeCache: Sendable {
     let backgroundRunning = Atomic<Int>(0)
 
     private struct RulesState {
+        init(identity: [Int], configuration: RuntimeConfiguration?, checked: ContinuousClock.Instant) {
+            self.identity = identity
+            self.configuration = configuration
+            self.checked = checked
+            prefixes = Self.prefixes(configuration)
+        }
+
+        static func prefixes(_ configuration: RuntimeConfiguration?) -> [(key: String, rule: RuntimeRule)] {
+            (configuration?.rules ?? []).compactMap { rule in LookupURL.key(rule.prefix).map { ($0, rule) } }
+                .sorted { $0.key.utf8.count > $1.key.utf8.count }
+        }
+
         var identity: [Int] = [-1]
-        var configuration: RuntimeConfiguration?
+        var configuration: RuntimeConfiguration? {
+            didSet { prefixes = Self.prefixes(configuration) }
+        }
+        /// Each rule with its prefix's lookup key, longest first: the first that matches wins.
+        var prefixes: [(key: String, rule: RuntimeRule)] = []
         var checked = ContinuousClock.now - .seconds(10)
     }
 
@@ -91,8 +107,14 @@ public final class RuntimeCache: Sendable {
         return rules.withLock { $0.configuration }
     }
 
-    /// The rule `url` falls under, or nil (then nothing here answers it).
-    public func rule(for url: String) -> RuntimeRule? { configuration?.rule(for: url) }
+    /// The rule `url` falls under, or nil (then nothing here answers it). Same answer as
+    /// `configuration?.rule(for:)`, with the prefixes' keys computed once per manifest.
+    public func rule(for url: String) -> RuntimeRule? {
+        _ = configuration
+        let prefixes = rules.withLock { $0.prefixes }
+        guard !prefixes.isEmpty, let key = LookupURL.key(url) else { return nil }
+        return prefixes.first { key.utf8.starts(with: $0.key.utf8) }?.rule
+    }
 
     /// Counters and what is stored (`status --json`).
     public var status: RuntimeCacheStatus {

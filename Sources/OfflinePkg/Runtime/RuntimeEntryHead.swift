@@ -30,14 +30,17 @@ package struct RuntimeEntryHead: Codable, Sendable, Equatable {
         return directives["no-cache"] != nil || directives["max-age"] == "0"
     }
 
-    package var key: String { Self.key(url: url, vary: vary, values: varyValues) }
+    /// The in-memory index key: the URL and the varying request values.
+    package var variant: String { Self.variant(url: url, vary: vary, values: varyValues) }
 
-    /// The entry's name: sha256 of the URL and the varying request values, so one URL holds one entry
-    /// per variant and no URL text reaches a file name.
-    package static func key(url: String, vary: [String], values: [String]) -> String {
+    /// The entry's file name: sha256 of `variant`, so no URL text reaches a file name. Not needed on a
+    /// hit, which looks `variant` up in memory.
+    package var key: String { SHA256.hash(Array(variant.utf8)).hex }
+
+    package static func variant(url: String, vary: [String], values: [String]) -> String {
         var text = url
         for (name, value) in zip(vary, values) { text += "\n\(name): \(value)" }
-        return SHA256.hash(Array(text.utf8)).hex
+        return text
     }
 
     package func age(now: Date) -> Double { max(0, now.timeIntervalSince1970 - storedAt) }

@@ -8,8 +8,9 @@ import Glibc
 /// One stored answer found for a request: its head, where its body is, and the body itself when it is
 /// in the memory hot set.
 package struct StoredAnswer: Sendable {
-    package var key: String
     package var head: RuntimeEntryHead
+    /// The head file's name (computed: a hit never needs it).
+    package var key: String { head.key }
     package var bodyPath: String
     package var data: Data?
 }
@@ -58,7 +59,7 @@ package final class RuntimeStore: Sendable {
         var initial = State(limits: limits)
         // The least recently stored first, so the newest are the last evicted.
         for head in loaded.sorted(by: { $0.storedAt < $1.storedAt }) {
-            initial.entries.set(head.key, head)
+            initial.entries.set(head.variant, head)
             initial.diskBytes += head.size + Self.headBytes(head)
             if !head.vary.isEmpty { initial.varyNames[head.url] = head.vary }
         }
@@ -92,9 +93,9 @@ package final class RuntimeStore: Sendable {
     package func lookup(url: String, request: [(name: String, value: String)]) -> StoredAnswer? {
         state.withLock { state -> StoredAnswer? in
             let names = state.varyNames[url] ?? []
-            let key = RuntimeEntryHead.key(url: url, vary: names, values: HTTPCachePolicy.varyValues(names, request: request))
-            guard let head = state.entries.touch(key) else { return nil }
-            return StoredAnswer(key: key, head: head, bodyPath: layout.runtimeBody(head.body), data: state.memory.touch(key))
+            let variant = RuntimeEntryHead.variant(url: url, vary: names, values: HTTPCachePolicy.varyValues(names, request: request))
+            guard let head = state.entries.touch(variant) else { return nil }
+            return StoredAnswer(head: head, bodyPath: layout.runtimeBody(head.body), data: state.memory.touch(variant))
         }
     }
 
@@ -114,18 +115,19 @@ package final class RuntimeStore: Sendable {
         var head = head
         let key = head.key
         head.body = key.prefix(32) + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        // No fsync of bodies/ here: a head whose body did not survive a power loss is dropped at the
+        // next open (its size is checked), which leaves "no entry", as a crash may.
         try FileSystem.rename(temporary, to: layout.runtimeBody(head.body))
-        try FileSystem.syncDirectory(layout.runtimeBodies)
         do {
             try FileSystem.writeAtomically(Array(try JSONEncoder().encode(head)), to: layout.runtimeEntry(key: key), mode: 0o600)
         } catch {
             FileSystem.removeFile(layout.runtimeBody(head.body))
             throw error
         }
-        let replaced = index(head, key: key, data: data)
+        let replaced = index(head, data: data)
         if let replaced, replaced.body != head.body { FileSystem.removeFile(layout.runtimeBody(replaced.body)) }
         evict()
-        return StoredAnswer(key: key, head: head, bodyPath: layout.runtimeBody(head.body), data: data)
+        return StoredAnswer(head: head, bodyPath: layout.runtimeBody(head.body), data: data)
     }
 
     /// A 304 renewed the stored answer: its fields updated by the 304's and its age reset. The body
@@ -137,13 +139,14 @@ package final class RuntimeStore: Sendable {
         head.headers = RuntimeEntryHead.pairs(HTTPCachePolicy.merge(stored: head.fields, notModified: fields))
         head.storedAt = date.timeIntervalSince1970
         try FileSystem.writeAtomically(Array(try JSONEncoder().encode(head)), to: layout.runtimeEntry(key: stored.key), mode: 0o600)
-        _ = index(head, key: stored.key, data: stored.data)
-        return StoredAnswer(key: stored.key, head: head, bodyPath: stored.bodyPath, data: stored.data)
+        _ = index(head, data: stored.data)
+        return StoredAnswer(head: head, bodyPath: stored.bodyPath, data: stored.data)
     }
 
     /// Puts `head` in the index (and `data` in the hot set); returns the head it replaced.
-    private func index(_ head: RuntimeEntryHead, key: String, data: Data?) -> RuntimeEntryHead? {
-        state.withLock { state -> RuntimeEntryHead? in
+    private func index(_ head: RuntimeEntryHead, data: Data?) -> RuntimeEntryHead? {
+        let key = head.variant
+        return state.withLock { state -> RuntimeEntryHead? in
             let replaced = state.entries.set(key, head)
             if let replaced { state.diskBytes -= replaced.size + Self.headBytes(replaced) }
             state.diskBytes += head.size + Self.headBytes(head)
@@ -163,17 +166,6 @@ package final class RuntimeStore: Sendable {
 
     private func largestMemoryBody(_ limits: RuntimeLimits) -> Int { min(limits.memory / 8, 1 << 20) }
 
-    /// Removes the entry `key` (a body that turned out unreadable).
-    package func remove(key: String) {
-        let removed = state.withLock { state -> RuntimeEntryHead? in
-            guard let head = state.entries.remove(key) else { return nil }
-            state.diskBytes -= head.size + Self.headBytes(head)
-            if let data = state.memory.remove(key) { state.memoryBytes -= data.count }
-            return head
-        }
-        if let removed { delete(key: key, head: removed) }
-    }
-
     /// Evicts least recently used entries until the entry count and disk bytes are within the limits.
     private func evict() {
         let evicted = state.withLock { state -> [(String, RuntimeEntryHead)] in
@@ -188,15 +180,15 @@ package final class RuntimeStore: Sendable {
             }
             return evicted
         }
-        for (key, head) in evicted { delete(key: key, head: head) }
+        for (_, head) in evicted { delete(head) }
     }
 
     /// The head goes first: from then on nothing names the body.
-    private func delete(key: String, head: RuntimeEntryHead) {
-        FileSystem.removeFile(layout.runtimeEntry(key: key))
+    private func delete(_ head: RuntimeEntryHead) {
+        FileSystem.removeFile(layout.runtimeEntry(key: head.key))
         FileSystem.removeFile(layout.runtimeBody(head.body))
     }
 
-    /// Keys from most to least recently used (tests).
+    /// Variants (URL and varying values) from most to least recently used (tests).
     package var keysNewestFirst: [String] { state.withLock { $0.entries.keysNewestFirst } }
 }
