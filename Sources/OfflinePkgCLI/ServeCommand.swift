@@ -30,7 +30,14 @@ enum ServeCommand {
         // A closed client socket must end one response, not the server (MHD writes to sockets itself).
         signal(SIGPIPE, SIG_IGN)
         let store = try PackageStore(root: URL(fileURLWithPath: context.root(arguments)))
-        let runtime = try RuntimeCache(root: URL(fileURLWithPath: store.layout.root), options: try runtimeOptions(arguments, context))
+        let runtimeOptions = try runtimeOptions(arguments, context)
+        // A root this user may read but not write still serves its packages, without a runtime cache.
+        var runtime: RuntimeCache?
+        do {
+            runtime = try RuntimeCache(root: URL(fileURLWithPath: store.layout.root), options: runtimeOptions)
+        } catch {
+            context.output.error("warning: no runtime cache (URLs outside packages answer 404): \(error)")
+        }
         let server: LoopbackServer
         do {
             server = try LoopbackServer(
@@ -42,7 +49,7 @@ enum ServeCommand {
         context.output.print(server.url.absoluteString)
         await waitForTermination()
         server.stop()
-        runtime.flushStatistics()
+        runtime?.flushStatistics()
         return OfflinePkgCommand.ExitStatus.success
     }
 

@@ -69,7 +69,15 @@ extension RuntimeCache {
     func sharedFetch(_ request: RuntimeRequest, upstream: String, stored: StoredAnswer?, storing: Bool) async throws
         -> FetchOutcome
     {
-        let key = (stored?.key ?? upstream) + (storing ? "" : "\nnot-stored")
+        // A refresh is shared per stored variant. A miss is shared by requests with the same fields: the
+        // answer's Vary is not known yet, and a request for another variant must not get this one's.
+        let key: String
+        if let stored {
+            key = stored.head.variant
+        } else {
+            key = ([upstream] + Self.forwardedFields(request.fields).map { "\($0.0.lowercased()): \($0.1)" }.sorted())
+                .joined(separator: "\n") + (storing ? "" : "\nnot-stored")
+        }
         let (task, leader) = inFlight.withLock { running -> (Task<FetchOutcome, Error>, Bool) in
             if let task = running[key] { return (task, false) }
             let task = Task {
@@ -91,7 +99,7 @@ extension RuntimeCache {
     /// background refreshes is reached. Returns whether one runs now.
     @discardableResult
     func refreshInBackground(_ request: RuntimeRequest, upstream: String, stored: StoredAnswer) -> Bool {
-        if inFlight.withLock({ $0[stored.key] != nil }) { return true }
+        if inFlight.withLock({ $0[stored.head.variant] != nil }) { return true }
         guard backgroundRunning.add(1, ordering: .relaxed).newValue <= options.backgroundRefreshes else {
             backgroundRunning.subtract(1, ordering: .relaxed)
             return false
