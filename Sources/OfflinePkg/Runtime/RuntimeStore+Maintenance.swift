@@ -16,16 +16,22 @@ extension RuntimeStore {
     /// younger than a minute is left alone: a live process may be between its rename and its head.
     package static func garbage(in layout: CacheLayout, now: Date = Date()) -> [String] {
         var garbage = [String]()
-        for name in FileSystem.contents(of: layout.runtimeTemporary) {
-            let pid = name.split(separator: "-").first.flatMap { Int32($0) }
-            if pid.map({ kill($0, 0) != 0 && errno == ESRCH }) ?? true { garbage.append(layout.runtimeTemporaryFile(name)) }
+        // Temporary names start (tmp/) or end (.tmp-<pid>-<random> heads) with the writer's pid.
+        func writerIsGone(_ pidText: Substring?) -> Bool {
+            guard let pid = pidText.flatMap({ Int32($0) }) else { return true }
+            return kill(pid, 0) != 0 && errno == ESRCH
+        }
+        for name in FileSystem.contents(of: layout.runtimeTemporary) where writerIsGone(name.split(separator: "-").first) {
+            garbage.append(layout.runtimeTemporaryFile(name))
         }
         var named = Set<String>()
         for name in FileSystem.contents(of: layout.runtimeEntries) {
             let path = layout.runtimeEntries + "/" + name
-            if let head = readHead(path) {
+            if let range = name.range(of: ".tmp-") {
+                if writerIsGone(name[range.upperBound...].split(separator: "-").first) { garbage.append(path) }
+            } else if let head = readHead(path) {
                 named.insert(head.body)
-            } else if name.contains(".tmp-") || !name.hasSuffix(".meta") {
+            } else {
                 garbage.append(path)
             }
         }
