@@ -87,7 +87,7 @@ extension RuntimeStore {
         for name in FileSystem.contents(of: layout.runtimeEntries) where name.hasSuffix(".meta") {
             guard let head = readHead(layout.runtimeEntries + "/" + name) else { continue }
             entries += 1
-            bytes += head.size + headBytes(head)
+            bytes += diskBytes(head)
         }
         return (entries, bytes)
     }

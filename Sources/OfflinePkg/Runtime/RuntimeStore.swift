@@ -40,8 +40,10 @@ package final class RuntimeStore: Sendable {
         var limits: RuntimeLimits
     }
 
-    /// Bytes a head file takes besides its body, counted against the disk limit.
-    static func headBytes(_ head: RuntimeEntryHead) -> Int64 { Int64(512 + head.url.utf8.count + head.headers.count * 64) }
+    /// The disk an entry takes, counted against the disk limit as a file system with 4 KiB blocks
+    /// allocates it: the body rounded up to whole blocks, and one block for the head (a head is ~400
+    /// bytes; counting apparent sizes would let 20 MiB of 2 KB answers take 40 MiB of disk).
+    static func diskBytes(_ head: RuntimeEntryHead) -> Int64 { (head.size + 4095) / 4096 * 4096 + 4096 }
 
     package init(layout: CacheLayout, limits: RuntimeLimits) throws {
         self.layout = layout
@@ -64,7 +66,7 @@ package final class RuntimeStore: Sendable {
         // The least recently stored first, so the newest are the last evicted.
         for head in loaded.sorted(by: { $0.storedAt < $1.storedAt }) {
             initial.entries.set(head.variant, head)
-            initial.diskBytes += head.size + Self.headBytes(head)
+            initial.diskBytes += Self.diskBytes(head)
             if !head.vary.isEmpty { initial.varyNames[head.url] = head.vary }
         }
         state = Mutex(initial)
@@ -167,8 +169,8 @@ package final class RuntimeStore: Sendable {
         let key = head.variant
         return state.withLock { state -> RuntimeEntryHead? in
             let replaced = state.entries.set(key, head)
-            if let replaced { state.diskBytes -= replaced.size + Self.headBytes(replaced) }
-            state.diskBytes += head.size + Self.headBytes(head)
+            if let replaced { state.diskBytes -= Self.diskBytes(replaced) }
+            state.diskBytes += Self.diskBytes(head)
             if head.vary.isEmpty { state.varyNames[head.url] = nil } else { state.varyNames[head.url] = head.vary }
             if let data, data.count <= largestMemoryBody(state.limits) {
                 if let previous = state.memory.set(key, data) { state.memoryBytes -= previous.count }
@@ -192,7 +194,7 @@ package final class RuntimeStore: Sendable {
             while state.entries.count > state.limits.entries || state.diskBytes > Int64(state.limits.disk),
                 let (key, head) = state.entries.removeOldest().map({ ($0.key, $0.value) })
             {
-                state.diskBytes -= head.size + Self.headBytes(head)
+                state.diskBytes -= Self.diskBytes(head)
                 if let data = state.memory.remove(key) { state.memoryBytes -= data.count }
                 if state.varyNames[head.url] != nil && head.vary.isEmpty { state.varyNames[head.url] = nil }
                 evicted.append((key, head))
