@@ -146,5 +146,16 @@ struct RuntimeRulesTests {
         let missing = try #require(
             try await offline.cachedResponse(for: URLRequest(url: URL(string: "http://\(host)/v1/other.json")!)))
         #expect(missing.status == 504)
+
+        // verify checks each entry against its body; --repair drops a broken one.
+        #expect(try offline.verify().isEmpty)
+        guard case .file(let bodyFile) = stored.body else { throw TestSupportError("expected a stored body file") }
+        try Data("{}".utf8).write(to: bodyFile)
+        let damage = try offline.verify()
+        #expect(damage.count == 1 && damage.first?.packageID == TreeDamage.runtimeCache)
+        #expect(damage.first?.problem.contains("expected 15") == true, "\(damage)")
+        #expect(try await offline.repair(damage) == [TreeDamage.runtimeCache])
+        #expect(try offline.verify().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: bodyFile.path))
     }
 }
