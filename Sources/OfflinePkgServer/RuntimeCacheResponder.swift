@@ -52,7 +52,9 @@ final class RuntimeCacheResponder: Sendable {
     }
 
     /// The rule and request for a connection whose URL a rule covers, or nil.
-    private func request(_ connection: OpaquePointer, target: UnsafePointer<CChar>, method: String) -> (RuntimeRule, RuntimeRequest)? {
+    private func request(_ connection: OpaquePointer, target: UnsafePointer<CChar>, method: String) -> (
+        RuntimeRule, RuntimeRequest
+    )? {
         guard let url = Self.requestURL(connection, target: target), let rule = cache.rule(for: url) else { return nil }
         return (rule, RuntimeRequest(url: url, method: method, fields: Self.requestFields(connection)))
     }
@@ -120,7 +122,10 @@ final class RuntimeCacheResponder: Sendable {
     }
 
     /// The following calls of a passed-through request: body chunks into the pipe, then the answer.
-    func step(_ exchange: RuntimeExchange, _ connection: OpaquePointer, uploadData: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>)
+    func step(
+        _ exchange: RuntimeExchange, _ connection: OpaquePointer, uploadData: UnsafePointer<CChar>?,
+        uploadSize: UnsafeMutablePointer<Int>
+    )
         -> (result: MHD_Result, done: Bool)
     {
         if uploadSize.pointee > 0 {

@@ -31,14 +31,17 @@ import Glibc
         usleep(1_200_000)
         let stale = try rig.get("v1/data.json")
         #expect(stale.body == Self.data)
-        #expect(stale.cacheStatus.contains("hit; ttl=-") && stale.cacheStatus.contains("detail=revalidating"), "\(stale.cacheStatus)")
+        #expect(
+            stale.cacheStatus.contains("hit; ttl=-") && stale.cacheStatus.contains("detail=revalidating"), "\(stale.cacheStatus)")
         let log = rig.waitForUpstream("/v1/data.json", count: 2)
         #expect(log.count == 2)
         #expect(log.last?.status == 304 && log.last?.ifNoneMatch == miss.headers["etag"])
         // The 304 renewed the entry: fresh again, so nothing more goes upstream.
         usleep(100_000)
         let renewed = try rig.get("v1/data.json")
-        #expect(renewed.cacheStatus.hasPrefix("offlinepkg; hit; ttl=0") || !renewed.cacheStatus.contains("ttl=-"), "\(renewed.cacheStatus)")
+        #expect(
+            renewed.cacheStatus.hasPrefix("offlinepkg; hit; ttl=0") || !renewed.cacheStatus.contains("ttl=-"),
+            "\(renewed.cacheStatus)")
         #expect(rig.upstreamRequests("/v1/data.json").count == 2)
 
         // Upstream gone: the stale copy still answers at once.
@@ -138,7 +141,9 @@ import Glibc
         rig.stopUpstream()
         #expect(try rig.get("v1/data.json").status == 504)
         // A URL no rule covers stays a 404.
-        #expect(HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: elsewhere.test", rig.serve!.url + "v1/data.json"]).stdout).status == 404)
+        #expect(
+            HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: elsewhere.test", rig.serve!.url + "v1/data.json"]).stdout).status
+                == 404)
     }
 
     /// Stored by a cache-first rule; a new release turns the rule into cache-only; the store survives
@@ -173,7 +178,10 @@ import Glibc
         usleep(1_200_000)
         let url = rig.serve!.url + "v1/feed.json"
         let result = try Tool.curl(
-            ["--parallel", "--parallel-immediate", "--parallel-max", "6", "-H", "Host: \(rig.apiHost)", "-w", "%{http_code} %{size_download}\\n"]
+            [
+                "--parallel", "--parallel-immediate", "--parallel-max", "6", "-H", "Host: \(rig.apiHost)", "-w",
+                "%{http_code} %{size_download}\\n",
+            ]
                 + Array(repeating: ["-o", "/dev/null", url], count: 6).flatMap { $0 })
         let lines = result.stdout.split(separator: "\n")
         #expect(lines.count == 6 && lines.allSatisfy { $0 == "200 6000" }, "\(result.stdout) \(result.stderr)")
@@ -194,7 +202,8 @@ import Glibc
             for _ in 0..<2 {
                 let reply = try rig.get(path)
                 #expect(reply.status == 200)
-                #expect(reply.cacheStatus.contains("fwd=miss") && reply.cacheStatus.contains("not stored"), "\(reply.cacheStatus)")
+                #expect(
+                    reply.cacheStatus.contains("fwd=miss") && reply.cacheStatus.contains("not stored"), "\(reply.cacheStatus)")
             }
             #expect(rig.upstreamRequests("/" + path).count == 2, "\(path) must not be stored")
         }
@@ -256,7 +265,9 @@ import Glibc
         var partial = [String]()
         while Date() < deadline {
             partial = (try? FileManager.default.contentsOfDirectory(atPath: rig.root + "/runtime/tmp")) ?? []
-            let sizes = partial.map { (try? FileManager.default.attributesOfItem(atPath: rig.root + "/runtime/tmp/" + $0)[.size] as? Int) ?? 0 }
+            let sizes = partial.map {
+                (try? FileManager.default.attributesOfItem(atPath: rig.root + "/runtime/tmp/" + $0)[.size] as? Int) ?? 0
+            }
             if sizes.count == 2 && sizes.allSatisfy({ $0 > 0 && $0 < 40_000 }) { break }
             usleep(20_000)
         }
@@ -278,7 +289,9 @@ import Glibc
     @Test func threadPerConnectionWaitsOnItsOwnThread() throws {
         let rig = try RuntimeCacheRig(
             files: ["v1/data.json": Self.data],
-            locations: "location = /v1/submit { proxy_pass http://127.0.0.1:$server_port/accepted; } location = /accepted { return 200 \"ok\\n\"; }")
+            locations:
+                "location = /v1/submit { proxy_pass http://127.0.0.1:$server_port/accepted; } location = /accepted { return 200 \"ok\\n\"; }"
+        )
         try rig.publishAndSync(strategy: "cache-first")
         try rig.startServe(environment: ["OFFLINEPKG_SERVE_THREADS": "per-connection"])
         #expect(try rig.get("v1/data.json").cacheStatus == "offlinepkg; fwd=miss; stored")

@@ -40,7 +40,10 @@ public struct RuntimeRule: Sendable, Equatable {
     public static let defaultMaxAge = 3600
     public static let defaultTimeout = 10.0
 
-    public init(prefix: String, strategy: RuntimeStrategy, maxAge: Int = RuntimeRule.defaultMaxAge, timeout: Double = RuntimeRule.defaultTimeout) {
+    public init(
+        prefix: String, strategy: RuntimeStrategy, maxAge: Int = RuntimeRule.defaultMaxAge,
+        timeout: Double = RuntimeRule.defaultTimeout
+    ) {
         self.prefix = prefix
         self.strategy = strategy
         self.maxAge = maxAge

@@ -20,7 +20,9 @@ package enum HTTPCachePolicy {
     package static func endToEnd(_ fields: [(name: String, value: String)]) -> [(name: String, value: String)] {
         var dropped = hopByHop
         for field in fields where field.name.lowercased() == "connection" {
-            for name in field.value.split(separator: ",") { dropped.insert(name.trimmingCharacters(in: .whitespaces).lowercased()) }
+            for name in field.value.split(separator: ",") {
+                dropped.insert(name.trimmingCharacters(in: .whitespaces).lowercased())
+            }
         }
         return fields.filter { !dropped.contains($0.name.lowercased()) }
     }
@@ -56,7 +58,9 @@ package enum HTTPCachePolicy {
     }
 
     /// Why a response to a GET may not be stored (RFC 9111 §3), or nil when it may.
-    package static func refusal(status: Int, fields: [(name: String, value: String)], requestFields: [(name: String, value: String)]) -> String? {
+    package static func refusal(
+        status: Int, fields: [(name: String, value: String)], requestFields: [(name: String, value: String)]
+    ) -> String? {
         guard status == 200 else { return "status \(status)" }
         if cacheControl(fields)["no-store"] != nil { return "no-store" }
         if cacheControl(requestFields)["no-store"] != nil { return "no-store in the request" }

@@ -26,7 +26,9 @@ extension PackageStore {
         if method == "GET" || method == "HEAD", let resource = resolve(url) {
             return CachedResponse(
                 status: 200,
-                headers: [("Content-Type", resource.mimeType), ("ETag", resource.etag), ("Content-Length", String(resource.size))],
+                headers: [
+                    ("Content-Type", resource.mimeType), ("ETag", resource.etag), ("Content-Length", String(resource.size)),
+                ],
                 body: .file(URL(fileURLWithPath: resource.path)), cacheStatus: "offlinepkg; hit; detail=package")
         }
         let cache = try runtimeCache()
@@ -49,7 +51,9 @@ extension PackageStore {
             defer { FileSystem.removeFile(path) }
             body = .data(Data(try FileSystem.read(path, limit: Int.max)))
         }
-        return CachedResponse(status: answer.status, headers: answer.fields, body: method == "HEAD" ? .data(Data()) : body, cacheStatus: answer.cacheStatus)
+        return CachedResponse(
+            status: answer.status, headers: answer.fields, body: method == "HEAD" ? .data(Data()) : body,
+            cacheStatus: answer.cacheStatus)
     }
 }
 

@@ -75,7 +75,8 @@ extension RuntimeCache {
         if let stored {
             key = stored.head.variant
         } else {
-            key = ([upstream] + Self.forwardedFields(request.fields).map { "\($0.0.lowercased()): \($0.1)" }.sorted())
+            key =
+                ([upstream] + Self.forwardedFields(request.fields).map { "\($0.0.lowercased()): \($0.1)" }.sorted())
                 .joined(separator: "\n") + (storing ? "" : "\nnot-stored")
         }
         let (task, leader) = inFlight.withLock { running -> (Task<FetchOutcome, Error>, Bool) in
@@ -170,7 +171,9 @@ extension RuntimeCache {
         let fields = HTTPCachePolicy.endToEnd(head.fields)
         var refusal = storing ? nil : "not stored by this rule"
         if refusal == nil, !isRead { refusal = "method \(request.method)" }
-        if refusal == nil { refusal = HTTPCachePolicy.refusal(status: head.status, fields: fields, requestFields: request.fields) }
+        if refusal == nil {
+            refusal = HTTPCachePolicy.refusal(status: head.status, fields: fields, requestFields: request.fields)
+        }
         if refusal == nil, sink.length > store.largestBody {
             refusal = "larger than a quarter of the disk limit (\(sink.length) bytes)"
         }

@@ -11,12 +11,16 @@ extension RuntimeCache {
         let now = Date()
         let stored = store.lookup(url: upstream, request: request.fields)
         if options.offline {
-            guard let stored else { return gatewayTimeout("offlinepkg; fwd=miss; detail=offline", "offline: \(upstream) is not stored") }
+            guard let stored else {
+                return gatewayTimeout("offlinepkg; fwd=miss; detail=offline", "offline: \(upstream) is not stored")
+            }
             return hit(stored, rule: rule, now: now, detail: "offline")
         }
         switch rule.strategy {
         case .cacheOnly:
-            guard let stored else { return gatewayTimeout("offlinepkg; fwd=miss; detail=cache-only", "\(upstream) is not stored") }
+            guard let stored else {
+                return gatewayTimeout("offlinepkg; fwd=miss; detail=cache-only", "\(upstream) is not stored")
+            }
             return hit(stored, rule: rule, now: now)
         case .cacheFirst:
             guard let stored, stored.head.isFresh(maxAge: rule.maxAge, now: now) else { return nil }
@@ -38,7 +42,8 @@ extension RuntimeCache {
         let upstream = Self.upstreamURL(request.url, rule: rule)
         guard request.method == "GET" || request.method == "HEAD" else {
             statistics.count { $0.passedThrough += 1 }
-            return await fromNetwork(request, upstream: upstream, stored: nil, storing: false, cacheStatus: "offlinepkg; fwd=method")
+            return await fromNetwork(
+                request, upstream: upstream, stored: nil, storing: false, cacheStatus: "offlinepkg; fwd=method")
         }
         let now = Date()
         let stored = store.lookup(url: upstream, request: request.fields)
@@ -48,7 +53,8 @@ extension RuntimeCache {
         case .networkFirst:
             let hadVariants = store.hasVariants(url: upstream)
             let outcome = await result(
-                of: { try await self.sharedFetch(request, upstream: upstream, stored: stored, storing: true) }, within: rule.timeout)
+                of: { try await self.sharedFetch(request, upstream: upstream, stored: stored, storing: true) },
+                within: rule.timeout)
             switch outcome {
             case .success(let fetched)? where !(fetched.status >= 500 && stored != nil):
                 return answer(fetched, stored: stored, rule: rule, now: now, hadVariants: hadVariants)
@@ -58,7 +64,9 @@ extension RuntimeCache {
                 return hit(stored!, rule: rule, now: now, detail: "upstream-\(fetched.status)")
             case .failure?:
                 statistics.count { $0.networkErrors += 1 }
-                guard let stored else { return gatewayTimeout("offlinepkg; fwd=miss; detail=network-error", "\(upstream) cannot be reached") }
+                guard let stored else {
+                    return gatewayTimeout("offlinepkg; fwd=miss; detail=network-error", "\(upstream) cannot be reached")
+                }
                 return hit(stored, rule: rule, now: now, detail: "network-error")
             case nil:
                 guard let stored else {
@@ -69,7 +77,8 @@ extension RuntimeCache {
                 return hit(stored, rule: rule, now: now, detail: "timeout")
             }
         case .networkOnly:
-            return await fromNetwork(request, upstream: upstream, stored: nil, storing: false, cacheStatus: "offlinepkg; fwd=bypass")
+            return await fromNetwork(
+                request, upstream: upstream, stored: nil, storing: false, cacheStatus: "offlinepkg; fwd=bypass")
         }
     }
 
@@ -83,7 +92,8 @@ extension RuntimeCache {
         }
         var cacheStatus = "offlinepkg; hit; ttl=\(stored.head.mustRevalidate ? min(ttl, 0) : ttl)"
         if let detail { cacheStatus += "; detail=\(detail)" }
-        return RuntimeAnswer(status: stored.head.status, fields: stored.head.fields, body: body(of: stored), cacheStatus: cacheStatus)
+        return RuntimeAnswer(
+            status: stored.head.status, fields: stored.head.fields, body: body(of: stored), cacheStatus: cacheStatus)
     }
 
     private func body(of stored: StoredAnswer) -> RuntimeBody {

@@ -53,7 +53,8 @@ extension RuntimeStore {
                 continue
             }
             if head.key + ".meta" != name {
-                damage.append(RuntimeEntryDamage(path: path, problem: "named \(name), but its URL and variant give \(head.key).meta"))
+                damage.append(
+                    RuntimeEntryDamage(path: path, problem: "named \(name), but its URL and variant give \(head.key).meta"))
             }
             let size = FileSystem.fileSize(layout.runtimeBody(head.body))
             if size != head.size {

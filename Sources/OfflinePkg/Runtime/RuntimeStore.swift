@@ -99,7 +99,8 @@ package final class RuntimeStore: Sendable {
     package func lookup(url: String, request: [(name: String, value: String)]) -> StoredAnswer? {
         state.withLock { state -> StoredAnswer? in
             let names = state.varyNames[url] ?? []
-            let variant = RuntimeEntryHead.variant(url: url, vary: names, values: HTTPCachePolicy.varyValues(names, request: request))
+            let variant = RuntimeEntryHead.variant(
+                url: url, vary: names, values: HTTPCachePolicy.varyValues(names, request: request))
             guard let head = state.entries.touch(variant) else { return nil }
             return StoredAnswer(head: head, bodyPath: layout.runtimeBody(head.body), data: state.memory.touch(variant))
         }

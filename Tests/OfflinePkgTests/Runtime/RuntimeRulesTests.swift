@@ -101,7 +101,8 @@ struct RuntimeRulesTests {
             limits: RuntimeLimits(entries: 50))
         _ = try publisher.publish(request)
         try SiteWriter.write(["index.html": "<p>two</p>"], into: scratch.path("site"))
-        _ = try publisher.publish(PublishRequest(site: scratch.path("site"), id: "app", version: "2", routes: ["https://app.example.com/"]))
+        _ = try publisher.publish(
+            PublishRequest(site: scratch.path("site"), id: "app", version: "2", routes: ["https://app.example.com/"]))
         let manifest = try Manifest(parsing: FileSystem.read(scratch.path("repo/manifest.json")), source: "manifest.json")
         #expect(manifest.sequence == 2)
         #expect(manifest.runtime == request.runtime)
