@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= swift
 # Debian packages: build libraries, then the real parts the tests run against.
 APT_PACKAGES := libarchive-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev pkg-config \
-	libarchive-tools zstd curl openssl nginx minisign chromium hyperfine wrk time jq
+	libarchive-tools zstd curl openssl nginx minisign chromium hyperfine wrk time jq strace
 DEMO_URL := https://demo.offlinepkg.test/
 
 .PHONY: deps build release demo test fuzz bench bench-delta clean

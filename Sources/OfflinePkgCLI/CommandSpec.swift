@@ -43,6 +43,7 @@ extension CommandSpec.Option {
         help: "cache root (default $OFFLINEPKG_ROOT, $XDG_DATA_HOME/offlinepkg, ~/.local/share/offlinepkg)")
     static let json = Self(name: "json", value: nil, help: "print one JSON object on stdout")
     static let quiet = Self(name: "quiet", value: nil, help: "print no progress")
+    static let wait = Self(name: "wait", value: nil, help: "wait for another sync of the root instead of exiting 3")
 }
 
 /// A command line parsed against a `CommandSpec`.

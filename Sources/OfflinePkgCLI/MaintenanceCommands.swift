@@ -5,7 +5,8 @@ enum VerifyCommand {
     static let spec = CommandSpec(
         name: "verify", arguments: [],
         options: [
-            .root, .init(name: "repair", value: nil, help: "fetch damaged packages again from the last manifest"), .json,
+            .root, .init(name: "repair", value: nil, help: "fetch damaged packages again from the last manifest"), .wait,
+            .json,
         ],
         summary: "re-hash the active trees; exit 4 naming each damaged file", run: run)
 
@@ -22,7 +23,7 @@ enum VerifyCommand {
                 "damaged: \(item.packageID) \(item.version): \(item.path.isEmpty ? "(index)" : item.path): \(item.problem)")
         }
         if arguments.flag("repair") && !damage.isEmpty {
-            let repaired = try await store.repair(damage)
+            let repaired = try await store.repair(damage, options: Updater.Options(waitForLock: arguments.flag("wait")))
             let remaining = try store.verify()
             for id in repaired { context.output.error("repaired: \(id)") }
             return remaining.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused
@@ -33,13 +34,13 @@ enum VerifyCommand {
 
 enum GCCommand {
     static let spec = CommandSpec(
-        name: "gc", arguments: [], options: [.root, .json],
+        name: "gc", arguments: [], options: [.root, .wait, .json],
         summary: "remove trees that neither the active nor the previous set needs and no reader leases",
         run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
         let store = try context.openStore(arguments)
-        let removed = try store.collectGarbage()
+        let removed = try store.collectGarbage(wait: arguments.flag("wait"))
         if arguments.flag("json") {
             context.output.json(["removed": removed])
         } else {
@@ -51,12 +52,12 @@ enum GCCommand {
 
 enum RollbackCommand {
     static let spec = CommandSpec(
-        name: "rollback", arguments: [], options: [.root, .json],
+        name: "rollback", arguments: [], options: [.root, .wait, .json],
         summary: "switch back to the previous active set", run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
         let store = try context.openStore(arguments)
-        let set = try store.rollback()
+        let set = try store.rollback(wait: arguments.flag("wait"))
         if arguments.flag("json") {
             context.output.json(set)
         } else {

@@ -48,7 +48,7 @@ public enum OfflinePkgCommand {
         } catch let error as UsageError {
             (message, exitStatus) = ("\(error)\nusage: \(command.usage)", ExitStatus.usage)
         } catch let error as OfflinePkgError {
-            (message, exitStatus) = ("\(error)", status(for: error))
+            (message, exitStatus) = ("\(error)" + hint(for: error, in: command), status(for: error))
         } catch {
             (message, exitStatus) = ("\(error)", ExitStatus.failure)
         }
@@ -65,6 +65,14 @@ public enum OfflinePkgCommand {
     struct JSONFailure: Encodable {
         var error: String
         var exitStatus: Int32
+    }
+
+    /// The way out a message may offer: `--wait` only where the command accepts it.
+    static func hint(for error: OfflinePkgError, in command: CommandSpec) -> String {
+        guard case .locked = error, command.options.contains(where: { $0.name == CommandSpec.Option.wait.name }) else {
+            return ""
+        }
+        return " (use --wait to wait for it)"
     }
 
     static func status(for error: OfflinePkgError) -> Int32 {

@@ -18,6 +18,7 @@ enum PublishCommand {
             .init(
                 name: "expires", value: "WHEN", help: "manifest expiry: a duration from now (30d, 12h, 90m) or an RFC 3339 time"),
             .init(name: "format", value: "FMT", help: "tar.zst (default: fastest to unpack on devices), tar.gz or zip"),
+            .init(name: "compression-level", value: "N", help: "zstd 1-19 (default 3), gzip and zip 1-9 (default 9)"),
             .init(
                 name: "runtime", value: "FILE",
                 help: "set the manifest's runtime-cache rules from a JSON file (kept by later publishes without it)"),
@@ -46,6 +47,7 @@ enum PublishCommand {
             deltaCount: try arguments.integer("deltas", in: 0...100) ?? 3,
             rollout: try arguments.integer("rollout", in: 0...100), minShellVersion: arguments.value("min-shell-version"),
             format: format, expires: try arguments.value("expires").map(expiry))
+        request.compressionLevel = try arguments.integer("compression-level", in: 1...19)
         if let path = arguments.value("runtime") { request.runtime = try runtimeRules(path) }
 
         var signer: (([UInt8]) throws -> [UInt8])?

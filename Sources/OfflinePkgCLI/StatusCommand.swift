@@ -35,12 +35,14 @@ enum StatusCommand {
         for (id, version) in status.reverted.sorted(by: { $0.key < $1.key }) { lines.append("reverted: \(id) \(version)") }
         if status.history.count > 1 {
             lines.append("history:")
-            for set in status.history.reversed() {
+            // The newest twenty on a terminal; `--json` has them all.
+            for set in status.history.suffix(20).reversed() {
                 lines.append(
                     "  set \(set.generation) at \(RFC3339.format(set.activatedAt)): "
                         + set.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
             }
         }
+        if let problem = status.historyProblem { lines.append("history: \(problem)") }
         context.output.print(lines.joined(separator: "\n"))
         return OfflinePkgCommand.ExitStatus.success
     }

@@ -14,8 +14,16 @@ enum SyncCommand {
             .init(name: "min-interval", value: "S", help: "skip the network if the last check is younger than S seconds"),
             .init(name: "jitter", value: "S", help: "sleep a random 0..S seconds first (fleets on one timer)"),
             .init(name: "stall-timeout", value: "S", help: "abort a transfer with no byte for S seconds (default 30)"),
-            .init(name: "wait", value: nil, help: "wait for another sync of the root instead of exiting 3"),
+            .init(
+                name: "min-rate", value: "BYTES",
+                help: "abort a transfer averaging under BYTES/s over the window (default 1024; 0 turns it off)"),
+            .init(name: "min-rate-window", value: "S", help: "the window of --min-rate, in seconds (default 30)"),
+            .init(
+                name: "manifest-deadline", value: "S",
+                help: "the manifest, and the signature, must each arrive within S seconds (default 60)"),
+            .wait,
             .init(name: "ca-bundle", value: "FILE", help: "trust these certificate authorities (PEM) for https"),
+            .init(name: "keep-history", value: "N", help: "activations kept for status (default 100)"),
             .json, .quiet,
         ],
         summary: "fetch the manifest, download what changed, verify it, switch the active set atomically",
@@ -32,6 +40,11 @@ enum SyncCommand {
         if let stall = try arguments.seconds("stall-timeout"), stall <= 0 {
             throw UsageError("--stall-timeout takes a number of seconds above 0, got \(stall)")
         }
+        for name in ["min-rate-window", "manifest-deadline"] {
+            if let seconds = try arguments.seconds(name), seconds <= 0 {
+                throw UsageError("--\(name) takes a number of seconds above 0, got \(seconds)")
+            }
+        }
         if let version = arguments.value("shell-version"), ShellVersion(version) == nil {
             throw UsageError("--shell-version takes a dotted numeric version such as 3.2, got \"\(version)\"")
         }
@@ -40,12 +53,16 @@ enum SyncCommand {
         let style: ProgressReporter.Style =
             arguments.flag("quiet") ? .none : (context.output.stderrIsTerminal ? .bars : .lines)
         let reporter = ProgressReporter(style: style, output: context.output)
-        let options = Updater.Options(
+        var options = Updater.Options(
             trustedKeys: keys, minInterval: try arguments.seconds("min-interval") ?? 0,
             jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: arguments.value("shell-version"),
             stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"),
             caBundle: arguments.value("ca-bundle"),
             events: { reporter.handle($0) })
+        options.minimumRate = Int64(try arguments.integer("min-rate", in: 0...(1 << 40)) ?? 1024)
+        options.minimumRateWindow = try arguments.seconds("min-rate-window") ?? 30
+        options.manifestDeadline = try arguments.seconds("manifest-deadline") ?? 60
+        if let limit = try arguments.integer("keep-history", in: 1...100_000) { options.historyLimit = limit }
         if let jitter = try arguments.seconds("jitter"), jitter > 0 {
             try await Task.sleep(nanoseconds: UInt64(Double.random(in: 0...jitter) * 1_000_000_000))
         }

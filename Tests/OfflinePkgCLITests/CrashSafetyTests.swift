@@ -68,7 +68,7 @@ struct CrashSafetyTests {
         return packages
     }
 
-    @Test(arguments: ["after-manifest", "mid-download", "after-unpack", "before-switch", "after-switch"])
+    @Test(arguments: ["after-manifest", "mid-download", "after-unpack", "before-seal", "before-switch", "after-switch"])
     func killedAtAStageLeavesOneWholeSetAndTheNextSyncCompletes(_ failpoint: String) throws {
         let repo = try TestRepository()
         try Self.publish(repo, "1")
@@ -118,6 +118,9 @@ struct CrashSafetyTests {
         let downloads = try FileManager.default.contentsOfDirectory(atPath: layout.downloads)
         for (id, archive) in archives {
             #expect(!downloads.contains { $0.hasPrefix(archive.sha256) }, "\(id)'s download is left in \(downloads)")
+            // Every active tree is read-only at its top, also one the kill left before its seal.
+            var info = stat()
+            #expect(lstat(layout.tree(id: id, version: "22", treeHash: archive.tree), &info) == 0 && info.st_mode & 0o777 == 0o555)
         }
     }
 

@@ -52,7 +52,7 @@ struct LifecycleCommandTests {
 
         /// The installed trees of `home` (folders under R/trees/home), by name.
         func trees() throws -> [String] {
-            try FileManager.default.contentsOfDirectory(atPath: root.path("trees/home")).filter { !$0.hasSuffix(".index") }
+            try FileManager.default.contentsOfDirectory(atPath: root.path("trees/home")).filter { !$0.hasSuffix(".index") && !$0.hasSuffix(".lookup") }
                 .sorted()
         }
     }

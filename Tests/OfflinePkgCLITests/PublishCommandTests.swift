@@ -53,6 +53,10 @@ import Testing
             (["--repo", "R", "--id", "web", "--version", "1", "--route", "https://m.example.com/", "--format", "rar"], 2),
             (["--repo", "R", "--id", "Web!", "--version", "1", "--route", "https://m.example.com/"], 2),
             (
+                ["--repo", "R", "--id", "web", "--version", "1", "--route", "https://m.example.com/", "--format", "tar.gz",
+                 "--compression-level", "12"], 2
+            ),
+            (
                 ["--repo", "R", "--id", "web", "--version", "1", "--route", "https://m.example.com/", "--entry", "missing.html"],
                 4
             ),
@@ -65,6 +69,30 @@ import Testing
         #expect(await run(["publish", dir + "/site"] + resolved) == status)
         // Refused before the repository is touched: not even its folder or lock file.
         #expect(!FileSystem.exists(dir + "/repo"))
+    }
+
+    /// zstd's level 3 by default (fast to write; devices decode every level alike), and the level a
+    /// publisher asks for otherwise.
+    @Test func compressionLevelDefaultsToThreeForZstdAndCanBeChosen() async throws {
+        let dir = try scratch()
+        defer { try? FileSystem.removeTree(dir) }
+        // Text whose compressed bytes differ from level to level.
+        let text = (0..<4000).map { "line \($0) of the page, offline \($0 % 17) \($0 * 7919 % 1000)\n" }.joined()
+        try site(dir + "/site", ["index.html": text])
+        var sizes = [String: Int64]()
+        for level in ["default", "1", "3", "19"] {
+            let repo = dir + "/repo-\(level)"
+            let extra = level == "default" ? [] : ["--compression-level", level]
+            #expect(
+                await run(
+                    ["publish", dir + "/site", "--repo", repo, "--id", "web", "--version", "1", "--route", "https://m.example.com/",
+                     "--quiet"] + extra) == 0)
+            sizes[level] = FileSystem.fileSize(repo + "/archives/web/1/web-1.tar.zst")
+        }
+        let bytes = { (level: String) in try FileSystem.read(dir + "/repo-\(level)/archives/web/1/web-1.tar.zst") }
+        #expect(try bytes("default") == bytes("3"))
+        #expect(try bytes("19") != bytes("3") && bytes("1") != bytes("3"))
+        #expect(sizes.values.allSatisfy { $0 > 0 })
     }
 
     @Test func publishIsInTheCommandTable() {

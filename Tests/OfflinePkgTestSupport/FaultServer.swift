@@ -24,6 +24,12 @@ public enum FaultBehaviour: Sendable, Equatable {
     /// The normal response, with the last byte of the body held back for `seconds`: a transfer that
     /// takes at least that long, for tests of what runs side by side.
     case holdLastByte(seconds: Double)
+    /// The normal headers (full Content-Length), then one body byte every `every` seconds, for at most
+    /// `seconds` in all, then a clean close: a slow-retrieval attack that resets a stall clock forever.
+    case trickle(every: Double, seconds: Double)
+    /// The normal response, paused for `seconds` after the first `bytes` of the body: a moment for a test
+    /// to change the world (fill the client's disk) in the middle of a transfer.
+    case pauseAfter(bytes: Int, seconds: Double)
 }
 
 /// A request as `FaultServer` saw it, with how much body it answered with.
@@ -179,18 +185,36 @@ private final class Engine: Sendable {
         }
         let body = request.method == "HEAD" ? [] : response.body.prefix(bodyLimit)
         _ = sendAll(connection, Array(head.utf8))
-        var sent = sendAll(connection, Array(body.dropLast()))
-        if case .holdLastByte(let seconds) = behaviour { pause(seconds) }
+        var sent = 0
+        if case .trickle(let every, let seconds) = behaviour {
+            sent = trickle(connection, Array(body), every: every, for: seconds)
+        } else if case .pauseAfter(let bytes, let seconds) = behaviour {
+            sent = sendAll(connection, Array(body.prefix(bytes)))
+            pause(seconds)
+            if sent == min(bytes, body.count) { sent += sendAll(connection, Array(body.dropFirst(bytes).dropLast())) }
+        } else {
+            sent = sendAll(connection, Array(body.dropLast()))
+            if case .holdLastByte(let seconds) = behaviour { pause(seconds) }
+        }
         let answeredAt = Date()
-        if sent == body.count - 1 { sent += sendAll(connection, Array(body.suffix(1))) }
+        let lastByteDue = sent == body.count - 1
 
         var record = request
         record.status = response.status
         record.behaviour = behaviour
-        record.bodyBytesSent = sent
+        record.bodyBytesSent = sent + (lastByteDue ? 1 : 0)
         record.answeredAt = answeredAt
-        // Recorded before the connection ends, so a client that has returned sees its request here.
-        state.withLock { $0.requests.append(record) }
+        // Recorded before the last byte goes out: a client that has its whole body (by Content-Length)
+        // may return before the connection ends, and must find its request here. Corrected below in
+        // the rare case that last byte cannot be sent.
+        let index = state.withLock { state -> Int in
+            state.requests.append(record)
+            return state.requests.count - 1
+        }
+        if lastByteDue {
+            sent += sendAll(connection, Array(body.suffix(1)))
+            if sent != body.count { state.withLock { $0.requests[index].bodyBytesSent = sent } }
+        }
 
         switch behaviour {
         case .resetAfter:
@@ -203,6 +227,20 @@ private final class Engine: Sendable {
             break
         }
         close(connection)
+    }
+
+    /// Sends all but the last byte of `body` one at a time, one every `every` seconds, until `seconds`
+    /// have passed, the client hangs up or `stop()`; returns the bytes sent (the caller sends the last
+    /// byte only when every other one went out).
+    private func trickle(_ connection: Int32, _ body: [UInt8], every: Double, for seconds: Double) -> Int {
+        let end = Date().addingTimeInterval(seconds)
+        var sent = 0
+        while sent < body.count - 1 && !isStopped && Date() < end {
+            guard sendAll(connection, [body[sent]]) == 1 else { break }
+            sent += 1
+            pause(every)
+        }
+        return sent
     }
 
     /// Waits `seconds`, cut short by `stop()`.
@@ -226,7 +264,7 @@ private final class Engine: Sendable {
             return Response(status: code, headers: headers, body: body)
         case .redirect(let location, let code):
             return Response(status: code, headers: [("Location", location), ("Content-Length", "0")], body: [])
-        case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte:
+        case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte, .trickle, .pauseAfter:
             return fileResponse(for: request)
         }
     }

@@ -57,10 +57,17 @@ package enum FileSystem {
         }
     }
 
+    /// Creates `path` (it must not exist) holding `bytes`, without a flush: for files in staging, which a
+    /// later `syncFileSystem` makes durable before anything relies on them.
+    package static func write(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
+        let fd = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        try fd.closeAfter { (fd) throws in try fd.writeAll(bytes, path: path) }
+    }
+
     /// Writes `bytes` so that readers see either the old file or the whole new one, even across a power
     /// loss: write a temporary sibling, fsync it, rename it over `path`, fsync the folder.
     package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
-        let temporary = path + ".tmp-\(getpid())"
+        let temporary = path + temporarySuffix + String(getpid())
         let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
         do {
             try fd.closeAfter { (fd) throws in
@@ -73,6 +80,22 @@ package enum FileSystem {
             throw error
         }
         try syncDirectory(parentPath(path))
+    }
+
+    /// `writeAtomically` writes `<path>.tmp-<pid>`: a kill between its open and its rename leaves one.
+    private static let temporarySuffix = ".tmp-"
+
+    /// The process that was writing `name` if it is a `writeAtomically` temporary (`x.tmp-1234`), else nil.
+    package static func atomicWriter(ofTemporary name: String) -> pid_t? {
+        guard let range = name.range(of: temporarySuffix, options: .backwards), range.lowerBound > name.startIndex,
+            let pid = pid_t(name[range.upperBound...]), pid > 0, String(pid) == name[range.upperBound...]
+        else { return nil }
+        return pid
+    }
+
+    /// Whether a process with this id exists (EPERM: it does, under another user).
+    package static func processIsAlive(_ pid: pid_t) -> Bool {
+        kill(pid, 0) == 0 || errno == EPERM
     }
 
     package static func rename(_ source: String, to destination: String) throws {
@@ -145,13 +168,33 @@ package enum FileSystem {
         }
     }
 
-    /// Makes `root` and the folders under it named in `folders` (relative paths) read-only, 0555. The
-    /// files need nothing: the unpacker creates them 0444, so a finished tree is read-only without a walk.
+    /// Makes the folders under `root` named in `folders` (relative paths) read-only, 0555, but not `root`
+    /// itself: Linux lets a process move a folder to another parent only with write permission on that
+    /// folder (its `..` changes), so a tree's top folder stays writable until it is in place (`seal`).
+    /// The files need nothing: the unpacker creates them 0444, so a finished tree is read-only without a walk.
     package static func makeFoldersReadOnly(_ folders: some Sequence<String>, under root: String) throws {
         for folder in folders where chmod(root + "/" + folder, 0o555) != 0 {
             throw OfflinePkgError.io(path: root + "/" + folder, operation: "chmod", Errno.current)
         }
-        if chmod(root, 0o555) != 0 { throw OfflinePkgError.io(path: root, operation: "chmod", Errno.current) }
+    }
+
+    /// Makes an installed tree's top folder read-only (0555), the last step of installing it; a no-op
+    /// when it already is, so a clean-up stage can re-seal a tree that a crash left between its rename
+    /// and this call.
+    package static func seal(_ tree: String) throws {
+        try setFolderMode(tree, 0o555)
+    }
+
+    /// Makes a tree's top folder writable (0755) again, so it can be moved (`exchange`) to another parent.
+    package static func unseal(_ tree: String) throws {
+        try setFolderMode(tree, 0o755)
+    }
+
+    private static func setFolderMode(_ path: String, _ mode: mode_t) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw OfflinePkgError.io(path: path, operation: "lstat", Errno.current) }
+        guard (info.st_mode & S_IFMT) == S_IFDIR, info.st_mode & 0o7777 != mode else { return }
+        if chmod(path, mode) != 0 { throw OfflinePkgError.io(path: path, operation: "chmod", Errno.current) }
     }
 
     /// Bytes available to an unprivileged writer on the file system holding `path`.

@@ -23,9 +23,11 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     case treeMismatch(package: String, expected: String, actual: String)
     /// A transfer failed: connection, timeout, or an HTTP status that is not success.
     case transfer(url: String, reason: String, retryable: Bool)
-    /// A transfer went without a byte for the stall timeout, and the retries ran out on it: the last
-    /// attempt stalled too (slow-retrieval protection).
-    case slowRetrieval(url: String, reason: String)
+    /// The server has no such file: HTTP 404 or 410, or a `file:` URL naming nothing.
+    case notFound(url: String, reason: String)
+    /// A slow-retrieval protection ended the transfer (a stall, a trickle under the rate floor, or the
+    /// manifest's deadline), and the retries ran out on it: the last attempt was cut off too.
+    case slowRetrieval(url: String, protection: SlowRetrieval)
     /// Another process holds the lock of the cache root.
     case locked(root: String)
     /// The cache root lacks the free space the sync needs.
@@ -56,7 +58,7 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
 
     public var category: Category {
         switch self {
-        case .io, .transfer, .insufficientSpace, .corruptState, .unavailable: .failure
+        case .io, .transfer, .notFound, .insufficientSpace, .corruptState, .unavailable: .failure
         case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused,
             .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused, .slowRetrieval:
             .refused
@@ -99,10 +101,12 @@ extension OfflinePkgError: CustomStringConvertible {
             "tree hash mismatch for package \(package): expected \(expected), got \(actual)"
         case .transfer(let url, let reason, _):
             "download \(url) failed: \(reason)"
-        case .slowRetrieval(let url, let reason):
-            "slow retrieval protection refused \(url): \(reason)"
+        case .notFound(let url, let reason):
+            "download \(url) failed: \(reason)"
+        case .slowRetrieval(let url, let protection):
+            "slow retrieval protection refused \(url): \(protection)"
         case .locked(let root):
-            "another sync holds the lock of \(root) (use --wait to wait for it)"
+            "another sync holds the lock of \(root)"
         case .insufficientSpace(let path, let needed, let available):
             "not enough free space in \(path): needs \(needed) bytes, \(available) available"
         case .corruptState(let path, let reason):

@@ -57,6 +57,27 @@ package enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// The bytes of lowercase (or uppercase) hex digits, or nil when `text` is not an even run of them.
+    package static func decode(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case 0x30...0x39: digit - 0x30
+            case 0x61...0x66: digit - 0x61 + 10
+            case 0x41...0x46: digit - 0x41 + 10
+            default: nil
+            }
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(digits.count / 2)
+        for pair in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = value(digits[pair]), let low = value(digits[pair + 1]) else { return nil }
+            out.append(high << 4 | low)
+        }
+        return out
+    }
+
     /// Whether `text` is exactly `count` lowercase hex digits (64 for a sha256).
     package static func isLowercase(_ text: String, count: Int) -> Bool {
         text.utf8.count == count && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }

@@ -42,7 +42,11 @@ private final class CurlTransfer: @unchecked Sendable {
     var handle: UnsafeMutableRawPointer?
     var lastReceived: Int64 = -1
     var lastProgress = ContinuousClock.now
-    var stalled = false
+    // The rate floor's current window: when it began and how many bytes had arrived by then.
+    var windowStart = ContinuousClock.now
+    var windowStartBytes: Int64 = 0
+    /// Set when a slow-retrieval protection aborted the transfer.
+    var cutOff: SlowRetrieval?
 
     init(
         request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
@@ -134,19 +138,35 @@ private final class CurlTransfer: @unchecked Sendable {
         return .success(head)
     }
 
-    /// A stall is no new byte for `stallTimeout`. libcurl's own low-speed check averages over a
-    /// window of several seconds, so a transfer that dies after a burst would run on past the timeout.
+    /// The slow-retrieval clocks, each deciding its own `SlowRetrieval` kind. A stall is no new byte for
+    /// `stallTimeout` (libcurl's own low-speed check averages over a window, so a transfer that dies
+    /// after a burst would run on past the timeout). The rate floor is checked over back-to-back windows
+    /// of `minimumRateWindow`, so one byte every few seconds, which resets the stall clock each time,
+    /// still ends when its window closes. The deadline bounds the whole fetch.
     func shouldAbort(received: Int64) -> Bool {
         if cancelled.load(ordering: .relaxed) { return true }
         let now = ContinuousClock.now
+        let limits = request.limits
+        if let deadline = request.deadline, deadline.hasPassed {
+            cutOff = deadline.protection
+            return true
+        }
         if received != lastReceived {
             lastReceived = received
             lastProgress = now
-            return false
-        }
-        if now - lastProgress > .milliseconds(Int(request.stallTimeout * 1000)) {
-            stalled = true
+        } else if now - lastProgress > .milliseconds(Int64(limits.stallTimeout * 1000)) {
+            cutOff = .stalled(seconds: limits.stallTimeout)
             return true
+        }
+        if limits.minimumRate > 0, now - windowStart >= .milliseconds(Int64(limits.minimumRateWindow * 1000)) {
+            let bytes = max(0, received) - windowStartBytes
+            let elapsed = now - windowStart
+            if Double(bytes) < Double(limits.minimumRate) * (elapsed / .seconds(1)) {
+                cutOff = .belowMinimumRate(bytes: bytes, seconds: limits.minimumRateWindow, floor: limits.minimumRate)
+                return true
+            }
+            windowStart = now
+            windowStartBytes = max(0, received)
         }
         return false
     }
@@ -199,17 +219,12 @@ private final class CurlTransfer: @unchecked Sendable {
         }
     }
 
-    static func format(_ seconds: TimeInterval) -> String {
-        seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
-    }
-
     func error(for code: CURLcode) -> OfflinePkgError {
         let text = String(cString: curl_easy_strerror(code))
+        if code == CURLE_ABORTED_BY_CALLBACK, let cutOff { return .slowRetrieval(url: urlText, protection: cutOff) }
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
             return .transfer(url: urlText, reason: "timed out (\(text))", retryable: true)
-        case CURLE_ABORTED_BY_CALLBACK where stalled:
-            return .slowRetrieval(url: urlText, reason: "stalled: no byte for \(Self.format(request.stallTimeout)) s")
         case CURLE_ABORTED_BY_CALLBACK:
             return .transfer(url: urlText, reason: "cancelled", retryable: false)
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
@@ -218,7 +233,7 @@ private final class CurlTransfer: @unchecked Sendable {
         case CURLE_UNSUPPORTED_PROTOCOL:
             return .transfer(url: urlText, reason: "redirect to a disallowed scheme (https never goes to http)", retryable: false)
         case CURLE_FILE_COULDNT_READ_FILE:
-            return .transfer(url: urlText, reason: "no such file", retryable: false)
+            return .notFound(url: urlText, reason: "no such file")
         default:
             return .transfer(url: urlText, reason: text, retryable: false)
         }

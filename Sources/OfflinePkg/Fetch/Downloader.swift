@@ -10,17 +10,18 @@ package struct Downloader: Sendable {
     package var transport: any Transport
     package var layout: CacheLayout
     package var retry: RetryPolicy
-    package var stallTimeout: TimeInterval
+    /// The stall clock and rate floor; an archive has no deadline (its size varies), the floor bounds it.
+    package var limits: RetrievalLimits
     package var caBundle: String?
 
     package init(
-        transport: any Transport, layout: CacheLayout, retry: RetryPolicy, stallTimeout: TimeInterval, caBundle: String? = nil
+        transport: any Transport, layout: CacheLayout, retry: RetryPolicy, limits: RetrievalLimits, caBundle: String? = nil
     ) {
         self.caBundle = caBundle
         self.transport = transport
         self.layout = layout
         self.retry = retry
-        self.stallTimeout = stallTimeout
+        self.limits = limits
     }
 
     /// What one finished download cost.
@@ -63,7 +64,7 @@ package struct Downloader: Sendable {
         }
         let sink = try DownloadSink(path: part, resumeFrom: resume?.offset ?? 0, limit: file.size, name: name)
         defer { sink.close() }
-        let request = TransferRequest(url: url, headers: headers, stallTimeout: stallTimeout, caBundle: caBundle)
+        let request = TransferRequest(url: url, headers: headers, limits: limits, caBundle: caBundle)
         let urlText = url.absoluteString
         _ = try await transport.get(request) { head in
             if head.status == 416 {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Retries with exponential backoff for connection errors, timeouts, stalls and 5xx/429 answers,
+/// Retries with exponential backoff for connection errors, timeouts, stalls, slow patches and 5xx/429 answers,
 /// honouring a server's `Retry-After` (capped, so a hostile server cannot park a sync for days).
 public struct RetryPolicy: Sendable, Equatable {
     public var attempts: Int
@@ -50,9 +50,12 @@ package struct RetryableFailure: Error {
         }
     }
 
-    /// The error for an HTTP status that is not success; 408, 429 and 5xx are worth another try.
+    /// The error for an HTTP status that is not success; 408, 429 and 5xx are worth another try, and
+    /// 404 and 410 are `.notFound` (a missing signature is not a failure; a caller decides by the case).
     package static func status(_ head: TransferResponseHead, url: String) -> Error {
-        let error = OfflinePkgError.transfer(url: url, reason: "HTTP status \(head.status)", retryable: false)
+        let reason = "HTTP status \(head.status)"
+        if head.status == 404 || head.status == 410 { return OfflinePkgError.notFound(url: url, reason: reason) }
+        let error = OfflinePkgError.transfer(url: url, reason: reason, retryable: false)
         if head.status == 408 || head.status == 429 || head.status >= 500 {
             return RetryableFailure(error: error, retryAfter: head.retryAfter)
         }
@@ -61,11 +64,12 @@ package struct RetryableFailure: Error {
 }
 
 extension OfflinePkgError {
-    /// Whether another attempt may cure it: a transfer marked so, or a stall.
+    /// Whether another attempt may cure it: a transfer marked so, or a stall or slow patch (not a
+    /// deadline, which spans every attempt).
     package var isRetryable: Bool {
         switch self {
         case .transfer(_, _, let retryable): retryable
-        case .slowRetrieval: true
+        case .slowRetrieval(_, let protection): protection.isRetryable
         default: false
         }
     }

@@ -11,12 +11,46 @@ package protocol Transport: Sendable {
     ) async throws -> TransferResponseHead
 }
 
+/// The slow-retrieval protections of a transfer (docs/security.md). A stall clock alone cannot stop a
+/// server that sends one byte just before it fires; the rate floor does, and the deadline bounds the
+/// small files (manifest, signature) whose whole transfer must be quick.
+package struct RetrievalLimits: Sendable, Equatable {
+    /// Abort when no byte arrives for this long.
+    package var stallTimeout: TimeInterval
+    /// Abort when fewer than this many bytes a second arrive on average over a window of
+    /// `minimumRateWindow` seconds; 0 turns the floor off.
+    package var minimumRate: Int64
+    package var minimumRateWindow: TimeInterval
+
+    package init(stallTimeout: TimeInterval = 30, minimumRate: Int64 = 1024, minimumRateWindow: TimeInterval = 30) {
+        self.stallTimeout = stallTimeout
+        self.minimumRate = minimumRate
+        self.minimumRateWindow = minimumRateWindow
+    }
+}
+
+/// When a whole fetch must be done, every attempt included: `what` and `seconds` name it in the error.
+package struct TransferDeadline: Sendable {
+    package var what: String
+    package var seconds: TimeInterval
+    package var end: ContinuousClock.Instant
+
+    package init(what: String, seconds: TimeInterval, from start: ContinuousClock.Instant = .now) {
+        self.what = what
+        self.seconds = seconds
+        end = start + .milliseconds(Int64(seconds * 1000))
+    }
+
+    package var hasPassed: Bool { ContinuousClock.now >= end }
+    package var protection: SlowRetrieval { .deadline(what: what, seconds: seconds) }
+}
+
 /// One GET: the URL, extra request headers, and timeouts.
 package struct TransferRequest: Sendable {
     package var url: URL
     package var headers: [(String, String)]
-    /// Abort when no byte arrives for this long.
-    package var stallTimeout: TimeInterval
+    package var limits: RetrievalLimits
+    package var deadline: TransferDeadline?
     package var connectTimeout: TimeInterval
     /// A PEM file of certificate authorities to trust instead of the system's (a fleet's private CA).
     package var caBundle: String?
@@ -31,12 +65,13 @@ package struct TransferRequest: Sendable {
     package var resolve: [String] = []
 
     package init(
-        url: URL, headers: [(String, String)] = [], stallTimeout: TimeInterval = 30, connectTimeout: TimeInterval = 15,
-        caBundle: String? = nil
+        url: URL, headers: [(String, String)] = [], limits: RetrievalLimits = .init(), deadline: TransferDeadline? = nil,
+        connectTimeout: TimeInterval = 15, caBundle: String? = nil
     ) {
         self.url = url
         self.headers = headers
-        self.stallTimeout = stallTimeout
+        self.limits = limits
+        self.deadline = deadline
         self.connectTimeout = connectTimeout
         self.caBundle = caBundle
     }

@@ -1,79 +1,102 @@
-/// An immutable table for one active set: every answerable URL key mapped straight to its `Resource`,
-/// plus the routes for navigation fallbacks. Built once per switch; resolves only read it.
-package final class LookupIndex: Sendable {
+/// The lookup state of one active set: its routes in a small table, and for each package the memory
+/// mapped lookup table of its tree (`TreeLookupTable`). Opening it costs one map per package, whatever
+/// the number of files; a `Resource` is made the first time its file is answered and kept for the next.
+///
+/// Not thread-safe on its own: `resolve` fills the per-file `Resource` cache. `PackageStore` calls it
+/// only under its snapshot lock, which also makes a switch atomic for readers.
+package final class LookupIndex: @unchecked Sendable {
     package let set: ActiveSet
     /// Every tree this index answers from: a reader's lease keeps them from garbage collection.
     package let trees: [String]
-    private let resources: [Resource]
-    /// Key → index in `resources`.
-    private let exact: ByteKeyTable
-    /// Route key → index of the route's fallback in `resources`, or -1 for a route without one.
-    private let routes: ByteKeyTable
+    private let packages: [PackageLookup]
+    /// Route key → number in `routes`.
+    private let routeTable: ByteKeyTable
+    private let routes: [RouteLookup]
+    /// The distinct lengths of the route keys, longest first: a key is probed at these lengths only.
+    private let routeLengths: [Int]
 
-    package static let empty = LookupIndex(set: .empty, trees: [], resources: [], exact: [], routes: [])
-
-    private init(set: ActiveSet, trees: [String], resources: [Resource], exact: [([UInt8], Int32)], routes: [([UInt8], Int32)]) {
-        self.set = set
-        self.trees = trees
-        self.resources = resources
-        self.exact = ByteKeyTable(exact.lazy.map { (key: $0.0, value: $0.1) })
-        self.routes = ByteKeyTable(routes.lazy.map { (key: $0.0, value: $0.1) })
+    private struct RouteLookup {
+        var package: Int
+        /// Record number of the route's fallback file in its package's table, or nil.
+        var fallback: Int?
     }
 
-    /// Builds the table from the `.index` files of the set's trees.
+    private final class PackageLookup {
+        let package: InstalledPackage
+        let tree: String
+        let table: TreeLookupTable
+        let entry: [UInt8]
+        /// One slot per file of the tree, filled the first time the file is answered.
+        let answers: UnsafeMutablePointer<Resource?>
+
+        init(package: InstalledPackage, tree: String, table: TreeLookupTable) {
+            self.package = package
+            self.tree = tree
+            self.table = table
+            entry = Array(package.entry.utf8)
+            answers = .allocate(capacity: max(1, table.fileCount))
+            answers.initialize(repeating: nil, count: max(1, table.fileCount))
+        }
+
+        deinit {
+            answers.deinitialize(count: max(1, table.fileCount))
+            answers.deallocate()
+        }
+
+        func resource(_ number: Int, path: UnsafeRawBufferPointer) -> Resource {
+            if let known = answers[number] { return known }
+            let record = table.record(number)
+            let made = Resource(
+                path: tree + "/" + String(decoding: path, as: UTF8.self), size: record.size, sha256: record.sha256,
+                packageID: package.id, version: package.version)
+            answers[number] = made
+            return made
+        }
+    }
+
+    package static let empty = LookupIndex(set: .empty, layout: nil)
+
+    /// Opens the lookup tables of the set's trees (see `TreeLookupTable`). A tree installed before
+    /// tables were written has its table built in memory from its `.index` listing.
     package convenience init(set: ActiveSet, layout: CacheLayout) throws {
-        var resources = [Resource]()
-        var candidates = [(key: String, route: String, resource: Int32)]()
-        var routes = [String: Int32]()
-        var trees = [String]()
+        self.init(set: set, layout: Optional(layout))
+    }
+
+    private init(set: ActiveSet, layout: CacheLayout?) {
+        self.set = set
+        var packages = [PackageLookup]()
+        var routes = [RouteLookup]()
+        var keys = [(key: [UInt8], value: Int32)]()
         for package in set.packages {
+            guard let layout else { break }
             let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
-            let indexPath = layout.treeIndex(id: package.id, version: package.version, treeHash: package.tree)
-            // A package whose index is damaged answers nothing (its routes miss) instead of taking every
+            // A package whose tables are damaged answers nothing (its routes miss) instead of taking every
             // other package down with it; `verify` names it and `verify --repair` fetches it again.
-            guard let files = try? TreeIndexFile.decode(FileSystem.read(indexPath, limit: 1 << 30), path: indexPath) else {
-                continue
+            guard let table = Self.table(for: package, layout: layout) else { continue }
+            let lookup = PackageLookup(package: package, tree: tree, table: table)
+            let fallback = package.fallback.flatMap { name in
+                Array(name.utf8).withUnsafeBytes { table.find($0) }
             }
-            trees.append(tree)
-            var numbers = [String: Int32]()
-            for (path, file) in files {
-                numbers[path] = Int32(resources.count)
-                resources.append(
-                    Resource(
-                        path: tree + "/" + path, size: file.size, sha256: file.sha256, packageID: package.id,
-                        version: package.version))
-            }
-            let entrySuffix = "/" + package.entry
             for route in package.routes {
                 guard let routeKey = RouteKey.normalized(route) else { continue }
-                routes[routeKey] = package.fallback.flatMap { numbers[$0] } ?? -1
-                for (path, number) in numbers {
-                    candidates.append((routeKey + path, routeKey, number))
-                    // A folder URL ("…/docs/") answers with the folder's entry file.
-                    if path == package.entry {
-                        candidates.append((routeKey, routeKey, number))
-                    } else if path.hasSuffix(entrySuffix) {
-                        candidates.append((routeKey + path.dropLast(package.entry.count), routeKey, number))
-                    }
-                }
+                keys.append((Array(routeKey.utf8), Int32(routes.count)))
+                routes.append(RouteLookup(package: packages.count, fallback: fallback))
             }
+            packages.append(lookup)
         }
-        // The longest route owns its whole prefix: a file of an outer package never answers for a URL
-        // inside a nested route, even when the nested package lacks that file.
-        let exact = candidates.filter { Self.longestRoute(in: $0.key, routes: routes) == $0.route }
-        self.init(
-            set: set, trees: trees, resources: resources, exact: exact.map { (Array($0.key.utf8), $0.resource) },
-            routes: routes.map { (Array($0.key.utf8), $0.value) })
+        self.packages = packages
+        self.routes = routes
+        trees = packages.map(\.tree)
+        routeTable = ByteKeyTable(keys)
+        routeLengths = Set(keys.map(\.key.count)).sorted(by: >)
     }
 
-    private static func longestRoute(in key: String, routes: [String: Int32]) -> String? {
-        var end = key.endIndex
-        while let slash = key[..<end].lastIndex(of: "/") {
-            let prefix = String(key[...slash])
-            if routes[prefix] != nil { return prefix }
-            end = slash
-        }
-        return nil
+    private static func table(for package: InstalledPackage, layout: CacheLayout) -> TreeLookupTable? {
+        let path = layout.treeLookup(id: package.id, version: package.version, treeHash: package.tree)
+        if let mapped = try? TreeLookupTable(contentsOf: path) { return mapped }
+        let index = layout.treeIndex(id: package.id, version: package.version, treeHash: package.tree)
+        guard let files = try? TreeIndexFile.decode(FileSystem.read(index, limit: 1 << 30), path: index) else { return nil }
+        return TreeLookupTable(encoding: files)
     }
 
     /// SPEC §7 resolution of an absolute http(s) URL.
@@ -98,26 +121,44 @@ package final class LookupIndex: Sendable {
         return LookupURL.withKey(utf8: url) { key in index._withUnsafeGuaranteedRef { $0.resolve(key) } }
     }
 
-    /// SPEC §7 resolution over a normalised key.
+    /// SPEC §7 resolution over a normalised key: the longest route that prefixes the key picks the
+    /// package; the rest of the path names its file (a folder URL its entry file); a navigation miss
+    /// gets the route's fallback. The longest route owns its whole prefix: a file of an outer package
+    /// never answers for a URL inside a nested route, even when the nested package lacks that file.
     @inline(__always)
     package func resolve(_ key: LookupURL.Key) -> Resource? {
-        let bytes = key.bytes
-        if let hit = exact.value(for: UnsafeRawBufferPointer(bytes)) { return resources[Int(hit)] }
-        // Miss: only a navigation (last segment without a ".") gets a fallback, from the longest route
-        // that prefixes the key — a nested route without a fallback answers nothing.
-        var slash = bytes.count - 1
-        while slash > key.pathStart && bytes[slash] != UInt8(ascii: "/") {
-            if bytes[slash] == UInt8(ascii: ".") { return nil }
-            slash -= 1
-        }
-        while slash >= key.pathStart {
-            if bytes[slash] == UInt8(ascii: "/"),
-                let fallback = routes.value(for: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[...slash])))
-            {
-                return fallback >= 0 ? resources[Int(fallback)] : nil
+        let bytes = UnsafeRawBufferPointer(key.bytes)
+        var found: (route: RouteLookup, length: Int)?
+        for length in routeLengths where length <= bytes.count && bytes[length - 1] == UInt8(ascii: "/") {
+            if let number = routeTable.value(for: UnsafeRawBufferPointer(rebasing: bytes[0..<length])) {
+                found = (routes[Int(number)], length)
+                break
             }
-            slash -= 1
         }
-        return nil
+        guard let (route, length) = found else { return nil }
+        let package = packages[route.package]
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[length...])
+        if rest.isEmpty || rest[rest.count - 1] == UInt8(ascii: "/") {
+            // A folder URL answers with the folder's entry file.
+            let entry = package.entry
+            let answer = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: rest.count + entry.count) { buffer in
+                let joined = UnsafeMutableRawBufferPointer(buffer)
+                joined.copyMemory(from: rest)
+                UnsafeMutableRawBufferPointer(rebasing: joined[rest.count...]).copyBytes(from: entry)
+                let path = UnsafeRawBufferPointer(joined)
+                return package.table.find(path).map { package.resource($0, path: path) }
+            }
+            if let answer { return answer }
+        } else if let number = package.table.find(rest) {
+            return package.resource(number, path: rest)
+        }
+        // Miss: only a navigation (last segment without a ".") gets the fallback.
+        var index = bytes.count - 1
+        while index > key.pathStart && bytes[index] != UInt8(ascii: "/") {
+            if bytes[index] == UInt8(ascii: ".") { return nil }
+            index -= 1
+        }
+        guard let fallback = route.fallback, let name = package.package.fallback else { return nil }
+        return Array(name.utf8).withUnsafeBytes { package.resource(fallback, path: $0) }
     }
 }

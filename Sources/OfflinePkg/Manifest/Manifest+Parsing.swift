@@ -6,14 +6,15 @@ extension Manifest {
         guard bytes.count <= Manifest.maximumSize else {
             throw OfflinePkgError.sizeMismatch(what: "manifest \(source)", reason: "larger than \(Manifest.maximumSize) bytes")
         }
-        let root: Any
+        let document: JSONDocument
         do {
-            root = try JSONSerialization.jsonObject(with: Data(bytes), options: [])
+            document = try JSONDocument(parsing: bytes)
         } catch {
-            throw OfflinePkgError.invalidManifest(source: source, field: "(document)", reason: "not valid JSON")
+            throw OfflinePkgError.invalidManifest(
+                source: source, field: error.path.isEmpty ? "(document)" : error.path, reason: error.reason)
         }
         var reader = ManifestReader(source: source)
-        self = try reader.manifest(from: root)
+        self = try reader.manifest(from: document.root)
     }
 }
 
@@ -25,8 +26,8 @@ private struct ManifestReader {
         .invalidManifest(source: source, field: field, reason: reason)
     }
 
-    mutating func manifest(from root: Any) throws -> Manifest {
-        guard let object = root as? [String: Any] else { throw fail("(document)", "expected a JSON object") }
+    mutating func manifest(from root: JSONValue) throws -> Manifest {
+        guard let object = root.object else { throw fail("(document)", "expected a JSON object") }
         let format = try integer(object["format"], "format", required: true)!
         if format > Manifest.supportedFormat {
             throw OfflinePkgError.manifestFormatTooNew(source: source, format: format)
@@ -35,13 +36,13 @@ private struct ManifestReader {
         let sequence = try integer(object["sequence"], "sequence", required: true)!
         guard sequence >= 1 else { throw fail("sequence", "must be at least 1, got \(sequence)") }
         var expires: Date?
-        if let value = object["expires"], !(value is NSNull) {
-            guard let text = value as? String, let date = RFC3339.parse(text) else {
-                throw fail("expires", "expected an RFC 3339 time such as 2027-01-31T00:00:00Z")
+        if let text = try string(object["expires"], "expires", required: false) {
+            guard let date = RFC3339.parse(text) else {
+                throw fail("expires", "expected an RFC 3339 time such as 2027-01-31T00:00:00Z, got \(quoted(text))")
             }
             expires = date
         }
-        guard let list = object["packages"] as? [Any] else { throw fail("packages", "expected a list") }
+        guard let list = object["packages"]?.array else { throw fail("packages", "expected a list") }
         var packages = [PackageEntry]()
         var ids = Set<String>()
         var routeOwners = [String: String]()
@@ -60,111 +61,135 @@ private struct ManifestReader {
             packages.append(package)
         }
         var manifest = Manifest(sequence: sequence, expires: expires, packages: packages)
-        if let runtime = object["runtime"], !(runtime is NSNull) {
-            manifest.runtime = try RuntimeConfiguration(json: runtime, source: source)
+        if let runtime = object["runtime"], !runtime.isNull {
+            manifest.runtime = try RuntimeConfiguration(json: runtime.foundationValue, source: source)
         }
         return manifest
     }
 
-    func package(from value: Any, field: String) throws -> PackageEntry {
-        guard let object = value as? [String: Any] else { throw fail(field, "expected an object") }
-        let id = try string(object["id"], "\(field).id")!
+    func package(from value: JSONValue, field: String) throws -> PackageEntry {
+        guard let object = value.object else { throw fail(field, "expected an object") }
+        let id = try string(object["id"], "\(field).id", text: .identifier)!
         guard PackageEntry.isValidID(id) else {
-            throw fail("\(field).id", "\"\(id)\" must match [a-z0-9][a-z0-9._-]{0,63}")
+            throw fail("\(field).id", "\(quoted(id)) must match [a-z0-9][a-z0-9._-]{0,63}")
         }
         let at = "\(field) (\(id))"
-        let version = try string(object["version"], "\(at).version")!
+        let version = try string(object["version"], "\(at).version", text: .identifier)!
         guard PackageEntry.isValidVersion(version) else {
-            throw fail("\(at).version", "\"\(version)\" must match [A-Za-z0-9._+-]{1,64}")
+            throw fail("\(at).version", "\(quoted(version)) must match [A-Za-z0-9._+-]{1,64}")
         }
-        guard let routeList = object["routes"] as? [Any], !routeList.isEmpty else {
+        guard let routeList = object["routes"]?.array, !routeList.isEmpty else {
             throw fail("\(at).routes", "expected a non-empty list of URL prefixes")
         }
         var routes = [String]()
         for (index, item) in routeList.enumerated() {
-            guard let route = item as? String, RouteKey.normalized(route) != nil, route.hasSuffix("/") else {
-                throw fail("\(at).routes[\(index)]", "expected an absolute http or https URL prefix ending in /")
-            }
+            let route = try string(item, "\(at).routes[\(index)]", text: .identifier)!
+            if let problem = RouteSyntax.problem(with: route) { throw fail("\(at).routes[\(index)]", problem) }
             routes.append(route)
         }
-        let entry = try string(object["entry"], "\(at).entry", required: false) ?? "index.html"
-        let fallback = try string(object["fallback"], "\(at).fallback", required: false)
+        let entry = try string(object["entry"], "\(at).entry", required: false, text: .identifier) ?? "index.html"
+        let fallback = try string(object["fallback"], "\(at).fallback", required: false, text: .identifier)
         for (name, path) in [("entry", entry), ("fallback", fallback)] {
             if let path, ArchivePath.validate(path) != nil || path.hasSuffix("/") {
-                throw fail("\(at).\(name)", "\"\(path)\" is not a relative file path inside the package")
+                throw fail("\(at).\(name)", "\(quoted(path)) is not a relative file path inside the package")
             }
         }
         let archive = try remoteFile(object["archive"], "\(at).archive")
-        let tree = try string(object["tree"], "\(at).tree")!
+        let tree = try string(object["tree"], "\(at).tree", text: .identifier)!
         guard Hex.isLowercase(tree, count: 64) else { throw fail("\(at).tree", "expected 64 lowercase hex digits") }
         var deltas = [Delta]()
-        if let value = object["deltas"], !(value is NSNull) {
-            guard let list = value as? [Any] else { throw fail("\(at).deltas", "expected a list") }
+        if let value = object["deltas"], !value.isNull {
+            guard let list = value.array else { throw fail("\(at).deltas", "expected a list") }
             for (index, item) in list.enumerated() {
                 let deltaField = "\(at).deltas[\(index)]"
-                guard let deltaObject = item as? [String: Any] else { throw fail(deltaField, "expected an object") }
-                let from = try string(deltaObject["from"], "\(deltaField).from")!
+                guard let deltaObject = item.object else { throw fail(deltaField, "expected an object") }
+                let from = try string(deltaObject["from"], "\(deltaField).from", text: .identifier)!
                 guard PackageEntry.isValidVersion(from) else {
-                    throw fail("\(deltaField).from", "\"\(from)\" is not a valid version")
+                    throw fail("\(deltaField).from", "\(quoted(from)) is not a valid version")
                 }
-                deltas.append(Delta(from: from, file: try remoteFile(deltaObject, deltaField)))
+                deltas.append(Delta(from: from, file: try remoteFile(item, deltaField)))
             }
         }
-        let minShell = try string(object["minShellVersion"], "\(at).minShellVersion", required: false)
+        let minShell = try string(object["minShellVersion"], "\(at).minShellVersion", required: false, text: .identifier)
         if let minShell, ShellVersion(minShell) == nil {
-            throw fail("\(at).minShellVersion", "\"\(minShell)\" is not a dotted numeric version")
+            throw fail("\(at).minShellVersion", "\(quoted(minShell)) is not a dotted numeric version")
         }
         let rollout = try integer(object["rollout"], "\(at).rollout", required: false)
         if let rollout, !(0...100).contains(rollout) {
             throw fail("\(at).rollout", "must be between 0 and 100, got \(rollout)")
         }
+        let unpackedSize = try integer(object["unpackedSize"], "\(at).unpackedSize", required: false)
+        if let unpackedSize, unpackedSize < 0 { throw fail("\(at).unpackedSize", "must not be negative") }
         return PackageEntry(
             id: id, version: version, routes: routes, entry: entry, fallback: fallback, archive: archive,
-            tree: tree, deltas: deltas, minShellVersion: minShell, rollout: rollout)
+            tree: tree, deltas: deltas, minShellVersion: minShell, rollout: rollout, unpackedSize: unpackedSize.map(Int64.init))
     }
 
-    func remoteFile(_ value: Any?, _ field: String) throws -> RemoteFile {
-        guard let object = value as? [String: Any] else { throw fail(field, "expected an object") }
-        let url = try string(object["url"], "\(field).url")!
-        guard !url.isEmpty, URL(string: url) != nil else { throw fail("\(field).url", "\"\(url)\" is not a URL") }
-        let sha256 = try string(object["sha256"], "\(field).sha256")!
+    func remoteFile(_ value: JSONValue?, _ field: String) throws -> RemoteFile {
+        guard let object = value?.object else { throw fail(field, "expected an object") }
+        let url = try string(object["url"], "\(field).url", text: .identifier)!
+        guard !url.isEmpty, URL(string: url) != nil else { throw fail("\(field).url", "\(quoted(url)) is not a URL") }
+        let sha256 = try string(object["sha256"], "\(field).sha256", text: .identifier)!
         guard Hex.isLowercase(sha256, count: 64) else { throw fail("\(field).sha256", "expected 64 lowercase hex digits") }
         let size = try integer(object["size"], "\(field).size", required: true)!
         guard size >= 0 else { throw fail("\(field).size", "must not be negative") }
         return RemoteFile(url: url, sha256: sha256, size: Int64(size))
     }
 
-    func string(_ value: Any?, _ field: String, required: Bool = true) throws -> String? {
-        guard let value, !(value is NSNull) else {
+    /// What a string field may hold: `.identifier` for every value that names something (URLs, ids,
+    /// versions, routes, paths, hashes), where a control character is refused here, before the value
+    /// reaches a transport or a file system that would stop at a NUL or read it another way.
+    enum TextKind { case any, identifier }
+
+    func string(_ value: JSONValue?, _ field: String, required: Bool = true, text: TextKind = .any) throws -> String? {
+        guard let value, !value.isNull else {
             if required { throw fail(field, "missing") }
             return nil
         }
-        guard let text = value as? String else { throw fail(field, "expected a string") }
-        return text
+        guard let string = value.string else { throw fail(field, "expected a string, got \(describe(value))") }
+        if text == .identifier, let control = string.unicodeScalars.first(where: Self.isControl) {
+            throw fail(
+                field,
+                "\(quoted(string)) contains the control character U+\(String(format: "%04X", control.value)); "
+                    + "control characters are never allowed here")
+        }
+        return string
     }
 
-    func integer(_ value: Any?, _ field: String, required: Bool) throws -> Int? {
-        guard let value, !(value is NSNull) else {
+    /// An integer written as one: `1.0`, `1e3` and `1.0000000000000000001` are not integers, whatever
+    /// their value, so that every reader of a signed manifest sees the same number or none.
+    func integer(_ value: JSONValue?, _ field: String, required: Bool) throws -> Int? {
+        guard let value, !value.isNull else {
             if required { throw fail(field, "missing") }
             return nil
         }
-        // JSONSerialization hands back NSNumber for numbers and booleans alike; its type code tells them
-        // apart ("c" for a boolean, "d" for a fraction or exponent, "Q" past Int64), and numbers past
-        // UInt64 come back as NSDecimalNumber.
-        if value is NSDecimalNumber { throw fail(field, "expected an integer, got a number too large for 64 bits") }
-        guard let number = value as? NSNumber else { throw fail(field, "expected an integer") }
-        let code = String(cString: number.objCType)
-        if code == "c" || type(of: value) != NSNumber.self { throw fail(field, "expected an integer, got a boolean") }
-        switch code {
-        case "d", "f":
-            if let integer = Int(exactly: number.doubleValue) { return integer }
-            throw fail(field, "expected an integer, got \(number.doubleValue)")
-        case "Q":
-            if number.uint64Value <= UInt64(Int.max) { return Int(number.uint64Value) }
-            throw fail(field, "expected an integer, got a number too large for 64 bits")
-        default:
-            return number.intValue
+        guard let (literal, isInteger) = value.number else { throw fail(field, "expected an integer, got \(describe(value))") }
+        guard isInteger else { throw fail(field, "expected an integer, got \(literal), which is not an integer") }
+        guard let integer = Int(literal) else {
+            throw fail(field, "expected an integer, got \(literal), a number too large for 64 bits")
         }
+        return integer
+    }
+
+    func describe(_ value: JSONValue) -> String {
+        switch value.kind {
+        case .null: "null"
+        case .boolean: "a boolean"
+        case .number: "the number \(value.number!.literal)"
+        case .string: "the string \(quoted(value.string!))"
+        case .array: "a list"
+        case .object: "an object"
+        }
+    }
+
+    /// A value from the manifest for a message: quoted, controls and quotes escaped, cut at 200 characters.
+    func quoted(_ text: String) -> String {
+        let cut = text.unicodeScalars.count > 200 ? String(String.UnicodeScalarView(text.unicodeScalars.prefix(200))) + "…" : text
+        return "\"" + OfflinePkgError.escaped(cut) + "\""
+    }
+
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value)
     }
 }
 

@@ -32,10 +32,14 @@ public struct PackageEntry: Sendable, Equatable {
     public var deltas: [Delta]
     public var minShellVersion: String?
     public var rollout: Int?
+    /// Optional: the bytes of the unpacked tree's files, as `publish` writes it. Advisory (a device
+    /// uses it only to check free space before a sync; the unpack limits still hold).
+    public var unpackedSize: Int64?
 
     public init(
         id: String, version: String, routes: [String], entry: String = "index.html", fallback: String? = nil,
-        archive: RemoteFile, tree: String, deltas: [Delta] = [], minShellVersion: String? = nil, rollout: Int? = nil
+        archive: RemoteFile, tree: String, deltas: [Delta] = [], minShellVersion: String? = nil, rollout: Int? = nil,
+        unpackedSize: Int64? = nil
     ) {
         self.id = id
         self.version = version
@@ -47,6 +51,7 @@ public struct PackageEntry: Sendable, Equatable {
         self.deltas = deltas
         self.minShellVersion = minShellVersion
         self.rollout = rollout
+        self.unpackedSize = unpackedSize
     }
 }
 

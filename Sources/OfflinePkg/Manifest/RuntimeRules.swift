@@ -174,3 +174,25 @@ private enum JSONNumbers {
         return seconds
     }
 }
+
+extension JSONValue {
+    /// The value as `JSONSerialization` would hand it back (dictionaries, arrays, strings, NSNumber,
+    /// NSNull), for readers shared with JSON that did not come through the manifest's strict parser
+    /// (`publish --runtime` reads a rules file).
+    package var foundationValue: Any {
+        switch kind {
+        case .null: return NSNull()
+        case .boolean: return NSNumber(value: boolean ?? false)
+        case .string: return string ?? ""
+        case .number:
+            guard let (literal, isInteger) = number else { return NSNull() }
+            if isInteger, let integer = Int(literal) { return NSNumber(value: integer) }
+            return NSNumber(value: Double(literal) ?? .nan)
+        case .array: return (array ?? []).map(\.foundationValue)
+        case .object:
+            var dictionary = [String: Any]()
+            for (key, value) in object?.members ?? [] { dictionary[key] = value.foundationValue }
+            return dictionary
+        }
+    }
+}

@@ -6,6 +6,13 @@ public enum ArchiveFormat: String, CaseIterable, Sendable, Codable {
     case tarGzip = "tar.gz"
     case zip
 
+    /// The compression levels `--compression-level` accepts for this format.
+    public var levels: ClosedRange<Int> { self == .tarZstd ? 1...19 : 1...9 }
+
+    /// The level used when none is given: zstd's own default (fast to write, as fast to decode as any
+    /// level), and gzip's and zip's best, as before.
+    public var defaultLevel: Int { self == .tarZstd ? 3 : 9 }
+
     /// The file name extension, without the leading dot.
     public var fileExtension: String { rawValue }
 }

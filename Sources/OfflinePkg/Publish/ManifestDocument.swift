@@ -86,6 +86,7 @@ package struct ManifestDocument {
         }
         if let minShellVersion = entry.minShellVersion { object["minShellVersion"] = minShellVersion }
         if let rollout = entry.rollout { object["rollout"] = rollout }
+        if let unpackedSize = entry.unpackedSize { object["unpackedSize"] = Int(unpackedSize) }
         return object
     }
 }

@@ -15,6 +15,8 @@ public struct PublishRequest: Sendable, Equatable {
     public var rollout: Int?
     public var minShellVersion: String?
     public var format: ArchiveFormat
+    /// The compressor's level for `format` (see `ArchiveFormat.levels`); nil takes its default.
+    public var compressionLevel: Int? = nil
     /// When devices stop accepting the manifest (freeze protection); nil keeps the manifest's own.
     public var expires: Date?
     /// The manifest's `runtime` object (SPEC §11); nil keeps the manifest's own.
@@ -47,8 +49,13 @@ public struct PublishRequest: Sendable, Equatable {
             throw OfflinePkgError.invalidArgument("version \"\(version)\" must match [A-Za-z0-9._+-]{1,64}")
         }
         guard !routes.isEmpty else { throw OfflinePkgError.invalidArgument("a package needs at least one route") }
-        for route in routes where RouteKey.normalized(route) == nil || !route.hasSuffix("/") {
-            throw OfflinePkgError.invalidArgument("route \"\(route)\" is not an absolute http or https URL prefix ending in /")
+        if let level = compressionLevel, !format.levels.contains(level) {
+            throw OfflinePkgError.invalidArgument(
+                "compression level \(level) is out of range for \(format.rawValue) (\(format.levels.lowerBound)-\(format.levels.upperBound))")
+        }
+        // The same rule set a device applies to the manifest (SPEC §2): a route is written as a browser sends it.
+        for route in routes {
+            if let problem = RouteSyntax.problem(with: route) { throw OfflinePkgError.invalidArgument("route \(problem)") }
         }
         var seen = Set<String>()
         for route in routes where !seen.insert(RouteKey.normalized(route)!).inserted {

@@ -54,7 +54,7 @@ public struct Publisher: Sendable {
         // Full archive, into a scratch file first: nothing is named after the version before it is checked.
         let scratch = layout.temporary("\(getpid())-\(request.id)-\(request.version)")
         defer { FileSystem.removeFile(scratch) }
-        let files = try writeArchive(site, to: scratch, format: request.format)
+        let files = try writeArchive(site, to: scratch, format: request.format, level: request.compressionLevel)
         let tree = TreeHash.compute(files)
         let republished = try checkVersionIsNew(request, tree: tree, document: document)
 
@@ -86,7 +86,8 @@ public struct Publisher: Sendable {
             deltas: deltas.map {
                 Delta(from: $0.from, file: RemoteFile(url: $0.file.url, sha256: $0.file.sha256, size: $0.file.size))
             },
-            minShellVersion: request.minShellVersion, rollout: request.rollout)
+            minShellVersion: request.minShellVersion, rollout: request.rollout,
+            unpackedSize: files.values.reduce(0) { $0 + $1.size })
         let sequence = document.sequence + 1
         document.setSequence(sequence)
         document.replacePackage(entry)
@@ -113,8 +114,8 @@ public struct Publisher: Sendable {
 
     // MARK: Stages
 
-    private func writeArchive(_ site: SiteScan, to path: String, format: ArchiveFormat) throws -> [String: TreeFile] {
-        let writer = try ArchiveWriter(path: path, format: format)
+    private func writeArchive(_ site: SiteScan, to path: String, format: ArchiveFormat, level: Int?) throws -> [String: TreeFile] {
+        let writer = try ArchiveWriter(path: path, format: format, level: level)
         var files = [String: TreeFile]()
         for entry in site.entries {
             if entry.isDirectory {
@@ -166,7 +167,7 @@ public struct Publisher: Sendable {
 
         let scratch = layout.temporary("\(getpid())-\(request.id)-\(from)-\(request.version).delta")
         defer { FileSystem.removeFile(scratch) }
-        let writer = try ArchiveWriter(path: scratch, format: request.format)
+        let writer = try ArchiveWriter(path: scratch, format: request.format, level: request.compressionLevel)
         try writer.addFile(ArchivePath.deltaControlName, bytes: control.encoded())
         for path in changed {
             let written = try writer.addFile(path, contentsOf: site.root + "/" + path)

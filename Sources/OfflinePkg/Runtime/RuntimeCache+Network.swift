@@ -144,8 +144,8 @@ extension RuntimeCache {
             if let lastModified = stored.head.lastModified { headers.append(("If-Modified-Since", lastModified)) }
         }
         var transfer = TransferRequest(
-            url: url, headers: headers, stallTimeout: options.stallTimeout, connectTimeout: options.connectTimeout,
-            caBundle: options.caBundle)
+            url: url, headers: headers, limits: RetrievalLimits(stallTimeout: options.stallTimeout),
+            connectTimeout: options.connectTimeout, caBundle: options.caBundle)
         // A HEAD is answered from a GET, which can then be stored.
         transfer.method = isRead ? "GET" : request.method
         transfer.body = request.body

@@ -8,10 +8,11 @@ import Foundation
 ///       manifest.json           the last accepted manifest, byte for byte (+ manifest.json.minisig)
 ///       device-id               random UUID, for rollout buckets
 ///       lock                    flock'd by the one sync at a time
-///       history.jsonl           one line per activation
+///       history.json            the last activations (bounded), rewritten atomically
 ///       launch.json             launches of the active set and whether the host confirmed it
 ///       trees/<id>/<version>-<tree prefix>/          installed trees, read-only
 ///       trees/<id>/<version>-<tree prefix>.index     "<sha256> <size> <path>" per file
+///       trees/<id>/<version>-<tree prefix>.lookup    the tree's lookup table, memory-mapped by readers
 ///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable
 ///       staging/<name>/         unpacking in progress, same file system as trees/
 ///       leases/<pid>-<random>   one per open reader store, flock'd while it lives
@@ -34,7 +35,9 @@ public struct CacheLayout: Sendable, Equatable {
     package var storedSignature: String { root + "/manifest.json.minisig" }
     package var deviceID: String { root + "/device-id" }
     package var lock: String { root + "/lock" }
-    package var history: String { root + "/history.jsonl" }
+    package var history: String { root + "/history.json" }
+    /// The unbounded append-only history of earlier builds, read once and then removed.
+    package var legacyHistory: String { root + "/history.jsonl" }
     package var launches: String { root + "/launch.json" }
     package var trees: String { root + "/trees" }
     package var downloads: String { root + "/downloads" }
@@ -60,6 +63,11 @@ public struct CacheLayout: Sendable, Equatable {
 
     package func treeIndex(id: String, version: String, treeHash: String) -> String {
         tree(id: id, version: version, treeHash: treeHash) + ".index"
+    }
+
+    /// The memory-mapped lookup table of an installed tree (`TreeLookupTable`).
+    package func treeLookup(id: String, version: String, treeHash: String) -> String {
+        tree(id: id, version: version, treeHash: treeHash) + ".lookup"
     }
 
     package func partialDownload(sha256: String) -> String { downloads + "/" + sha256 + ".part" }

@@ -1,5 +1,6 @@
 /// Removes trees no set needs: keeps the active set, the one before it (for `rollback`), and every tree
-/// a live reader still holds a lease on. Also clears downloads and staging. Idempotent.
+/// a live reader still holds a lease on. Also clears downloads and staging, and seals the trees it keeps
+/// (read-only top folders). Idempotent.
 package struct GarbageCollector {
     package var layout: CacheLayout
 
@@ -24,14 +25,20 @@ package struct GarbageCollector {
             let folder = layout.packageTrees(id)
             for name in FileSystem.contents(of: folder) {
                 let path = folder + "/" + name
-                let tree = name.hasSuffix(".index") ? String(path.dropLast(".index".count)) : path
-                if keep.contains(tree) { continue }
+                // A tree's index and lookup table go with it.
+                let companion = [".index", ".lookup"].first { name.hasSuffix($0) }
+                let tree = companion.map { String(path.dropLast($0.count)) } ?? path
+                if keep.contains(tree) {
+                    // A crash between an install's rename and its seal leaves the top folder writable.
+                    if companion == nil { try? FileSystem.seal(path) }
+                    continue
+                }
                 if leased.contains(tree) {
-                    if !name.hasSuffix(".index") { result.keptForLeases.append(tree) }
+                    if companion == nil { result.keptForLeases.append(tree) }
                     continue
                 }
                 try FileSystem.removeTree(path)
-                if !name.hasSuffix(".index") { result.removedTrees.append(tree) }
+                if companion == nil { result.removedTrees.append(tree) }
             }
         }
         for name in FileSystem.contents(of: layout.downloads) { FileSystem.removeFile(layout.downloads + "/" + name) }

@@ -5,7 +5,10 @@ public struct StoreStatus: Sendable, Codable {
     public var root: String
     public var active: ActiveSet
     public var previous: ActiveSet?
-    public var history: [ActiveSet]
+    /// The last activations, oldest first (at most `Updater.Options.historyLimit`).
+    public var history: [HistoryEntry]
+    /// Why some or all of the history could not be read; nil when it was read whole.
+    public var historyProblem: String?
     public var manifestURL: String?
     public var lastCheck: Date?
     public var acceptedSequence: Int?
@@ -34,8 +37,10 @@ extension PackageStore {
         let deviceID = (try? FileSystem.read(layout.deviceID, limit: 1024)).map {
             String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
+        let history = History.load(layout)
         return StoreStatus(
-            root: layout.root, active: record.current, previous: record.previous, history: History.load(layout),
+            root: layout.root, active: record.current, previous: record.previous, history: history.entries,
+            historyProblem: history.problem,
             manifestURL: state.manifestURL, lastCheck: state.lastCheck, acceptedSequence: state.acceptedSequence,
             heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID,
             runtime: RuntimeStore.status(layout))
@@ -64,7 +69,7 @@ extension PackageStore {
         state.reverted = reverted
         try state.save(layout)
         try ActiveRecord(current: restored, previous: record.current).save(layout)
-        History.append(restored, to: layout)
+        History.record(restored, in: layout)
         activated()
         return restored
     }
@@ -75,6 +80,7 @@ extension PackageStore {
         let lock = try RootLock(layout: layout, wait: wait)
         defer { withExtendedLifetime(lock) {} }
         for name in FileSystem.contents(of: layout.staging) { try FileSystem.removeTree(layout.stagingDirectory(name)) }
+        StrayTemporaries.remove(in: layout)
         let runtimeGarbage = RuntimeStore.garbage(in: layout)
         for path in runtimeGarbage { FileSystem.removeFile(path) }
         return try GarbageCollector(layout: layout).collect().removedTrees + runtimeGarbage
@@ -97,6 +103,8 @@ extension PackageStore {
                 continue
             }
             if TreeHash.compute(files) != package.tree { report("", "the tree index does not match the tree hash") }
+            let lookupPath = layout.treeLookup(id: package.id, version: package.version, treeHash: package.tree)
+            if let problem = Self.lookupTableProblem(lookupPath, files: files) { report("", problem) }
             var onDisk = Set<String>()
             TreeWalker.regularFiles(in: tree) { onDisk.insert($0) }
             for path in TreeHash.sortedPaths(files) {
@@ -113,5 +121,23 @@ extension PackageStore {
             damage.append(TreeDamage(packageID: TreeDamage.runtimeCache, version: "", path: item.path, problem: item.problem))
         }
         return damage
+    }
+
+    /// Why the lookup table at `path` does not answer exactly `files`, or nil. A tree installed before
+    /// tables were written has none, and answers from its index: that is no damage.
+    private static func lookupTableProblem(_ path: String, files: [String: TreeFile]) -> String? {
+        guard FileSystem.exists(path) else { return nil }
+        let table: TreeLookupTable
+        do { table = try TreeLookupTable(contentsOf: path) } catch { return "the lookup table is unreadable: \(error)" }
+        guard table.fileCount == files.count else {
+            return "the lookup table lists \(table.fileCount) files, the index \(files.count)"
+        }
+        for (path, file) in files {
+            let number = Array(path.utf8).withUnsafeBytes { table.find($0) }
+            guard let number, table.record(number) == .init(sha256: file.sha256, size: file.size) else {
+                return "the lookup table disagrees with the index on \(path)"
+            }
+        }
+        return nil
     }
 }

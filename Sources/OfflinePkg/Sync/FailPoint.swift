@@ -11,6 +11,8 @@ package enum FailPoint: String, Sendable {
     case afterManifest = "after-manifest"
     case midDownload = "mid-download"
     case afterUnpack = "after-unpack"
+    /// A tree renamed into `trees/`, its top folder not yet read-only.
+    case beforeSeal = "before-seal"
     case beforeSwitch = "before-switch"
     case afterSwitch = "after-switch"
 

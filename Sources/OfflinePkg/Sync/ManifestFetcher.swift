@@ -1,11 +1,14 @@
 import Foundation
 import Synchronization
 
-/// Fetches the manifest (conditionally) and its signature, each into memory under a size cap.
+/// Fetches the manifest (conditionally) and its signature, each into memory under a size cap and
+/// within a deadline.
 package struct ManifestFetcher: Sendable {
     package var transport: any Transport
     package var retry: RetryPolicy
-    package var stallTimeout: TimeInterval
+    package var limits: RetrievalLimits
+    /// How long the manifest, and then the signature, may take each, every attempt included.
+    package var deadline: TimeInterval
     package var caBundle: String? = nil
 
     /// A manifest response: new bytes, or "not modified" with the stored copy standing.
@@ -28,11 +31,8 @@ package struct ManifestFetcher: Sendable {
         let url = Self.signatureURL(of: manifestURL)
         do {
             return try await get(url, headers: [], limit: 64 << 10, what: "signature").1
-        } catch let error as OfflinePkgError {
-            if case .transfer(_, let reason, false) = error, reason == "HTTP status 404" || reason == "no such file" {
-                return nil
-            }
-            throw error
+        } catch OfflinePkgError.notFound {
+            return nil
         }
     }
 
@@ -51,11 +51,14 @@ package struct ManifestFetcher: Sendable {
         TransferResponseHead, [UInt8]
     ) {
         let urlText = url.absoluteString
+        let deadline = TransferDeadline(what: what, seconds: self.deadline)
         return try await retry.run { _ in
+            // A backoff may have used up what was left: no attempt starts past the deadline.
+            if deadline.hasPassed { throw OfflinePkgError.slowRetrieval(url: urlText, protection: deadline.protection) }
             let body = Mutex<[UInt8]>([])
             do {
                 let head = try await transport.get(
-                    TransferRequest(url: url, headers: headers, stallTimeout: stallTimeout, caBundle: caBundle)
+                    TransferRequest(url: url, headers: headers, limits: limits, deadline: deadline, caBundle: caBundle)
                 ) { head in
                     if !head.isSuccess && head.status != 304 { throw RetryableFailure.status(head, url: urlText) }
                 } onBody: { buffer in

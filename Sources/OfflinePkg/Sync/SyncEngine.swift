@@ -20,6 +20,7 @@ package struct SyncEngine: Sendable {
         defer { withExtendedLifetime(lock) {} }
         // Staging left by a crashed sync is garbage: only a lock holder writes there.
         try clearStaging()
+        StrayTemporaries.remove(in: layout)
 
         var state = try StoreState.load(layout)
         let record = try ActiveRecord.load(layout)
@@ -92,12 +93,12 @@ package struct SyncEngine: Sendable {
         let candidate = ActiveSet(
             generation: record.current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)
         if !candidate.hasSameContent(as: record.current) {
-            try FileSystem.syncFileSystem(containing: layout.root)
+            // Every tree it names was flushed and renamed into place by the install stage's commit.
             FailPoint.beforeSwitch.hit()
             try ActiveRecord(current: candidate, previous: record.current.generation == 0 ? record.previous : record.current)
                 .save(layout)
             FailPoint.afterSwitch.hit()
-            History.append(candidate, to: layout)
+            History.record(candidate, limit: options.historyLimit, in: layout)
             current = candidate
             outcome = .activated
             options.events?(.activated(generation: candidate.generation))
@@ -123,7 +124,8 @@ package struct SyncEngine: Sendable {
         -> (response: ManifestFetcher.Response, bytes: [UInt8], signature: [UInt8]?, signatureFromNetwork: Bool, requests: Int)
     {
         let fetcher = ManifestFetcher(
-            transport: transport, retry: options.retry, stallTimeout: options.stallTimeout, caBundle: options.caBundle)
+            transport: transport, retry: options.retry, limits: options.retrievalLimits, deadline: options.manifestDeadline,
+            caBundle: options.caBundle)
         options.events?(.checking(manifestURL: manifestURL.absoluteString))
         let response = try await fetcher.fetchManifest(manifestURL, etag: stored?.etag, lastModified: stored?.lastModified)
         var requests = 1
@@ -181,9 +183,7 @@ package struct SyncEngine: Sendable {
 
     private func checkFreeSpace(for entries: [PackageEntry]) throws {
         guard !entries.isEmpty else { return }
-        // The archive, plus its unpacked tree estimated at twice the archive (web bundles compress about
-        // 2-5x; the unpacker stops cleanly on ENOSPC if the estimate is short).
-        let needed = entries.reduce(Int64(0)) { $0 + $1.archive.size * 3 }
+        let needed = SpaceEstimate.needed(for: entries, limits: limits)
         let available = try FileSystem.availableSpace(at: layout.root)
         if needed > available {
             throw OfflinePkgError.insufficientSpace(path: layout.root, needed: needed, available: available)
@@ -201,15 +201,17 @@ package struct SyncEngine: Sendable {
         let installer = PackageInstaller(
             layout: layout,
             downloader: Downloader(
-                transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout,
+                transport: transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
                 caBundle: options.caBundle),
             limits: limits, events: options.events)
         let manifestURL = self.manifestURL
         var results = InstallResults()
         var failures = [String: OfflinePkgError]()
+        var staged = [StagedTree]()
         func record(_ id: String, _ result: Result<PackageInstaller.Outcome, OfflinePkgError>) {
             switch result {
             case .success(let outcome):
+                staged.append(outcome.staged)
                 results.via[id] = outcome.via
                 results.bytes += outcome.bytesFetched
                 results.requests += 1
@@ -245,6 +247,8 @@ package struct SyncEngine: Sendable {
                 startNext()
             }
         }
+        // What verified is installed even when other packages failed: the next attempt fetches only those.
+        try PackageInstaller.commit(staged, layout: layout)
         if !failures.isEmpty {
             throw failures.count == 1 ? failures.values.first! : OfflinePkgError.releaseIncomplete(failures: failures)
         }

@@ -25,7 +25,7 @@ extension PackageStore {
         let installer = PackageInstaller(
             layout: layout,
             downloader: Downloader(
-                transport: transport, layout: layout, retry: options.retry, stallTimeout: options.stallTimeout,
+                transport: transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
                 caBundle: options.caBundle),
             limits: self.options.unpackLimits, events: options.events)
         var repaired = [String]()
@@ -38,7 +38,8 @@ extension PackageStore {
                     "cannot repair \(package.id) \(package.version): the stored manifest no longer offers it and the "
                         + "active set does not record its archive; run sync")
             }
-            _ = try await installer.install(entry, manifestURL: manifestURL)
+            let outcome = try await installer.install(entry, manifestURL: manifestURL)
+            try PackageInstaller.commit([outcome.staged], layout: layout)
             repaired.append(package.id)
         }
         return repaired.sorted()

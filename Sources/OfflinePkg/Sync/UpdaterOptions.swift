@@ -17,6 +17,12 @@ extension Updater {
         public var shellVersion: String?
         /// Abort a transfer that receives no byte for this long.
         public var stallTimeout: TimeInterval
+        /// Abort a transfer whose average rate over `minimumRateWindow` seconds stays under this many
+        /// bytes a second (slow-retrieval protection against a trickle); 0 turns the floor off.
+        public var minimumRate: Int64 = 1024
+        public var minimumRateWindow: TimeInterval = 30
+        /// How long the manifest fetch, and then the signature fetch, may take each, retries included.
+        public var manifestDeadline: TimeInterval = 60
         /// A PEM file of certificate authorities to trust for https instead of the system's.
         public var caBundle: String?
         public var retry: RetryPolicy
@@ -24,6 +30,8 @@ extension Updater {
         public var waitForLock: Bool
         /// Receives progress; called on the sync's threads.
         public var events: SyncEventHandler?
+        /// Activations kept in the root's history (`status`), oldest dropped first.
+        public var historyLimit: Int = 100
 
         public init(
             trustedKeys: [TrustedKey] = [], minInterval: TimeInterval = 0, jitter: TimeInterval = 0, jobs: Int = 4,
@@ -41,6 +49,13 @@ extension Updater {
             self.waitForLock = waitForLock
             self.events = events
         }
+    }
+}
+
+extension Updater.Options {
+    /// The slow-retrieval protections every transfer of a sync runs under.
+    package var retrievalLimits: RetrievalLimits {
+        RetrievalLimits(stallTimeout: stallTimeout, minimumRate: minimumRate, minimumRateWindow: minimumRateWindow)
     }
 }
 

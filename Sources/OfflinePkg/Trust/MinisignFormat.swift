@@ -16,10 +16,33 @@ enum MinisignFormat {
     static let publicKeyLength = 32
     static let signatureLength = 64
 
-    /// minisign reads the trusted comment line with `fgets` into an 8192-byte buffer (prefix, newline and
-    /// NUL included). A longer line would be split by the stock tool and misread, so offlinepkg never
-    /// writes one.
-    static let trustedCommentLineLimit = 8192
+    /// minisign's `COMMENTMAXBYTES`: stock minisign (0.11, src/minisign.c) reads the first line of
+    /// signatures and key files with `fgets` into a buffer of this size.
+    static let commentBufferSize = 1024
+    /// minisign's `TRUSTEDCOMMENTMAXBYTES`, the buffer the trusted comment line is read into.
+    static let trustedCommentBufferSize = 8192
+
+    /// The longest line, counted before its `\n` (the `\r` of a CRLF ending included), that `fgets` reads
+    /// whole into a buffer of `size`: one byte goes to the `\n`, one to the terminating NUL. minisign -V
+    /// refuses a signature whose comment line does not fit ("comment too long"), and reads the rest of a
+    /// longer key-file comment as the key line, so offlinepkg refuses the same lines.
+    static func longestLine(inBuffer size: Int) -> Int { size - 2 }
+
+    /// Refuses line `number` (from 1) of `bytes` when it is longer than `fgets` reads whole into a
+    /// buffer of `bufferSize`; `what` names the line in the message.
+    static func requireStockLineLength(
+        _ bytes: some Collection<UInt8>, line number: Int, bufferSize: Int, what: String, refuse: (String) -> OfflinePkgError
+    ) throws {
+        let raw = bytes.split(separator: UInt8(ascii: "\n"), maxSplits: number, omittingEmptySubsequences: false)
+        guard raw.count >= number else { return }
+        let length = raw[number - 1].count
+        let limit = longestLine(inBuffer: bufferSize)
+        guard length <= limit else {
+            throw refuse(
+                "\(what) (line \(number)) is \(length) bytes; stock minisign reads at most \(limit) bytes of it "
+                    + "(a \(bufferSize)-byte buffer) and refuses the file")
+        }
+    }
 
     /// Splits a small text file into lines without their `\n` or `\r\n` ending. A missing final newline is
     /// fine; an empty line anywhere else is kept, so that callers can refuse it.

@@ -4,6 +4,12 @@
 /// 64-byte Ed25519 signature); `trusted comment: <text>`; the base64 of the 64-byte global signature over
 /// the signature bytes followed by the trusted comment's bytes. Parsing checks the shape only; the
 /// `SignatureVerifier` checks the cryptography.
+///
+/// A file is accepted exactly when stock `minisign -V` (0.11) accepts it as far as comment lengths go: the
+/// comment lines are held to the buffers minisign reads them into (1022 and 8190 bytes before the `\n`).
+/// offlinepkg is stricter than stock minisign only on bytes `minisign -S` never writes and that would let
+/// two readers see different comments: a NUL or a lone CR in a line (0.11 cuts the trusted comment at
+/// the CR and verifies only what comes before it), and anything after the fourth line.
 package struct MinisignSignature: Sendable, Equatable {
     /// What the Ed25519 signature covers.
     package enum Algorithm: Sendable, Equatable {
@@ -70,6 +76,10 @@ package struct MinisignSignature: Sendable, Equatable {
             }
         }
         try MinisignFormat.requirePrefix(MinisignFormat.untrustedCommentPrefix, of: lines[0], number: 1, refuse: malformed)
+        try MinisignFormat.requireStockLineLength(
+            bytes, line: 1, bufferSize: MinisignFormat.commentBufferSize, what: "the untrusted comment", refuse: malformed)
+        try MinisignFormat.requireStockLineLength(
+            bytes, line: 3, bufferSize: MinisignFormat.trustedCommentBufferSize, what: "the trusted comment", refuse: malformed)
         guard let record = Base64.decode(lines[1]) else {
             throw malformed("line 2 is not valid base64: \(MinisignFormat.quoted(lines[1]))")
         }

@@ -42,6 +42,8 @@ extension SigningKey {
             throw refuse("expected 2 lines (untrusted comment, key), got \(lines.count)")
         }
         try MinisignFormat.requirePrefix(MinisignFormat.untrustedCommentPrefix, of: lines[0], number: 1, refuse: refuse)
+        try MinisignFormat.requireStockLineLength(
+            bytes, line: 1, bufferSize: MinisignFormat.commentBufferSize, what: "the comment", refuse: refuse)
         guard let record = Base64.decode(lines[1]) else {
             throw refuse("line 2 is not valid base64")
         }

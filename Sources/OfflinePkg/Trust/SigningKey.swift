@@ -31,7 +31,7 @@ public struct SigningKey: Sendable {
     /// minisign's limit on the trusted comment (`TRUSTEDCOMMENTMAXBYTES - sizeof TRUSTED_COMMENT_PREFIX`,
     /// exclusive): a longer one would not fit the buffer `minisign -V` reads the line into.
     package static let trustedCommentLimit =
-        MinisignFormat.trustedCommentLineLimit - MinisignFormat.trustedCommentPrefix.count - 1
+        MinisignFormat.longestLine(inBuffer: MinisignFormat.trustedCommentBufferSize) - MinisignFormat.trustedCommentPrefix.count + 1
 
     /// Signs `message` and returns the `.minisig` file: prehashed (`ED`), with `trustedComment` signed too.
     ///

@@ -63,6 +63,8 @@ public struct TrustedKey: Sendable, Equatable {
             base64Line = lines[0]
         case 2:
             try MinisignFormat.requirePrefix(MinisignFormat.untrustedCommentPrefix, of: lines[0], number: 1, refuse: refuse)
+            try MinisignFormat.requireStockLineLength(
+                trimmed, line: 1, bufferSize: MinisignFormat.commentBufferSize, what: "the comment", refuse: refuse)
             base64Line = lines[1]
         default:
             throw refuse(

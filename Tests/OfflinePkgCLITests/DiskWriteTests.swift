@@ -1,0 +1,37 @@
+import Foundation
+import OfflinePkgTestSupport
+import Testing
+
+/// A sync writes each byte of a release to the disk once, and flushes once per sync rather than once
+/// per package (issue 13). Watched with strace: the order of system calls is deterministic where the
+/// kernel's writeback counters (scripts/bench-writes measures those) depend on what else the machine does.
+@Suite("Disk writes")
+struct DiskWriteTests {
+    @Test func downloadsAreDeletedBeforeTheOneFlushOfASync() throws {
+        let strace = try #require(which("strace"), "strace is needed (make deps installs it)")
+        let repo = try TestRepository()
+        for id in ["home", "docs", "lib", "img"] {
+            try repo.add(
+                id, "1", routes: ["https://m.example.com/\(id == "home" ? "" : id + "/")"],
+                files: [SiteFile("index.html", "\(id) 1"), SiteFile("data.bin", bytes: Array(repeating: UInt8(id.count), count: 200_000))])
+        }
+        try repo.publish()
+        let root = try TemporaryDirectory()
+        let result = try run(
+            strace,
+            ["-f", "-qq", "-e", "trace=syncfs,unlink,unlinkat", OfflinePkgBinary.path, "sync", "file://" + repo.manifestPath,
+             "--root", root.path("root"), "--quiet"],
+            timeout: 60)
+        #expect(result.status == 0, "\(result.stderr)")
+        let calls = result.stderr.split(separator: "\n").map(String.init)
+        let flushes = calls.indices.filter { calls[$0].contains("syncfs(") && !calls[$0].contains("resumed") }
+        let deletedDownloads = calls.indices.filter { calls[$0].contains("/downloads/") && calls[$0].contains(".part\"") }
+        // Four packages: one flush of the trees' data and one of their renames, not one per package.
+        #expect(flushes.count == 2, "syncfs calls: \(flushes.map { calls[$0] })")
+        #expect(deletedDownloads.count == 4, "\(deletedDownloads.map { calls[$0] })")
+        // Each download is gone before the first flush, so its pages are dropped rather than written.
+        if let firstFlush = flushes.first {
+            #expect(deletedDownloads.allSatisfy { $0 < firstFlush })
+        }
+    }
+}
