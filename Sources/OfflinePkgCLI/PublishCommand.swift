@@ -29,6 +29,9 @@ enum PublishCommand {
             .init(name: "notes", value: "TEXT", help: "release notes, written into the package entry for shells to show"),
             .init(name: "mandatory", value: nil, help: "mark the release mandatory: shells apply it at once"),
             .init(name: "compression-level", value: "N", help: "zstd 1-19 (default 3), gzip and zip 1-9 (default 9)"),
+            .init(
+                name: "runtime", value: "FILE",
+                help: "set the manifest's runtime-cache rules from a JSON file (kept by later publishes without it)"),
             .json, .quiet,
         ],
         summary: "pack a site folder into a repository: archive, deltas, manifest (sequence + 1), signature",
@@ -59,6 +62,7 @@ enum PublishCommand {
         request.mandatory = arguments.flag("mandatory")
         request.requireEntry = arguments.value("entry") != nil
         request.compressionLevel = try arguments.integer("compression-level", in: 1...19)
+        if let path = arguments.value("runtime") { request.runtime = try runtimeRules(path) }
 
         // SIGINT and SIGTERM end a publish where it stands, even if our parent left them ignored: nothing
         // has a published name before the last stage, and the next publish clears `.tmp/`.
@@ -78,6 +82,15 @@ enum PublishCommand {
             context.output.print(summary(report))
         }
         return OfflinePkgCommand.ExitStatus.success
+    }
+
+    /// The `runtime` object in `path`, checked as a device checks the manifest's.
+    static func runtimeRules(_ path: String) throws -> RuntimeConfiguration {
+        let bytes = try FileSystem.read(path, limit: 1 << 20)
+        guard let value = try? JSONSerialization.jsonObject(with: Data(bytes)) else {
+            throw OfflinePkgError.invalidManifest(source: path, field: "runtime", reason: "not valid JSON")
+        }
+        return try RuntimeConfiguration(json: value, source: path)
     }
 
     static func summary(_ report: PublishReport) -> String {

@@ -23,6 +23,12 @@ enum ServeCommand {
             .init(
                 name: "max-connections", value: "N",
                 help: "connections held at once (default 32768, capped by the open-file limit)"),
+            .init(
+                name: "offline", value: nil,
+                help: "never touch the network for runtime-cache URLs: stored answers, else 504 (also OFFLINEPKG_OFFLINE=1)"),
+            .init(
+                name: "resolve", value: "HOST:PORT:ADDR", repeatable: true,
+                help: "reach an upstream HOST:PORT at ADDR, as curl's --resolve (repeatable)"),
         ],
         summary: "serve the active set over HTTP on loopback for the shell; prints the URL, runs until SIGINT/SIGTERM",
         run: run)
@@ -47,11 +53,19 @@ enum ServeCommand {
         // below SPEC §10's 10,000 connections, so serve raises it to the hard limit.
         raiseOpenFileLimit()
         let store = try PackageStore(root: URL(fileURLWithPath: context.existingRoot(arguments)))
+        let runtimeOptions = try runtimeOptions(arguments, context)
+        // A root this user may read but not write still serves its packages, without a runtime cache.
+        var runtime: RuntimeCache?
+        do {
+            runtime = try RuntimeCache(root: URL(fileURLWithPath: store.layout.root), options: runtimeOptions)
+        } catch {
+            context.output.error("warning: no runtime cache (URLs outside packages answer 404): \(error)")
+        }
         let server: LoopbackServer
         do {
             server = try LoopbackServer(
                 store: store, host: host, port: UInt16(port), threadModel: threadModel(context), limits: limits,
-                tls: arguments.flag("tls"), origin: origin)
+                tls: arguments.flag("tls"), origin: origin, runtime: runtime)
         } catch OfflinePkgError.invalidArgument(let reason) {
             throw UsageError(reason)
         }
@@ -59,6 +73,7 @@ enum ServeCommand {
         context.output.print(server.url.absoluteString)
         await waitForTermination()
         server.stop()
+        runtime?.flushStatistics()
         return OfflinePkgCommand.ExitStatus.success
     }
 
@@ -67,6 +82,19 @@ enum ServeCommand {
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
         limit.rlim_cur = limit.rlim_max
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+
+    /// `--offline` / `OFFLINEPKG_OFFLINE=1` and `--resolve HOST:PORT:ADDRESS` pins (SPEC §11).
+    private static func runtimeOptions(_ arguments: ParsedArguments, _ context: CLIContext) throws -> RuntimeCache.Options {
+        let pins = arguments.all("resolve")
+        for pin in pins {
+            let parts = pin.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3, !parts[0].isEmpty, UInt16(parts[1]) != nil, !parts[2].isEmpty else {
+                throw UsageError("--resolve takes HOST:PORT:ADDRESS (as curl's), got \"\(pin)\"")
+            }
+        }
+        let offline = arguments.flag("offline") || context.environment["OFFLINEPKG_OFFLINE"] == "1"
+        return RuntimeCache.Options(offline: offline, resolve: pins)
     }
 
     /// `OFFLINEPKG_SERVE_THREADS`: a pool size, or `per-connection`; for benchmarks (docs/benchmarks.md).

@@ -73,10 +73,11 @@ public final class LoopbackServer: Sendable {
     /// `tls`: answer https with the root's loopback certificate (made on first use, re-issued when a
     /// switch brings new hosts). `origin`: a request whose `Host` is the server's own address is
     /// answered as if made to this origin (`https://m.example.com`), for a web view that cannot map
-    /// names to loopback.
+    /// names to loopback. With `runtime`, a request no package answers goes to the runtime cache when a
+    /// rule covers its URL.
     public init(
         store: PackageStore, host: String = "127.0.0.1", port: UInt16 = 0, threadModel: ThreadModel = .standard,
-        limits: Limits = .init(), tls: Bool = false, origin: URL? = nil
+        limits: Limits = .init(), tls: Bool = false, origin: URL? = nil, runtime: RuntimeCache? = nil
     ) throws {
         guard let address = SocketAddress(host: host, port: port) else {
             throw OfflinePkgError.invalidArgument("serve host \(host) is not an IPv4 or IPv6 address")
@@ -100,7 +101,8 @@ public final class LoopbackServer: Sendable {
         self.limits = limits
         self.usesTLS = tls
         self.address = address
-        self.handler = RequestHandler(store: store, origin: try origin.map(OriginRewrite.init), ownHost: host, tls: tls)
+        self.handler = RequestHandler(store: store, origin: try origin.map(OriginRewrite.init), ownHost: host, tls: tls,
+            runtime: runtime.map { RuntimeCacheResponder(cache: $0, canSuspend: threadModel != .threadPerConnection) })
         self.deadlines = ConnectionDeadlines(headerTimeout: limits.headerTimeout, idleTimeout: limits.idleTimeout)
     }
 
@@ -132,6 +134,8 @@ public final class LoopbackServer: Sendable {
             return (state.daemon, state.watcher)
         }
         watcher?.cancel()
+        // MHD may not stop with a connection suspended: those waiting on the network are answered 503.
+        handler.runtime?.abandonWaiting()
         daemon?.stop()
         if daemon != nil { deadlines.stop() }
     }
@@ -157,6 +161,8 @@ public final class LoopbackServer: Sendable {
         // A re-issued certificate needs a new daemon on the same socket: MHD_quiesce_daemon hands the
         // socket over, and needs the inter-thread channel to tell its threads.
         if certificate != nil { flags |= MHD_USE_ITC.rawValue }
+        // The runtime cache suspends a connection while it waits on the network.
+        if handler.runtime != nil, threadModel != .threadPerConnection { flags |= MHD_ALLOW_SUSPEND_RESUME.rawValue }
         let daemon = Daemon(certificate: certificate)
         let pointer = address.withSockaddr { sockaddr -> OpaquePointer? in
             var config = cmicrohttpd_config()

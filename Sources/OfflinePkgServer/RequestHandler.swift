@@ -28,8 +28,15 @@ final class RequestHandler: @unchecked Sendable {
     /// `https://` behind TLS, so `Host: m.example.com:443` drops its default port as the client meant.
     private let scheme: StaticString
 
-    init(store: PackageStore, origin: OriginRewrite? = nil, ownHost: String = "127.0.0.1", tls: Bool = false) {
+    /// Answers what no package answers, per the manifest's runtime rules (SPEC §11); nil: 404s.
+    let runtime: RuntimeCacheResponder?
+
+    init(
+        store: PackageStore, origin: OriginRewrite? = nil, ownHost: String = "127.0.0.1", tls: Bool = false,
+        runtime: RuntimeCacheResponder? = nil
+    ) {
         self.store = store
+        self.runtime = runtime
         scheme = tls ? "https://" : "http://"
         self.origin = origin
         self.ownHost = ownHost.lowercased()
@@ -71,6 +78,7 @@ final class RequestHandler: @unchecked Sendable {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_METHOD_NOT_ALLOWED), notAllowed)
         }
         guard let resource = resolve(connection, target: target) else {
+            if let runtime, let answered = runtime.respond(connection, target: target, method: method) { return answered }
             return answerMiss(connection, target: target)
         }
         if let condition = header(connection, "If-None-Match"),
@@ -232,6 +240,7 @@ func handleRequest(
     uploadSize: UnsafeMutablePointer<Int>?, requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
 ) -> MHD_Result {
     guard let context, let connection, let url, let method, let uploadSize, let requestContext else { return .NO }
+    let handler = Unmanaged<RequestHandler>.fromOpaque(context).takeUnretainedValue()
     // MHD calls once when the headers are in, then once per chunk of body, then once more with none
     // left. A response queued at the first call makes MHD drop the body and close the connection,
     // which costs keep-alive — even for a GET that announces no body (checked with libmicrohttpd
@@ -240,14 +249,30 @@ func handleRequest(
     // call.
     if requestContext.pointee == nil {
         headersArrived(connection)
+        if let runtime = handler.runtime {
+            // A connection resumed after waiting on the runtime cache, or a method passed through.
+            if let answered = runtime.resumed(connection) { return answered }
+            if let exchange = runtime.beginPassThrough(connection, target: url, method: method) {
+                requestContext.pointee = Unmanaged.passRetained(exchange).toOpaque()
+                return .YES
+            }
+        }
         requestContext.pointee = context
         return .YES
+    }
+    if let pending = requestContext.pointee, pending != context, let runtime = handler.runtime {
+        let exchange = Unmanaged<RuntimeExchange>.fromOpaque(pending)
+        let (result, done) = runtime.step(exchange.takeUnretainedValue(), connection, uploadData: uploadData, uploadSize: uploadSize)
+        if done {
+            requestContext.pointee = nil
+            exchange.release()
+        }
+        return result
     }
     if uploadSize.pointee != 0 {
         uploadSize.pointee = 0
         return .YES
     }
     requestContext.pointee = nil
-    let handler = Unmanaged<RequestHandler>.fromOpaque(context).takeUnretainedValue()
     return handler.handle(connection, target: url, method: method, version: version)
 }

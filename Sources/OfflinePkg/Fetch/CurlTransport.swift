@@ -35,6 +35,7 @@ private final class CurlTransfer: @unchecked Sendable {
     let onBody: @Sendable (UnsafeRawBufferPointer) throws -> Void
     let cancelled = Atomic<Bool>(false)
     var headers: [String: String] = [:]
+    var fields: [(name: String, value: String)] = []
     var status = 0
     var announced = false
     var callbackError: Error?
@@ -68,6 +69,25 @@ private final class CurlTransfer: @unchecked Sendable {
         var list: UnsafeMutablePointer<curl_slist>?
         for (name, value) in request.headers { list = curl_slist_append(list, "\(name): \(value)") }
         defer { curl_slist_free_all(list) }
+        var pins: UnsafeMutablePointer<curl_slist>?
+        for pin in request.resolve { pins = curl_slist_append(pins, pin) }
+        defer { curl_slist_free_all(pins) }
+        if pins != nil { ccurl_setopt_slist(curl, CURLOPT_RESOLVE, pins) }
+        if request.method == "HEAD" {
+            ccurl_setopt_long(curl, CURLOPT_NOBODY, 1)
+        } else if request.method != "GET" {
+            // POST mode sends a body from the read callback; CUSTOMREQUEST names the real method.
+            ccurl_setopt_long(curl, CURLOPT_POST, 1)
+            ccurl_setopt_string(curl, CURLOPT_CUSTOMREQUEST, request.method)
+            ccurl_setopt_off(curl, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body == nil ? 0 : request.bodyLength ?? -1))
+            if request.body != nil {
+                ccurl_setopt_pointer(curl, CURLOPT_READDATA, Unmanaged.passUnretained(self).toOpaque())
+                ccurl_setopt_data_callback(curl, CURLOPT_READFUNCTION) { data, size, count, context in
+                    let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+                    return transfer.request.body!(UnsafeMutableRawBufferPointer(start: data, count: size * count))
+                }
+            }
+        }
 
         let context = Unmanaged.passUnretained(self).toOpaque()
         ccurl_setopt_string(curl, CURLOPT_URL, urlText)
@@ -110,7 +130,7 @@ private final class CurlTransfer: @unchecked Sendable {
         var responseCode = 0
         ccurl_getinfo_long(curl, CURLINFO_RESPONSE_CODE, &responseCode)
         if code != CURLE_OK { return .failure(error(for: code)) }
-        let head = TransferResponseHead(status: isFile ? 200 : responseCode, headers: headers)
+        let head = TransferResponseHead(status: isFile ? 200 : responseCode, headers: headers, fields: fields)
         if !announced {
             // An empty body: the response was never announced from the write callback.
             do { try onResponse(head) } catch { return .failure(error) }
@@ -157,6 +177,7 @@ private final class CurlTransfer: @unchecked Sendable {
         let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         if text.hasPrefix("HTTP/") {
             headers = [:]
+            fields = []
             let parts = text.split(separator: " ")
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             return true
@@ -166,6 +187,7 @@ private final class CurlTransfer: @unchecked Sendable {
         let name = text[..<colon].lowercased()
         let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         headers[name] = value
+        fields.append((String(text[..<colon]), value))
         return true
     }
 
@@ -187,7 +209,7 @@ private final class CurlTransfer: @unchecked Sendable {
         do {
             if !announced {
                 announced = true
-                try onResponse(TransferResponseHead(status: isFile ? 200 : status, headers: headers))
+                try onResponse(TransferResponseHead(status: isFile ? 200 : status, headers: headers, fields: fields))
             }
             try onBody(data)
             return true

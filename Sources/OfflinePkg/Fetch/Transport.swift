@@ -54,6 +54,15 @@ package struct TransferRequest: Sendable {
     package var connectTimeout: TimeInterval
     /// A PEM file of certificate authorities to trust instead of the system's (a fleet's private CA).
     package var caBundle: String?
+    /// The method: GET unless the runtime cache passes another one through (SPEC §11).
+    package var method = "GET"
+    /// The request body, pulled as libcurl sends it: fills the buffer and returns the byte count, 0 at
+    /// the end. It may block (it runs on the transfer's own thread). Nil: no body.
+    package var body: (@Sendable (UnsafeMutableRawBufferPointer) -> Int)?
+    /// The body's length when known (a `Content-Length` the client sent); nil sends it chunked.
+    package var bodyLength: Int64?
+    /// `HOST:PORT:ADDRESS` pins, as curl's `--resolve` (libcurl's `CURLOPT_RESOLVE`).
+    package var resolve: [String] = []
 
     package init(
         url: URL, headers: [(String, String)] = [], limits: RetrievalLimits = .init(), deadline: TransferDeadline? = nil,
@@ -72,10 +81,13 @@ package struct TransferRequest: Sendable {
 package struct TransferResponseHead: Sendable {
     package var status: Int
     package var headers: [String: String]
+    /// Every header line in order, repeated names kept (`Set-Cookie`), names as the server spelled them.
+    package var fields: [(name: String, value: String)] = []
 
-    package init(status: Int, headers: [String: String]) {
+    package init(status: Int, headers: [String: String], fields: [(name: String, value: String)] = []) {
         self.status = status
         self.headers = headers
+        self.fields = fields
     }
 
     package var isSuccess: Bool { (200..<300).contains(status) }

@@ -60,7 +60,11 @@ private struct ManifestReader {
             }
             packages.append(package)
         }
-        return Manifest(sequence: sequence, expires: expires, packages: packages)
+        var manifest = Manifest(sequence: sequence, expires: expires, packages: packages)
+        if let runtime = object["runtime"], !runtime.isNull {
+            manifest.runtime = try RuntimeConfiguration(json: runtime.foundationValue, source: source)
+        }
+        return manifest
     }
 
     func package(from value: JSONValue, field: String) throws -> PackageEntry {

@@ -5,6 +5,8 @@ public struct Manifest: Sendable, Equatable {
     public var sequence: Int
     public var expires: Date?
     public var packages: [PackageEntry]
+    /// How URLs outside packages are cached on the device (SPEC §11); nil when the manifest has none.
+    public var runtime: RuntimeConfiguration? = nil
 
     /// The highest manifest format this build reads.
     public static let supportedFormat = 1

@@ -47,6 +47,11 @@ package struct ManifestDocument {
         (object["packages"] as? [Any])?.lazy.compactMap { $0 as? [String: Any] }.first { $0["id"] as? String == id }
     }
 
+    /// Sets the `runtime` object (SPEC §11); a publish that names none keeps the one there.
+    package mutating func setRuntime(_ runtime: RuntimeConfiguration) {
+        object["runtime"] = runtime.jsonObject
+    }
+
     package mutating func setSequence(_ sequence: Int) {
         object["sequence"] = sequence
         if object["format"] == nil { object["format"] = Manifest.supportedFormat }

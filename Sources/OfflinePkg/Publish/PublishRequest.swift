@@ -28,6 +28,8 @@ public struct PublishRequest: Sendable, Equatable {
     /// The publisher named `entry` (`--entry`): it must then be in the site. The default `index.html`
     /// may be absent (an assets-only package), which publish reports as a warning.
     public var requireEntry: Bool = false
+    /// The manifest's `runtime` object (SPEC §11); nil keeps the manifest's own.
+    public var runtime: RuntimeConfiguration? = nil
 
     public init(
         site: String, id: String, version: String, routes: [String], entry: String = "index.html",

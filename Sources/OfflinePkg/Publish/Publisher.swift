@@ -88,7 +88,8 @@ public struct Publisher: Sendable {
             unpackedSize: files.values.reduce(0) { $0 + $1.size }, notes: request.notes, mandatory: request.mandatory)
         let release = try writeRelease(
             ManifestDocument.json(entry), id: request.id, version: request.version, index: TreeIndexFile.encode(files),
-            document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events)
+            document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events,
+            runtime: request.runtime)
         return PublishReport(
             id: request.id, version: request.version, sequence: release.sequence, archive: archive, tree: tree,
             files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished, signed: release.signed,
@@ -116,7 +117,7 @@ public struct Publisher: Sendable {
     package func writeRelease(
         _ entry: [String: Any], id: String, version: String, index: [UInt8], document: ManifestDocument,
         expires: Date?, expiresIn: TimeInterval?, signer: (([UInt8]) throws -> [UInt8])?,
-        events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil
+        events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil
     ) throws -> (sequence: Int, signed: Bool) {
         var document = document
         try FileSystem.makeDirectories(layout.packageTrees(id))
@@ -128,6 +129,8 @@ public struct Publisher: Sendable {
         document.setSequence(sequence)
         document.replacePackage(object: entry, id: id)
         document.setExpires(try expiry(expires: expires, expiresIn: expiresIn))
+        // The runtime object stays as the manifest has it unless this publish names one.
+        if let runtime { document.setRuntime(runtime) }
         let bytes = try document.encoded()
         // The result must be a manifest this build's devices accept — expired, they would refuse it all.
         let written = try Manifest(parsing: bytes, source: layout.manifest)

@@ -18,6 +18,10 @@ import Foundation
 ///       leases/<pid>-<random>   one per open reader store, flock'd while it lives
 ///       tls/key.pem             serve --tls: ECDSA P-256 key (0600), made once
 ///       tls/certificate.pem     self-signed, the active set's hosts + loopback names; re-issued, same key
+///       runtime/entries/<key>.meta      one stored runtime answer's head (SPEC §11); names its body
+///       runtime/bodies/<key>-<random>   the bodies, written whole before their head names them
+///       runtime/tmp/<pid>-<random>      bodies being received
+///       runtime/stats.json              hit and miss counters
 public struct CacheLayout: Sendable, Equatable {
     public let root: String
 
@@ -46,6 +50,15 @@ public struct CacheLayout: Sendable, Equatable {
     package var tlsCertificate: String { tls + "/certificate.pem" }
 
     package func packageTrees(_ id: String) -> String { trees + "/" + id }
+
+    package var runtime: String { root + "/runtime" }
+    package var runtimeEntries: String { runtime + "/entries" }
+    package var runtimeBodies: String { runtime + "/bodies" }
+    package var runtimeTemporary: String { runtime + "/tmp" }
+    package var runtimeStats: String { runtime + "/stats.json" }
+    package func runtimeEntry(key: String) -> String { runtimeEntries + "/" + key + ".meta" }
+    package func runtimeBody(_ name: String) -> String { runtimeBodies + "/" + name }
+    package func runtimeTemporaryFile(_ name: String) -> String { runtimeTemporary + "/" + name }
 
     /// The installed tree of one version of a package. The tree hash prefix tells apart two publishes
     /// that reused a version string for other content.

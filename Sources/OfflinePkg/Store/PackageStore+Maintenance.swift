@@ -23,6 +23,8 @@ public struct StoreStatus: Sendable, Codable {
     public var lastError: SyncFailure?
     /// `serve --tls`'s certificate and its pin; nil until `serve --tls` first ran on this root.
     public var tls: TLSStatus? = nil
+    /// The runtime cache's entries, bytes and counters (SPEC §11).
+    public var runtime: RuntimeCacheStatus? = nil
 }
 
 /// Where `serve --tls`'s certificate is and the pin of its key (SPEC §10).
@@ -34,8 +36,11 @@ public struct TLSStatus: Sendable, Codable, Equatable {
     public var spkiSHA256: String
 }
 
-/// A file of an active tree that no longer matches what was installed.
+/// A file of an active tree that no longer matches what was installed (or, with `packageID`
+/// `TreeDamage.runtimeCache`, a broken runtime-cache entry).
 public struct TreeDamage: Sendable, Codable, Equatable {
+    public static let runtimeCache = "(runtime cache)"
+
     public var packageID: String
     public var version: String
     public var path: String
@@ -55,7 +60,8 @@ extension PackageStore {
             historyProblem: history.problem,
             manifestURL: state.manifestURL, lastCheck: state.lastCheck, acceptedSequence: state.acceptedSequence,
             heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID, lastAttempt: state.lastAttempt,
-            lastSuccess: state.lastSuccess, consecutiveFailures: state.consecutiveFailures ?? 0, lastError: state.lastError)
+            lastSuccess: state.lastSuccess, consecutiveFailures: state.consecutiveFailures ?? 0, lastError: state.lastError,
+            runtime: RuntimeStore.status(layout))
         status.tls = LoopbackCertificate.stored(layout: layout).map { TLSStatus(certificate: $0.certificatePath, spkiSHA256: $0.spkiSHA256) }
         return status
     }
@@ -95,7 +101,9 @@ extension PackageStore {
         defer { withExtendedLifetime(lock) {} }
         for name in FileSystem.contents(of: layout.staging) { try FileSystem.removeTree(layout.stagingDirectory(name)) }
         StrayTemporaries.remove(in: layout)
-        return try GarbageCollector(layout: layout).collect().removedTrees
+        let runtimeGarbage = RuntimeStore.garbage(in: layout)
+        for path in runtimeGarbage { FileSystem.removeFile(path) }
+        return try GarbageCollector(layout: layout).collect().removedTrees + runtimeGarbage
     }
 
     /// Re-hashes every file of the active trees against what was installed; returns what differs.
@@ -128,6 +136,9 @@ extension PackageStore {
                 if actual != files[path]!.sha256 { report(path.string, "sha256 \(actual), expected \(files[path]!.sha256)") }
             }
             for path in onDisk.subtracting(files.keys).sorted() { report(path.description, "not part of the package") }
+        }
+        for item in RuntimeStore.verify(layout) {
+            damage.append(TreeDamage(packageID: TreeDamage.runtimeCache, version: "", path: item.path, problem: item.problem))
         }
         return damage
     }

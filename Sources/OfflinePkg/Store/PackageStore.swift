@@ -26,6 +26,9 @@ public final class PackageStore: Sendable {
         /// `WKURLSchemeHandler` or a WebKitGTK URI-scheme handler. Keys compare case-insensitively;
         /// each value must be `http` or `https`.
         public var customSchemes: [String: String]
+        /// How `cachedResponse(for:)` reaches the network for URLs outside packages (SPEC §11);
+        /// `RuntimeCache.Options(offline: true)` never does.
+        public var runtime: RuntimeCache.Options = .init()
 
         public init(
             watchInterval: TimeInterval = 0.5, activation: Activation = .immediately, unpackLimits: UnpackLimits = .init(),
@@ -58,6 +61,8 @@ public final class PackageStore: Sendable {
     package let cache: ResourceCache
     private let schemes: CustomSchemes
     private let subscribers = Mutex<ActivationSubscribers>(ActivationSubscribers())
+    /// Opened at the first `cachedResponse(for:)`.
+    let runtimeCacheSlot = Mutex<RuntimeCache?>(nil)
 
     /// Opens (and creates, if need be) the cache root at `root`.
     public convenience init(root: URL, options: Options = .init()) throws {

@@ -10,8 +10,11 @@ extension PackageStore {
     }
 
     package func repair(_ damage: [TreeDamage], options: Updater.Options, transport: any Transport) async throws -> [String] {
-        let ids = Set(damage.map(\.packageID))
-        guard !ids.isEmpty else { return [] }
+        // A broken runtime-cache entry is dropped: the next request fetches it again.
+        let runtimeDamage = damage.filter { $0.packageID == TreeDamage.runtimeCache }
+        for item in runtimeDamage { RuntimeStore.removeEntry(at: item.path, layout: layout) }
+        let ids = Set(damage.map(\.packageID)).subtracting([TreeDamage.runtimeCache])
+        guard !ids.isEmpty else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
         let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
         let state = try StoreState.load(layout)

@@ -1,0 +1,198 @@
+import Foundation
+
+/// The manifest's optional `runtime` object (SPEC §11): how URLs that no package answers are cached.
+public struct RuntimeConfiguration: Sendable, Equatable {
+    public var rules: [RuntimeRule]
+    public var limits: RuntimeLimits
+
+    public init(rules: [RuntimeRule], limits: RuntimeLimits = .init()) {
+        self.rules = rules
+        self.limits = limits
+    }
+
+    /// The rule whose prefix is the longest one `url` starts with, or nil. Compared as lookups compare
+    /// routes (SPEC §7): scheme and host case-insensitively, default ports dropped, `http` and `https`
+    /// alike, the path decoded; the query is not part of the match.
+    public func rule(for url: String) -> RuntimeRule? {
+        guard let key = LookupURL.key(url) else { return nil }
+        var best: RuntimeRule?
+        var bestLength = -1
+        for rule in rules {
+            guard let prefix = LookupURL.key(rule.prefix), prefix.utf8.count > bestLength,
+                key.utf8.starts(with: prefix.utf8)
+            else { continue }
+            best = rule
+            bestLength = prefix.utf8.count
+        }
+        return best
+    }
+}
+
+/// What happens to a request whose URL starts with `prefix`.
+public struct RuntimeRule: Sendable, Equatable {
+    public var prefix: String
+    public var strategy: RuntimeStrategy
+    /// Seconds a stored answer stays fresh: the update interval of the original caches.
+    public var maxAge: Int
+    /// `network-first`: seconds to wait for the network before answering from the cache.
+    public var timeout: Double
+
+    public static let defaultMaxAge = 3600
+    public static let defaultTimeout = 10.0
+
+    public init(
+        prefix: String, strategy: RuntimeStrategy, maxAge: Int = RuntimeRule.defaultMaxAge,
+        timeout: Double = RuntimeRule.defaultTimeout
+    ) {
+        self.prefix = prefix
+        self.strategy = strategy
+        self.maxAge = maxAge
+        self.timeout = timeout
+    }
+}
+
+public enum RuntimeStrategy: String, Sendable, Equatable, CaseIterable, Codable {
+    /// The stored answer while it is younger than `maxAge`; the network when absent or older.
+    case cacheFirst = "cache-first"
+    /// The network; the stored answer when the network fails or takes longer than `timeout`.
+    case networkFirst = "network-first"
+    /// The stored answer at once, refreshed in the background when older than `maxAge`.
+    case staleWhileRevalidate = "stale-while-revalidate"
+    /// Always the network; nothing stored.
+    case networkOnly = "network-only"
+    /// Only what is stored; a miss is a 504.
+    case cacheOnly = "cache-only"
+}
+
+/// Bounds of the runtime cache. The defaults are the original caches' (`NSURLCache` with 4 MB memory
+/// and 20 MB disk capacity).
+public struct RuntimeLimits: Sendable, Equatable {
+    /// Bytes of bodies kept in memory (the hot set).
+    public var memory: Int
+    /// Bytes of bodies kept on disk.
+    public var disk: Int
+    /// Stored answers at most.
+    public var entries: Int
+
+    public init(memory: Int = 4 << 20, disk: Int = 20 << 20, entries: Int = 10_000) {
+        self.memory = memory
+        self.disk = disk
+        self.entries = entries
+    }
+}
+
+extension RuntimeConfiguration {
+    /// Reads and validates an already decoded `runtime` value (what `JSONSerialization` returns);
+    /// `source` and `field` name it in errors, as every other manifest error does.
+    public init(json value: Any, source: String, field: String = "runtime") throws {
+        func fail(_ at: String, _ reason: String) -> OfflinePkgError {
+            .invalidManifest(source: source, field: at, reason: reason)
+        }
+        guard let object = value as? [String: Any] else { throw fail(field, "expected an object") }
+        guard let list = object["rules"] as? [Any] else { throw fail("\(field).rules", "expected a list") }
+        var rules = [RuntimeRule]()
+        var seen = [String: Int]()
+        for (index, item) in list.enumerated() {
+            let at = "\(field).rules[\(index)]"
+            guard let rule = item as? [String: Any] else { throw fail(at, "expected an object") }
+            guard let prefix = rule["prefix"] as? String else { throw fail("\(at).prefix", "missing or not a string") }
+            guard let key = LookupURL.key(prefix), prefix.hasSuffix("/") else {
+                throw fail("\(at).prefix", "\"\(prefix)\" is not an absolute http or https URL prefix ending in /")
+            }
+            if let other = seen[key] { throw fail("\(at).prefix", "\(prefix) is already the prefix of rules[\(other)]") }
+            seen[key] = index
+            guard let name = rule["strategy"] as? String else { throw fail("\(at).strategy", "missing or not a string") }
+            guard let strategy = RuntimeStrategy(rawValue: name) else {
+                throw fail(
+                    "\(at).strategy",
+                    "\"\(name)\" is not one of \(RuntimeStrategy.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            let maxAge = try JSONNumbers.integer(rule["maxAge"], "\(at).maxAge", in: 0...(10 * 365 * 86_400), fail)
+            let timeout = try JSONNumbers.seconds(rule["timeout"], "\(at).timeout", fail)
+            rules.append(
+                RuntimeRule(
+                    prefix: prefix, strategy: strategy, maxAge: maxAge ?? RuntimeRule.defaultMaxAge,
+                    timeout: timeout ?? RuntimeRule.defaultTimeout))
+        }
+        var limits = RuntimeLimits()
+        if let value = object["limits"], !(value is NSNull) {
+            guard let limitObject = value as? [String: Any] else { throw fail("\(field).limits", "expected an object") }
+            let at = "\(field).limits"
+            if let memory = try JSONNumbers.integer(limitObject["memory"], "\(at).memory", in: 0...(1 << 40), fail) {
+                limits.memory = memory
+            }
+            if let disk = try JSONNumbers.integer(limitObject["disk"], "\(at).disk", in: 0...(1 << 44), fail) {
+                limits.disk = disk
+            }
+            if let entries = try JSONNumbers.integer(limitObject["entries"], "\(at).entries", in: 1...10_000_000, fail) {
+                limits.entries = entries
+            }
+        }
+        self.init(rules: rules, limits: limits)
+    }
+
+    /// The object as a manifest writes it (`publish --runtime`).
+    public var jsonObject: [String: Any] {
+        [
+            "rules": rules.map { rule -> [String: Any] in
+                var object: [String: Any] = ["prefix": rule.prefix, "strategy": rule.strategy.rawValue, "maxAge": rule.maxAge]
+                if rule.strategy == .networkFirst { object["timeout"] = rule.timeout }
+                return object
+            },
+            "limits": ["memory": limits.memory, "disk": limits.disk, "entries": limits.entries],
+        ]
+    }
+}
+
+/// JSON numbers as `JSONSerialization` hands them back, told apart from booleans.
+private enum JSONNumbers {
+    static func number(_ value: Any?, _ field: String, _ fail: (String, String) -> OfflinePkgError) throws -> NSNumber? {
+        guard let value, !(value is NSNull) else { return nil }
+        if value is NSDecimalNumber { throw fail(field, "expected a number, got one too large for 64 bits") }
+        guard let number = value as? NSNumber else { throw fail(field, "expected a number") }
+        // JSONSerialization hands back booleans as NSNumber too: type code "c", or a subclass.
+        if String(cString: number.objCType) == "c" || type(of: value) != NSNumber.self {
+            throw fail(field, "expected a number, got a boolean")
+        }
+        return number
+    }
+
+    static func integer(
+        _ value: Any?, _ field: String, in range: ClosedRange<Int>, _ fail: (String, String) -> OfflinePkgError
+    ) throws -> Int? {
+        guard let number = try number(value, field, fail) else { return nil }
+        guard let integer = Int(exactly: number.doubleValue), range.contains(integer) else {
+            throw fail(field, "expected an integer from \(range.lowerBound) to \(range.upperBound), got \(number)")
+        }
+        return integer
+    }
+
+    static func seconds(_ value: Any?, _ field: String, _ fail: (String, String) -> OfflinePkgError) throws -> Double? {
+        guard let number = try number(value, field, fail) else { return nil }
+        let seconds = number.doubleValue
+        guard seconds > 0, seconds <= 600 else { throw fail(field, "expected seconds above 0 and at most 600, got \(number)") }
+        return seconds
+    }
+}
+
+extension JSONValue {
+    /// The value as `JSONSerialization` would hand it back (dictionaries, arrays, strings, NSNumber,
+    /// NSNull), for readers shared with JSON that did not come through the manifest's strict parser
+    /// (`publish --runtime` reads a rules file).
+    package var foundationValue: Any {
+        switch kind {
+        case .null: return NSNull()
+        case .boolean: return NSNumber(value: boolean ?? false)
+        case .string: return string ?? ""
+        case .number:
+            guard let (literal, isInteger) = number else { return NSNull() }
+            if isInteger, let integer = Int(literal) { return NSNumber(value: integer) }
+            return NSNumber(value: Double(literal) ?? .nan)
+        case .array: return (array ?? []).map(\.foundationValue)
+        case .object:
+            var dictionary = [String: Any]()
+            for (key, value) in object?.members ?? [] { dictionary[key] = value.foundationValue }
+            return dictionary
+        }
+    }
+}
