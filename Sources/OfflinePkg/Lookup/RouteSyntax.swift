@@ -46,7 +46,9 @@ package enum RouteSyntax {
             rest = Substring(rest.replacingOccurrences(of: "\\", with: "/"))
             fixes.append("a backslash is sent as /")
         }
-        guard let colon = rest.firstIndex(of: ":") else { throw refuse("is not an absolute http or https URL") }
+        // Delimiters are found by Unicode scalar, never by Character: a combining mark after "/" makes
+        // one Character of the two, and the slash would be missed (bytes are bytes, SPEC §3).
+        guard let colon = rest.unicodeScalars.firstIndex(of: ":") else { throw refuse("is not an absolute http or https URL") }
         let scheme = rest[..<colon]
         guard scheme.lowercased() == "http" || scheme.lowercased() == "https" else {
             throw refuse("is not an absolute http or https URL (scheme \(quoted(String(scheme))))")
@@ -54,21 +56,23 @@ package enum RouteSyntax {
         if scheme != scheme.lowercased() { fixes.append("the scheme is lowercase") }
         let isHTTPS = scheme.lowercased() == "https"
         rest = rest[rest.index(after: colon)...]
-        guard rest.hasPrefix("//") else { throw refuse("is not an absolute URL: expected // after \(scheme):") }
-        rest = rest.dropFirst(2)
+        guard rest.unicodeScalars.starts(with: "//".unicodeScalars) else {
+            throw refuse("is not an absolute URL: expected // after \(scheme):")
+        }
+        rest = rest[rest.unicodeScalars.index(rest.startIndex, offsetBy: 2)...]
 
-        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        let authorityEnd = rest.unicodeScalars.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
         var authority = rest[..<authorityEnd]
         rest = rest[authorityEnd...]
-        if let at = authority.lastIndex(of: "@") {
-            authority = authority[authority.index(after: at)...]
+        if let at = authority.unicodeScalars.lastIndex(of: "@") {
+            authority = authority[authority.unicodeScalars.index(after: at)...]
             fixes.append("userinfo is never sent in a request")
         }
         let (host, port) = try hostAndPort(authority, isHTTPS: isHTTPS, fixes: &fixes)
 
-        let pathEnd = rest.firstIndex { $0 == "?" || $0 == "#" } ?? rest.endIndex
+        let pathEnd = rest.unicodeScalars.firstIndex { $0 == "?" || $0 == "#" } ?? rest.endIndex
         if pathEnd != rest.endIndex {
-            fixes.append(rest[pathEnd] == "?" ? "a query is never part of a route" : "a fragment is never sent")
+            fixes.append(rest.unicodeScalars[pathEnd] == "?" ? "a query is never part of a route" : "a fragment is never sent")
         }
         var path = try canonicalPath(String(rest[..<pathEnd]), fixes: &fixes)
         if !path.hasSuffix("/") {
@@ -83,17 +87,21 @@ package enum RouteSyntax {
     private static func hostAndPort(_ authority: Substring, isHTTPS: Bool, fixes: inout [String]) throws(Refusal) -> (String, Int?) {
         var hostText: Substring
         var portText: Substring?
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw Refusal(reason: "has an IPv6 address without its closing ]") }
-            hostText = authority[...close]
-            let after = authority[authority.index(after: close)...]
+        let scalars = authority.unicodeScalars
+        if scalars.first == "[" {
+            guard let close = scalars.firstIndex(of: "]") else { throw Refusal(reason: "has an IPv6 address without its closing ]") }
+            let afterClose = scalars.index(after: close)
+            hostText = authority[..<afterClose]
+            let after = authority[afterClose...]
             if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw Refusal(reason: "has \(quoted(String(after))) after its IPv6 address") }
-                portText = after.dropFirst()
+                guard after.unicodeScalars.first == ":" else {
+                    throw Refusal(reason: "has \(quoted(String(after))) after its IPv6 address")
+                }
+                portText = after[after.unicodeScalars.index(after: after.startIndex)...]
             }
-        } else if let colon = authority.firstIndex(of: ":") {
+        } else if let colon = scalars.firstIndex(of: ":") {
             hostText = authority[..<colon]
-            portText = authority[authority.index(after: colon)...]
+            portText = authority[scalars.index(after: colon)...]
         } else {
             hostText = authority
         }
@@ -131,7 +139,8 @@ package enum RouteSyntax {
         }
         var labels = [String]()
         var internationalised = false
-        for label in text.split(separator: ".", omittingEmptySubsequences: false) {
+        for scalars in text.unicodeScalars.split(separator: ".", omittingEmptySubsequences: false) {
+            let label = String(String.UnicodeScalarView(scalars))
             if label.unicodeScalars.allSatisfy(\.isASCII) {
                 labels.append(label.lowercased())
                 continue
@@ -154,6 +163,11 @@ package enum RouteSyntax {
         }
         if host != text && !internationalised { fixes.append("the host is lowercase") }
         guard !labels.contains(where: \.isEmpty) else { throw Refusal(reason: "has an empty label in its host \(quoted(text))") }
+        // RFC 1035's bounds, as a browser's IDNA step applies them: no spelling of such a host exists.
+        if let long = labels.first(where: { $0.utf8.count > 63 }) {
+            throw Refusal(reason: "has the host label \(quoted(long)), longer than 63 bytes")
+        }
+        if host.utf8.count > 253 { throw Refusal(reason: "has a host longer than 253 bytes") }
         if let bad = host.unicodeScalars.first(where: { !Self.isHostCharacter($0) }) {
             throw Refusal(reason: "has \(quoted(String(bad))) in its host, which a host name never holds")
         }
@@ -172,13 +186,14 @@ package enum RouteSyntax {
     private static func canonicalPath(_ path: String, fixes: inout [String]) throws(Refusal) -> String {
         guard !path.isEmpty else { return "" }
         var segments = [String]()
-        let raw = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        // Split by byte: a "/" followed by a combining mark is one Character, but still a separator.
+        let raw = path.utf8.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
         var encoded = false
         var badEscape = false
         var dotSegments = false
         for (index, segment) in raw.enumerated() {
             var out = ""
-            var bytes = Array(segment.utf8)[...]
+            var bytes = Array(segment)[...]
             while let byte = bytes.popFirst() {
                 if byte == UInt8(ascii: "%") {
                     let hex = bytes.prefix(2)
