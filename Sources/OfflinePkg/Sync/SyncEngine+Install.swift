@@ -1,0 +1,104 @@
+import Foundation
+
+/// The fetch-and-install stage of a sync: the free-space check before it, the downloads and unpacks
+/// in a task group bounded by `--jobs`, and the one commit that makes every verified tree durable.
+extension SyncEngine {
+    /// Refuses, before anything is downloaded, a release whose archives and trees cannot fit.
+    func checkFreeSpace(for entries: [PackageEntry]) throws {
+        guard !entries.isEmpty else { return }
+        let needed = SpaceEstimate.needed(for: entries, limits: limits)
+        let available = try FileSystem.availableSpace(at: layout.root)
+        if needed > available {
+            throw OfflinePkgError.insufficientSpace(path: layout.root, needed: needed, available: available)
+        }
+    }
+
+    /// What the install stage brought: how each package came, and what it cost on the network.
+    struct InstallResults {
+        var via: [String: String] = [:]
+        var bytes: Int64 = 0
+        var requests = 0
+    }
+
+    /// `current` is the active set: the versions deltas can start from.
+    func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstallResults {
+        let installer = PackageInstaller(
+            layout: layout,
+            downloader: Downloader(
+                transport: transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
+                caBundle: options.caBundle),
+            limits: limits, events: options.events)
+        let manifestURL = self.manifestURL
+        var results = InstallResults()
+        var failures = [String: OfflinePkgError]()
+        var staged = [StagedTree]()
+        func record(_ id: String, _ result: Result<PackageInstaller.Outcome, OfflinePkgError>) {
+            switch result {
+            case .success(let outcome):
+                staged.append(outcome.staged)
+                results.via[id] = outcome.via
+                results.bytes += outcome.bytesFetched
+                results.requests += 1
+            case .failure(let error):
+                failures[id] = error
+                options.events?(.packageFailed(packageID: id, error: error))
+            }
+        }
+        let groups = Self.groupsSharingDownloads(entries)
+        try await withThrowingTaskGroup(of: [(String, Result<PackageInstaller.Outcome, OfflinePkgError>)].self) { group in
+            var pending = groups[...]
+            func startNext() {
+                guard let entries = pending.popFirst() else { return }
+                group.addTask {
+                    var outcomes = [(String, Result<PackageInstaller.Outcome, OfflinePkgError>)]()
+                    for entry in entries {
+                        do {
+                            outcomes.append(
+                                (
+                                    entry.id,
+                                    .success(try await installer.install(entry, manifestURL: manifestURL, current: current))
+                                ))
+                        } catch let error as OfflinePkgError {
+                            outcomes.append((entry.id, .failure(error)))
+                        }
+                    }
+                    return outcomes
+                }
+            }
+            for _ in 0..<max(1, options.jobs) { startNext() }
+            while let outcomes = try await group.next() {
+                for (id, result) in outcomes { record(id, result) }
+                startNext()
+            }
+        }
+        // What verified is installed even when other packages failed: the next attempt fetches only those.
+        try PackageInstaller.commit(staged, layout: layout)
+        if !failures.isEmpty {
+            throw failures.count == 1 ? failures.values.first! : OfflinePkgError.releaseIncomplete(failures: failures)
+        }
+        return results
+    }
+
+    /// Packages whose archives or deltas have the same sha256 share a download file
+    /// (`downloads/<sha256>.part`): they are installed one after another, never side by side, so one
+    /// never truncates or deletes the other's bytes. Everyone else goes in a group of one.
+    static func groupsSharingDownloads(_ entries: [PackageEntry]) -> [[PackageEntry]] {
+        var groups = [[PackageEntry]]()
+        var groupOfFile = [String: Int]()
+        for entry in entries {
+            let files = [entry.archive.sha256] + entry.deltas.map(\.file.sha256)
+            // Every group this entry touches becomes one (the first of them).
+            let touched = Set(files.compactMap { groupOfFile[$0] }).sorted()
+            let target = touched.first ?? groups.count
+            if touched.isEmpty { groups.append([]) }
+            for other in touched.dropFirst() {
+                groups[target] += groups[other]
+                groups[other] = []
+                for (file, group) in groupOfFile where group == other { groupOfFile[file] = target }
+            }
+            groups[target].append(entry)
+            for file in files { groupOfFile[file] = target }
+        }
+        return groups.filter { !$0.isEmpty }
+    }
+}
