@@ -73,14 +73,19 @@ final class RawConnection {
 }
 
 /// `offlinepkg serve` as a child process, with the URL it printed; killed on deinit.
-final class ServeProcess {
+final class ServeProcess: @unchecked Sendable {
+    // Only the test that started it touches it.
     let process = Process()
     let url: URL
     var port: Int { url.port ?? 0 }
+    var pid: pid_t { process.processIdentifier }
 
-    init(root: String, _ extra: [String] = []) throws {
+    init(root: String, _ extra: [String] = [], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
         process.arguments = ["serve", "--root", root, "--port", "0"] + extra
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -99,12 +104,19 @@ final class ServeProcess {
         self.url = url
     }
 
-    deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+    /// SIGTERM (serve writes its counters and exits), and wait for it to be gone.
+    func stop() {
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGTERM) }
+        process.waitUntilExit()
     }
+
+    /// SIGKILL, and wait for it to be gone.
+    func kill() {
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit { kill() }
 }
 
 /// Raises this process's open-file limit to its hard limit (a flood holds thousands of sockets).

@@ -28,7 +28,7 @@ struct RuntimeCacheBrowserTests {
             rules: "{\"rules\": [{\"prefix\": \"\(rig.apiPrefix)\", \"strategy\": \"stale-while-revalidate\"}]}", site: site)
 
         func load() throws -> String {
-            let port = URL(string: rig.serve!.url)!.port!
+            let port = rig.serve!.port
             let profile = try TemporaryDirectory(prefix: "offlinepkg-chromium")
             return try Tool.run(
                 chromium,

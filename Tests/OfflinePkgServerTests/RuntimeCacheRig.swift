@@ -18,7 +18,7 @@ final class RuntimeCacheRig: @unchecked Sendable {
     let limitRate: Int?
     var root: String { scratch.path("root") }
     private var version = 0
-    private(set) var serve: RuntimeServeProcess?
+    private(set) var serve: ServeProcess?
 
     /// `files` go under the upstream's document root; `locations` is nginx config (see `NginxServer`).
     init(files: [String: String], locations: String = "", limitRate: Int? = nil) throws {
@@ -75,11 +75,11 @@ final class RuntimeCacheRig: @unchecked Sendable {
     }
 
     @discardableResult
-    func startServe(offline: Bool = false, environment: [String: String] = [:]) throws -> RuntimeServeProcess {
+    func startServe(offline: Bool = false, environment: [String: String] = [:]) throws -> ServeProcess {
         serve?.stop()
-        var arguments = ["serve", "--root", root, "--port", "0", "--resolve", "\(apiHost):127.0.0.1"]
+        var arguments = ["--resolve", "\(apiHost):127.0.0.1"]
         if offline { arguments.append("--offline") }
-        let started = try RuntimeServeProcess(arguments: arguments, environment: environment)
+        let started = try ServeProcess(root: root, arguments, environment: environment)
         serve = started
         return started
     }
@@ -87,7 +87,7 @@ final class RuntimeCacheRig: @unchecked Sendable {
     /// A request through `serve` for `path` on the API host (`v1/...`).
     func get(_ path: String, _ curlArguments: [String] = []) throws -> HTTPReply {
         guard let serve else { throw TestSupportError("serve is not running") }
-        let result = try Tool.curl(["-D", "-", "-H", "Host: \(apiHost)"] + curlArguments + [serve.url + path])
+        let result = try Tool.curl(["-D", "-", "-H", "Host: \(apiHost)"] + curlArguments + [serve.url.absoluteString + path])
         return HTTPReply(result.stdout)
     }
 
@@ -115,50 +115,6 @@ final class RuntimeCacheRig: @unchecked Sendable {
         let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
         return object?["runtime"] as? [String: Any] ?? [:]
     }
-}
-
-/// `offlinepkg serve` as a child process; the first line it prints is its URL.
-final class RuntimeServeProcess: @unchecked Sendable {
-    // Only the test that started it touches it.
-    let process = Process()
-    let url: String
-
-    init(arguments: [String], environment: [String: String]) throws {
-        process.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        while !line.contains(0x0a) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        url = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard url.hasPrefix("http://") else {
-            kill()
-            throw TestSupportError("serve did not print its URL: \(url)")
-        }
-    }
-
-    var pid: pid_t { process.processIdentifier }
-
-    /// SIGTERM (serve writes its counters and exits), and wait for it to be gone.
-    func stop() {
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGTERM) }
-        process.waitUntilExit()
-    }
-
-    /// SIGKILL, and wait for it to be gone.
-    func kill() {
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
-
-    deinit { kill() }
 }
 
 extension HTTPReply {

@@ -142,7 +142,7 @@ import Glibc
         #expect(try rig.get("v1/data.json").status == 504)
         // A URL no rule covers stays a 404.
         #expect(
-            HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: elsewhere.test", rig.serve!.url + "v1/data.json"]).stdout).status
+            HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: elsewhere.test", rig.serve!.url.absoluteString + "v1/data.json"]).stdout).status
                 == 404)
     }
 
@@ -176,7 +176,7 @@ import Glibc
         let fresh = String(repeating: "n", count: 6_000)
         try rig.writeUpstream("v1/feed.json", fresh)
         usleep(1_200_000)
-        let url = rig.serve!.url + "v1/feed.json"
+        let url = rig.serve!.url.absoluteString + "v1/feed.json"
         let result = try Tool.curl(
             [
                 "--parallel", "--parallel-immediate", "--parallel-max", "6", "-H", "Host: \(rig.apiHost)", "-w",
@@ -257,7 +257,7 @@ import Glibc
         for path in ["v1/refresh.bin", "v1/first.bin"] {
             let client = Process()
             client.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            client.arguments = ["-s", "-o", "/dev/null", "--max-time", "20", "-H", "Host: \(rig.apiHost)", serve.url + path]
+            client.arguments = ["-s", "-o", "/dev/null", "--max-time", "20", "-H", "Host: \(rig.apiHost)", serve.url.absoluteString + path]
             try client.run()
         }
         // Wait until both bodies are part-way into runtime/tmp, then kill.
