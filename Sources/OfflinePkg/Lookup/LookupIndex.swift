@@ -26,6 +26,8 @@ package final class LookupIndex: @unchecked Sendable {
         let tree: String
         let table: TreeLookupTable
         let entry: [UInt8]
+        /// The fallback's path bytes, made once: a navigation miss should not allocate.
+        let fallbackPath: [UInt8]
         /// One slot per file of the tree, filled the first time the file is answered.
         let answers: UnsafeMutablePointer<Resource?>
 
@@ -34,6 +36,7 @@ package final class LookupIndex: @unchecked Sendable {
             self.tree = tree
             self.table = table
             entry = Array(package.entry.utf8)
+            fallbackPath = Array((package.fallback ?? "").utf8)
             answers = .allocate(capacity: max(1, table.fileCount))
             answers.initialize(repeating: nil, count: max(1, table.fileCount))
         }
@@ -172,7 +175,7 @@ package final class LookupIndex: @unchecked Sendable {
             if bytes[index] == UInt8(ascii: ".") { return nil }
             index -= 1
         }
-        guard let fallback = route.fallback, let name = package.package.fallback else { return nil }
-        return Array(name.utf8).withUnsafeBytes { package.resource(fallback, path: $0) }
+        guard let fallback = route.fallback else { return nil }
+        return package.fallbackPath.withUnsafeBytes { package.resource(fallback, path: $0) }
     }
 }

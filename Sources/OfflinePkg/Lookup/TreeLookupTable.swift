@@ -116,6 +116,8 @@ package final class TreeLookupTable: Sendable {
         let strings = slotsAt + slots * slotSize
         var out = [UInt8](repeating: 0, count: strings)
         var text = [UInt8]()
+        // Which slots are taken, so a probe compares a Bool rather than slicing the output.
+        var taken = [Bool](repeating: false, count: slots)
         func put(_ value: UInt32, at offset: Int) {
             withUnsafeBytes(of: value.littleEndian) { out.replaceSubrange(offset..<offset + 4, with: $0) }
         }
@@ -130,9 +132,8 @@ package final class TreeLookupTable: Sendable {
             put(UInt32(name.count), at: at + 44)
             let hash = name.withUnsafeBytes { ByteKeyTable.hash($0) }
             var slot = Int(truncatingIfNeeded: hash) & (slots - 1)
-            while out[slotsAt + slot * slotSize + 4..<slotsAt + slot * slotSize + 8] != [0, 0, 0, 0] {
-                slot = (slot + 1) & (slots - 1)
-            }
+            while taken[slot] { slot = (slot + 1) & (slots - 1) }
+            taken[slot] = true
             put(UInt32(truncatingIfNeeded: hash >> 32), at: slotsAt + slot * slotSize)
             put(UInt32(number + 1), at: slotsAt + slot * slotSize + 4)
             text += name
