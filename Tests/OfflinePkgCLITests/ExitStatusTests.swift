@@ -72,32 +72,6 @@ struct ExitStatusTests {
         }
     }
 
-    @Test func theManPageNamesEveryCommandAndOption() throws {
-        let man = try String(
-            contentsOf: Fixtures.root.deletingLastPathComponent().appendingPathComponent("man/offlinepkg.1"), encoding: .utf8)
-        // roff escapes dashes as \-
-        let text = man.replacingOccurrences(of: "\\-", with: "-")
-        for command in OfflinePkgCommand.commands {
-            #expect(text.contains(".B offlinepkg \(command.name)"), "man page lacks the command \(command.name)")
-            for option in command.options {
-                #expect(text.contains("--\(option.name)"), "man page lacks --\(option.name) of \(command.name)")
-            }
-        }
-        for status in 0...4 { #expect(text.contains(".B \(status)\n")) }
-        // Every OFFLINEPKG_* variable the sources and the tests read, plus the XDG fallback.
-        var variables: Set<String> = ["XDG_DATA_HOME"]
-        for folder in ["Sources", "Tests"] {
-            let files = Fixtures.root.deletingLastPathComponent().appendingPathComponent(folder)
-            for case let file as URL in FileManager.default.enumerator(at: files, includingPropertiesForKeys: nil)!
-            where file.pathExtension == "swift" {
-                let code = try String(contentsOf: file, encoding: .utf8)
-                for match in code.matches(of: /OFFLINEPKG_[A-Z_]+/) { variables.insert(String(match.output)) }
-            }
-        }
-        #expect(variables.isSuperset(of: ["OFFLINEPKG_ROOT", "OFFLINEPKG_FAILPOINT", "OFFLINEPKG_SKIP_BROWSER"]))
-        for variable in variables { #expect(text.contains(variable), "man page lacks \(variable)") }
-    }
-
     @Test func helpListsEveryCommand() throws {
         let help = try OfflinePkgBinary.run(["--help"]).checked()
         for command in OfflinePkgCommand.commands { #expect(help.stdout.contains("  \(command.name)")) }
