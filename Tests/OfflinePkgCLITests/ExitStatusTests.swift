@@ -19,11 +19,7 @@ struct ExitStatusTests {
         let nginx = try NginxServer(documentRoot: repo.path, limitRate: 1_000_000)
         let root = try TemporaryDirectory()
         let manifest = nginx.url("manifest.json").absoluteString
-        let first = Process()
-        first.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
-        first.arguments = ["sync", manifest, "--root", root.path, "--quiet"]
-        try first.run()
-        defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
+        let first = try ChildProcess(OfflinePkgBinary.path, ["sync", manifest, "--root", root.path, "--quiet"])
         // Wait until the first sync is downloading (it then holds the lock).
         let deadline = Date().addingTimeInterval(10)
         while nginx.accessLog().isEmpty && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
@@ -32,8 +28,7 @@ struct ExitStatusTests {
         #expect(second.stderr.contains("another sync holds the lock"))
         let waiting = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--wait", "--json"])
         #expect(waiting.status == 0)
-        first.waitUntilExit()
-        #expect(first.terminationStatus == 0)
+        #expect(first.wait().status == 0)
         #expect(waiting.stdout.contains("\"outcome\":\"upToDate\"") || waiting.stdout.contains("\"outcome\":\"notModified\""))
     }
 

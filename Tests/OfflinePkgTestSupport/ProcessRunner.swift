@@ -97,6 +97,9 @@ public final class ChildProcess: @unchecked Sendable {
 
     public var pid: pid_t { process.processIdentifier }
     public var isRunning: Bool { process.isRunning }
+    /// Whether a signal ended the child (rather than an exit of its own, perhaps with 128 + N); valid
+    /// once it has exited.
+    public var endedBySignal: Bool { !process.isRunning && process.terminationReason == .uncaughtSignal }
 
     /// What the child wrote to stdout so far.
     public var stdout: String { String(decoding: FileManager.default.contents(atPath: scratch.path("stdout")) ?? Data(), as: UTF8.self) }
