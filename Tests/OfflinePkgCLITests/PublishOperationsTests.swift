@@ -108,19 +108,23 @@ struct PublishOperationsTests {
         let leftoverInodes = Set(leftover.compactMap { inode(device.repo + "/.tmp/" + $0) })
 
         // SIGINT while the archive is being packed.
+        let started = Date()
         let process = try ChildProcess(OfflinePkgBinary.path, arguments)
         let deadline = Date().addingTimeInterval(20)
-        // The kill -9 leftovers are cleared first; then the new archive grows in a file of its own.
+        // The kill -9 leftovers are cleared first; then the new archive grows in a file of its own: another
+        // inode, or (ext4 hands a freed inode out again at once) the same one written since this publish began.
         func packing() -> Bool {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: device.repo + "/.tmp")) ?? []
             return names.contains { name in
                 let path = device.repo + "/.tmp/" + name
-                return inode(path).map { !leftoverInodes.contains($0) } == true
-                    && ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) ?? 0 > 0
+                let attributes = (try? FileManager.default.attributesOfItem(atPath: path)) ?? [:]
+                let written = (attributes[.modificationDate] as? Date).map { $0 >= started } == true
+                return (inode(path).map { !leftoverInodes.contains($0) } == true || written)
+                    && (attributes[.size] as? Int ?? 0) > 0
             }
         }
         while !packing() && process.isRunning && Date() < deadline { usleep(2_000) }
-        #expect(process.isRunning, "the publish finished before it could be interrupted")
+        #expect(process.isRunning, "the publish finished before it could be interrupted: \(process.stderr)")
         process.signal(SIGINT)
         #expect(process.wait().status == 128 + SIGINT && process.endedBySignal)
         #expect(try Self.publishedNames(device.repo) == before)
