@@ -132,7 +132,7 @@ extension PackageStore {
                     report(path.string, "missing")
                     continue
                 }
-                let actual = try FileHasher.sha256(ofFile: tree + "/" + path.string)
+                let actual = try FileHasher.sha256(ofFile: layout.file(path, inTree: tree))
                 if actual != files[path]!.sha256 { report(path.string, "sha256 \(actual), expected \(files[path]!.sha256)") }
             }
             for path in onDisk.subtracting(files.keys).sorted() { report(path.description, "not part of the package") }
