@@ -12,7 +12,7 @@ public struct StoreStatus: Sendable, Codable {
     public var manifestURL: String?
     public var lastCheck: Date?
     public var acceptedSequence: Int?
-    public var heldBack: [SyncReport.HeldBack]
+    public var heldBack: [HeldBackRelease]
     public var reverted: [String: String]
     public var deviceID: String?
     /// Monitoring (SPEC §12): the last sync that reached the network, the last that succeeded, how many
