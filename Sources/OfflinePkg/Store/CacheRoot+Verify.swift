@@ -2,13 +2,13 @@ import Foundation
 
 /// A file of an active tree that no longer matches what was installed (or, with `packageID`
 /// `TreeDamage.runtimeCache`, a broken runtime-cache entry).
-public struct TreeDamage: Sendable, Codable, Equatable {
-    public static let runtimeCache = "(runtime cache)"
+package struct TreeDamage: Sendable, Codable, Equatable {
+    package static let runtimeCache = "(runtime cache)"
 
-    public var packageID: String
-    public var version: String
-    public var path: String
-    public var problem: String
+    package var packageID: String
+    package var version: String
+    package var path: String
+    package var problem: String
 }
 
 extension CacheRoot {

@@ -46,7 +46,7 @@ public final class PackageStore: Sendable {
         case nextLaunch
     }
 
-    public let layout: CacheLayout
+    package let layout: CacheLayout
     public let options: Options
     private let snapshot: Mutex<LookupIndex>
     /// Nil when the root is not writable for this process (a read-only user of a shared root): lookups
