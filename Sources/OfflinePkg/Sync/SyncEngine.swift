@@ -63,161 +63,6 @@ package struct SyncEngine: Sendable {
         return report(switched, planned, installed)
     }
 
-    // MARK: The stages
-
-    /// What a locked sync starts from: the root's state and active record as they are on disk.
-    struct Start {
-        var state: StoreState
-        var record: ActiveRecord
-        /// What the stored manifest is judged with now (`evaluationInputs()`).
-        var inputs: String
-        /// Whether the last manifest came from this same URL (conditional requests, "unchanged").
-        var sameSource: Bool
-    }
-
-    /// Begin: leftovers of a crashed sync go (staging is garbage: only a lock holder writes there), then
-    /// the state and the active record are read.
-    private func begin() throws -> Start {
-        try clearStaging()
-        StrayTemporaries.remove(in: layout)
-        let state = try StoreState.load(layout)
-        return Start(
-            state: state, record: try ActiveRecord.load(layout), inputs: evaluationInputs(),
-            sameSource: state.manifestURL == manifestURL.absoluteString)
-    }
-
-    /// `--min-interval`: no request when the last successful check is young and nothing local changed.
-    private func skipIfCheckedRecently(_ start: Start) -> SyncReport? {
-        guard start.sameSource, options.minInterval > 0, let lastCheck = start.state.lastCheck,
-            now().timeIntervalSince(lastCheck) < options.minInterval, start.state.evaluatedInputs == start.inputs
-        else { return nil }
-        options.events?(.skippedRecentCheck)
-        return emptyReport(.skipped, start.record.current)
-    }
-
-    /// A manifest that passed every check (signature, format, freeze, rollback), and the state that
-    /// accepting it makes (validators, accepted sequence, check time), not saved yet.
-    struct AcceptedRelease {
-        var start: Start
-        var checked: CheckedManifest
-        var manifest: Manifest
-        var state: StoreState
-        /// Same bytes, same local inputs, and the last evaluation finished: nothing to do.
-        var unchanged: Bool
-    }
-
-    /// Check and accept, then keep the manifest and its signature in the root (the copy a 304 brings back).
-    private func accept(_ start: Start) async throws -> AcceptedRelease {
-        var state = start.state
-        state.lastAttempt = now()
-        let (checked, manifest) = try await checkAndAccept(state: state, sameSource: start.sameSource)
-        if case .fetched(_, let etag, let lastModified) = checked.response {
-            state.etag = etag
-            state.lastModified = lastModified
-        }
-        FailPoint.afterManifest.hit()
-        let unchanged =
-            start.sameSource && checked.sha256 == state.acceptedManifestSHA256 && state.evaluatedInputs == start.inputs
-        state.accept(AcceptedManifest(sequence: manifest.sequence, sha256: checked.sha256), from: manifestURL.absoluteString)
-        state.lastCheck = now()
-        if checked.signatureFromNetwork, let signature = checked.signature {
-            try FileSystem.writeAtomically(signature, to: layout.storedSignature)
-        } else if checked.signature == nil {
-            // A signature left from an older manifest would not match the new one.
-            FileSystem.removeFile(layout.storedSignature)
-        }
-        if case .fetched = checked.response { try FileSystem.writeAtomically(checked.bytes, to: layout.storedManifest) }
-        return AcceptedRelease(start: start, checked: checked, manifest: manifest, state: state, unchanged: unchanged)
-    }
-
-    /// The commit of an unchanged manifest: the check noted as a success, and the sync ends.
-    private func finishUnchanged(_ accepted: AcceptedRelease) throws -> SyncReport {
-        var state = accepted.state
-        state.noteSuccess(at: now())
-        try state.save(layout)
-        let outcome: SyncReport.Outcome = accepted.checked.response.isNotModified ? .notModified : .upToDate
-        return emptyReport(outcome, accepted.start.record.current, requests: accepted.checked.requests)
-    }
-
-    /// The release as planned, and the state committed with it.
-    struct PlannedRelease {
-        var accepted: AcceptedRelease
-        var plan: ReleasePlan
-        var state: StoreState
-        var current: ActiveSet { accepted.start.record.current }
-    }
-
-    /// Plan: gating and what to fetch. Commits the accepted sequence (rollback protection) and the
-    /// hold-backs before anything is downloaded, with the evaluation marked unfinished (a 304 must not
-    /// count as evaluated until this release is fully active); then the free-space check.
-    private func plan(_ accepted: AcceptedRelease) throws -> PlannedRelease {
-        let manifest = accepted.manifest
-        let current = accepted.start.record.current
-        let plan = planner(deviceID: try Rollout.deviceID(layout), state: accepted.state).plan(manifest, current: current)
-        announce(plan, manifest: manifest, current: current)
-        var state = accepted.state
-        state.evaluatedInputs = nil
-        state.heldBack = plan.heldBack
-        // A reverted release stays blocked only while the manifest still offers that very version.
-        state.reverted = state.reverted?.filter { id, version in
-            manifest.packages.contains { $0.id == id && $0.version == version }
-        }
-        try state.save(layout)
-        try checkFreeSpace(for: plan.toInstall)
-        return PlannedRelease(accepted: accepted, plan: plan, state: state)
-    }
-
-    /// The active set after the switch stage, and whether it changed.
-    struct SwitchedSet {
-        var previous: ActiveSet
-        var current: ActiveSet
-        var outcome: SyncReport.Outcome
-    }
-
-    /// Switch (unless SIGINT/SIGTERM came while fetching: then the active set stays as it was), then
-    /// commit the finished evaluation. Runs only after the install stage returned: every package verified.
-    private func switchSet(_ planned: PlannedRelease) throws -> SwitchedSet {
-        try Task.checkCancellation()
-        let record = planned.accepted.start.record
-        var switched = SwitchedSet(previous: record.current, current: record.current, outcome: .upToDate)
-        let candidate = ActiveSet(
-            generation: record.current.generation + 1, sequence: planned.accepted.manifest.sequence, activatedAt: now(),
-            packages: planned.plan.packages)
-        if !candidate.hasSameContent(as: record.current) {
-            // Every tree it names was flushed and renamed into place by the install stage's commit.
-            FailPoint.beforeSwitch.hit()
-            try ActiveRecord(current: candidate, previous: record.current.generation == 0 ? record.previous : record.current)
-                .save(layout)
-            FailPoint.afterSwitch.hit()
-            History.record(candidate, limit: options.historyLimit, in: layout)
-            switched.current = candidate
-            switched.outcome = .activated
-            options.events?(.activated(generation: candidate.generation))
-        }
-        var state = planned.state
-        state.evaluatedInputs = planned.accepted.start.inputs
-        state.noteSuccess(at: now())
-        // The switch is done: failing to note that the evaluation finished only costs a re-evaluation
-        // at the next 304, and must not turn a switched release into a non-zero exit.
-        try? state.save(layout)
-        return switched
-    }
-
-    /// Clean up: only after success, so a failed sync keeps what it verified.
-    private func cleanUp() {
-        _ = try? GarbageCollector(layout: layout).collect()
-    }
-
-    private func report(_ switched: SwitchedSet, _ planned: PlannedRelease, _ installed: InstalledPackages) -> SyncReport {
-        var report = emptyReport(
-            switched.outcome, switched.current, requests: planned.accepted.checked.requests + installed.requests)
-        report.changes = Self.changes(from: switched.previous, to: switched.current, via: installed.via)
-        report.mandatory = report.changes.contains { $0.mandatory == true }
-        report.heldBack = planned.plan.heldBack
-        report.bytesFetched = installed.bytes
-        return report
-    }
-
     /// `sync --dry-run` (SPEC §12): everything up to the plan — the manifest fetched and verified — and
     /// nothing written: no lock, no state, no stored manifest, no device ID, no download.
     package func plan() async throws -> SyncPlan {
@@ -257,14 +102,14 @@ package struct SyncEngine: Sendable {
             mandatory: steps.contains { $0.mandatory == true })
     }
 
-    private func planner(deviceID: String, state: StoreState) -> ReleasePlanner {
+    func planner(deviceID: String, state: StoreState) -> ReleasePlanner {
         ReleasePlanner(
             layout: layout, shellVersion: options.shellVersion.flatMap(ShellVersion.init), deviceID: deviceID,
             reverted: state.reverted ?? [:])
     }
 
     /// Events for what the plan holds back and for each release it will install.
-    private func announce(_ plan: ReleasePlan, manifest: Manifest, current: ActiveSet) {
+    func announce(_ plan: ReleasePlan, manifest: Manifest, current: ActiveSet) {
         for held in plan.heldBack {
             options.events?(.heldBack(packageID: held.id, version: held.version, reason: held.reason))
         }
@@ -300,7 +145,7 @@ package struct SyncEngine: Sendable {
     /// Check, then accept. A manifest refused as a rollback, or a fresh one whose signature does not
     /// verify, may be a CDN edge that holds an old copy of one of the two files: both are fetched once
     /// more with `Cache-Control: no-cache` before the refusal stands (SPEC §12).
-    private func checkAndAccept(state: StoreState, sameSource: Bool) async throws -> (CheckedManifest, Manifest) {
+    func checkAndAccept(state: StoreState, sameSource: Bool) async throws -> (CheckedManifest, Manifest) {
         let checked = try await check(conditionally: sameSource ? state : nil, uncached: false)
         do {
             return (checked, try accept(checked, state: state))
@@ -366,7 +211,7 @@ package struct SyncEngine: Sendable {
     }
 
     /// What the stored manifest was judged with: a change of either re-evaluates it after a 304.
-    private func evaluationInputs() -> String {
+    func evaluationInputs() -> String {
         let keys = options.trustedKeys.map(\.keyID).sorted().joined(separator: ",")
         return "shell=\(options.shellVersion ?? "*");keys=\(keys);limits=\(limits.maxEntries)/\(limits.maxBytes)"
     }
@@ -399,19 +244,19 @@ package struct SyncEngine: Sendable {
         return manifest
     }
 
-    private func clearStaging() throws {
+    func clearStaging() throws {
         for name in FileSystem.contents(of: layout.staging) {
             try FileSystem.removeTree(layout.stagingDirectory(name))
         }
     }
 
-    private func emptyReport(_ outcome: SyncReport.Outcome, _ set: ActiveSet, requests: Int = 0) -> SyncReport {
+    func emptyReport(_ outcome: SyncReport.Outcome, _ set: ActiveSet, requests: Int = 0) -> SyncReport {
         SyncReport(
             outcome: outcome, generation: set.generation, sequence: set.sequence, changes: [], heldBack: [], bytesFetched: 0,
             requests: requests)
     }
 
-    private static func changes(from old: ActiveSet, to new: ActiveSet, via: [String: String]) -> [SyncReport.Change] {
+    static func changes(from old: ActiveSet, to new: ActiveSet, via: [String: String]) -> [SyncReport.Change] {
         var changes = [SyncReport.Change]()
         for package in new.packages {
             let before = old.package(package.id)
@@ -430,7 +275,7 @@ package struct SyncEngine: Sendable {
 }
 
 extension ManifestFetcher.Response {
-    fileprivate var isNotModified: Bool {
+    var isNotModified: Bool {
         if case .notModified = self { return true }
         return false
     }
