@@ -132,7 +132,7 @@ package struct PackageInstaller: Sendable {
         // folder to another parent.
         try FileSystem.makeFoldersReadOnly(folders, under: staged)
         let staged = StagedTree(
-            folder: staged, index: staged + ".index", lookup: staged + ".lookup", packageTrees: layout.packageTrees(entry.id),
+            folder: staged, index: layout.index(ofTree: staged), lookup: layout.lookupTable(ofTree: staged), packageTrees: layout.packageTrees(entry.id),
             tree: layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeIndex: layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeLookup: layout.treeLookup(id: entry.id, version: entry.version, treeHash: entry.tree))

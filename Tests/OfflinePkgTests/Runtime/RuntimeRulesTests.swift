@@ -149,14 +149,14 @@ struct RuntimeRulesTests {
         #expect(missing.status == 504)
 
         // verify checks each entry against its body; --repair drops a broken one.
-        #expect(try offline.verify().isEmpty)
+        #expect(try offline.writer.verify().isEmpty)
         guard case .file(let bodyFile) = stored.body else { throw TestSupportError("expected a stored body file") }
         try Data("{}".utf8).write(to: bodyFile)
-        let damage = try offline.verify()
+        let damage = try offline.writer.verify()
         #expect(damage.count == 1 && damage.first?.packageID == TreeDamage.runtimeCache)
         #expect(damage.first?.problem.contains("expected 15") == true, "\(damage)")
-        #expect(try await offline.repair(damage) == [TreeDamage.runtimeCache])
-        #expect(try offline.verify().isEmpty)
+        #expect(try await TreeRepairer(root: offline.writer).repair(damage) == [TreeDamage.runtimeCache])
+        #expect(try offline.writer.verify().isEmpty)
         #expect(!FileManager.default.fileExists(atPath: bodyFile.path))
     }
 }

@@ -18,10 +18,10 @@ struct DamagedIndexTests {
         let store = try PackageStore(root: root.url, options: .init(watchInterval: 0))
         #expect(try LifecycleTests.served(store) == "home 1")
         #expect(store.resolve("https://m.example.com/docs/") == nil)
-        let damage = try store.verify()
+        let damage = try store.writer.verify()
         #expect(damage.map(\.packageID) == ["docs"] && damage[0].problem.contains("tree index is unreadable"))
-        #expect(try await store.repair(damage) == ["docs"])
-        #expect(try store.verify().isEmpty)
+        #expect(try await TreeRepairer(root: store.writer).repair(damage) == ["docs"])
+        #expect(try store.writer.verify().isEmpty)
         #expect(
             try LifecycleTests.served(
                 try PackageStore(root: root.url, options: .init(watchInterval: 0)), "https://m.example.com/docs/") == "docs 1")

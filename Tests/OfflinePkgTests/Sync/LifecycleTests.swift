@@ -20,8 +20,13 @@ struct LifecycleTests {
         return repo
     }
 
-    static func store(_ root: TemporaryDirectory, launches: Int = 0) throws -> PackageStore {
-        try PackageStore(root: root.url, options: .init(watchInterval: 0, launchesBeforeRevert: launches))
+    static func store(_ root: TemporaryDirectory) throws -> PackageStore {
+        try PackageStore(root: root.url, options: .init(watchInterval: 0))
+    }
+
+    /// The writer of `root`, as a shell that confirms launches opens it.
+    static func writer(_ root: TemporaryDirectory, launches: Int) throws -> CacheRoot {
+        CacheRoot(store: try store(root), launchesBeforeRevert: launches)
     }
 
     static func sync(_ store: PackageStore, _ url: URL, _ options: Updater.Options = .init()) async throws -> SyncReport {
@@ -151,7 +156,7 @@ struct LifecycleTests {
         try repo.publish()
         _ = try await Self.sync(store, url)
         #expect(try Self.served(store) == "home 2")
-        let restored = try store.rollback()
+        let restored = try store.writer.rollback()
         #expect(restored.generation == 3 && restored.packages.map(\.version) == ["1"])
         #expect(try Self.served(store) == "home 1")
         // The rolled-back release is not installed again...
@@ -171,16 +176,16 @@ struct LifecycleTests {
         let repo = try Self.repo()
         let root = try TemporaryDirectory()
         let url = URL(fileURLWithPath: repo.manifestPath)
-        _ = try await Self.sync(try Self.store(root, launches: 2), url)
+        _ = try await Self.sync(try Self.store(root), url)
         try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")])
         try repo.publish()
-        _ = try await Self.sync(try Self.store(root, launches: 2), url)
+        _ = try await Self.sync(try Self.store(root), url)
         // Launch 1 and 2 of generation 2, never confirmed; a confirmation of another generation does nothing.
-        #expect(try Self.store(root, launches: 2).recordLaunch() == .awaitingConfirmation(generation: 2, launch: 1))
-        try Self.store(root, launches: 2).confirmLaunch(generation: 1)
-        #expect(try Self.store(root, launches: 2).recordLaunch() == .awaitingConfirmation(generation: 2, launch: 2))
-        let third = try Self.store(root, launches: 2)
-        #expect(try third.recordLaunch() == .reverted(from: 2, to: 3))
+        #expect(try Self.writer(root, launches: 2).recordLaunch() == .awaitingConfirmation(generation: 2, launch: 1))
+        try Self.writer(root, launches: 2).confirmLaunch(generation: 1)
+        #expect(try Self.writer(root, launches: 2).recordLaunch() == .awaitingConfirmation(generation: 2, launch: 2))
+        let third = try Self.store(root)
+        #expect(try CacheRoot(store: third, launchesBeforeRevert: 2).recordLaunch() == .reverted(from: 2, to: 3))
         #expect(try Self.served(third) == "home 1")
         #expect(try third.status().reverted == ["home": "2"])
         _ = try await Self.sync(third, url)
@@ -191,14 +196,15 @@ struct LifecycleTests {
         let repo = try Self.repo()
         let root = try TemporaryDirectory()
         let url = URL(fileURLWithPath: repo.manifestPath)
-        _ = try await Self.sync(try Self.store(root, launches: 1), url)
+        _ = try await Self.sync(try Self.store(root), url)
         try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")])
         try repo.publish()
-        _ = try await Self.sync(try Self.store(root, launches: 1), url)
-        let store = try Self.store(root, launches: 1)
-        #expect(try store.recordLaunch() == .awaitingConfirmation(generation: 2, launch: 1))
-        try store.confirmLaunch(generation: 2)
-        for _ in 0..<3 { #expect(try Self.store(root, launches: 1).recordLaunch() == .confirmed) }
+        _ = try await Self.sync(try Self.store(root), url)
+        let store = try Self.store(root)
+        let writer = CacheRoot(store: store, launchesBeforeRevert: 1)
+        #expect(try writer.recordLaunch() == .awaitingConfirmation(generation: 2, launch: 1))
+        try writer.confirmLaunch(generation: 2)
+        for _ in 0..<3 { #expect(try Self.writer(root, launches: 1).recordLaunch() == .confirmed) }
         #expect(try Self.served(store) == "home 2")
     }
 
@@ -224,7 +230,7 @@ struct LifecycleTests {
         }
         #expect(try trees().count == 3)  // 1 (leased), 2 (previous), 3 (active)
         reader.kill()
-        let removed = try syncer.collectGarbage()
+        let removed = try syncer.writer.collectGarbage()
         #expect(removed.count == 1 && removed[0].contains("/trees/home/1-"))
         #expect(try trees().count == 2)
     }
@@ -240,13 +246,13 @@ struct LifecycleTests {
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)))
         bytes[0] ^= 0x01
         try Data(bytes).write(to: URL(fileURLWithPath: file))
-        let damage = try store.verify()
+        let damage = try store.writer.verify()
         #expect(damage.map(\.packageID) == ["docs"] && damage[0].path == "index.html")
         let cli = try OfflinePkgBinary.run(["verify", "--root", root.path])
         #expect(cli.status == 4 && cli.stderr.contains("damaged: docs 1: index.html"))
-        let repaired = try await store.repair(damage)
+        let repaired = try await TreeRepairer(root: store.writer).repair(damage)
         #expect(repaired == ["docs"])
-        #expect(try store.verify().isEmpty)
+        #expect(try store.writer.verify().isEmpty)
         #expect(nginx.requestCount(path: "/" + repo.archiveURL("docs")) == 2)
     }
 
@@ -264,16 +270,16 @@ struct LifecycleTests {
             try repo.publish()
             _ = try await Self.sync(store, nginx.url("manifest.json"))
         }
-        try store.rollback()
+        try store.writer.rollback()
         #expect(try Self.served(store) == "home 2")
 
         let file = try #require(store.resolve("https://m.example.com/")).path
         chmod(file, 0o644)
         try Data("home 2, damaged".utf8).write(to: URL(fileURLWithPath: file))
-        let damage = try store.verify()
+        let damage = try store.writer.verify()
         #expect(damage.map(\.packageID) == ["home"])
-        #expect(try await store.repair(damage) == ["home"])
-        #expect(try store.verify().isEmpty)
+        #expect(try await TreeRepairer(root: store.writer).repair(damage) == ["home"])
+        #expect(try store.writer.verify().isEmpty)
         #expect(try Self.served(try Self.store(root)) == "home 2")
         #expect(nginx.requestCount(path: firstArchive) == 1)
         #expect(nginx.accessLog().filter { $0.uri.hasSuffix("home-2.tar.gz") }.count == 2)

@@ -20,7 +20,7 @@ struct ReaderLeaseTests {
             _ = try await Updater(store: follower!, manifestURL: url).sync()
         }
         follower = nil  // its lease goes; the pinned store's must stay
-        let removed = try PackageStore(root: root.url, options: .init(watchInterval: 0)).collectGarbage()
+        let removed = try PackageStore(root: root.url, options: .init(watchInterval: 0)).writer.collectGarbage()
         #expect(removed.isEmpty)
         #expect(try LifecycleTests.served(pinned) == "home 1")
         withExtendedLifetime(pinned) {}

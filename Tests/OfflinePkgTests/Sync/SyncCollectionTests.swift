@@ -47,7 +47,7 @@ struct SyncCollectionTests {
             #expect(((try? FileManager.default.contentsOfDirectory(atPath: root.path("downloads"))) ?? []).isEmpty)
         }
         // What was kept is enough to go back one release.
-        _ = try store.rollback()
+        _ = try store.writer.rollback()
         #expect(try store.resolve("https://m.example.com/").map { try String(contentsOfFile: $0.path, encoding: .utf8) } == "home 4")
     }
 }
