@@ -17,14 +17,16 @@ let package = Package(
 
         .target(name: "CSystemShims"),
         .target(name: "OfflinePkg", dependencies: ["CArchive", "CCrypto", "CCurl", "CSystemShims"]),
+        // The publisher (archives, manifest editing, signing, deltas): the CLI links it, a host never does.
+        .target(name: "OfflinePkgPublish", dependencies: ["OfflinePkg"]),
         .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),
-        .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgServer"]),
+        .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgServer"]),
         .executableTarget(name: "offlinepkg", dependencies: ["OfflinePkgCLI"]),
         // `swift build -c release --product OfflinePkgBenchmarks`: resolve ns/op on a ~4,000-file set.
         .executableTarget(name: "OfflinePkgBenchmarks", dependencies: ["OfflinePkg", "OfflinePkgTestSupport"]),
 
         .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg"], path: "Tests/OfflinePkgTestSupport"),
-        .testTarget(name: "OfflinePkgTests", dependencies: ["OfflinePkg", "OfflinePkgTestSupport"]),
+        .testTarget(name: "OfflinePkgTests", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgCLITests", dependencies: ["OfflinePkgCLI", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgServerTests", dependencies: ["OfflinePkgServer", "OfflinePkg", "OfflinePkgTestSupport"]),
     ],

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 /// A fresh folder under the system temp dir, removed (read-only trees included) when released.
 final class TemporaryFolder: Sendable {

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 @Suite struct PublisherTests {
     @Test(arguments: ArchiveFormat.allCases)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 @Suite("signing keys")
 struct TrustSigningKeyTests {

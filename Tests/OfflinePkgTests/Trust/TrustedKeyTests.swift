@@ -1,6 +1,7 @@
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 @Suite("trusted keys")
 struct TrustedKeyTests {

@@ -1,3 +1,4 @@
+import OfflinePkg
 import Foundation
 
 /// A repository's `manifest.json` as a JSON document, edited in place: `publish` replaces one package

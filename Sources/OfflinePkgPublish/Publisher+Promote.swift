@@ -1,3 +1,4 @@
+import OfflinePkg
 import Foundation
 
 extension Publisher {
@@ -6,7 +7,7 @@ extension Publisher {
     /// file its entry names, and its tree listing; then the manifest, with the entry as `source`
     /// published it (routes, notes, rollout...). The same stages as `publish`: everything under `.tmp/`
     /// first, the manifest and its signature last.
-    public func promote(
+    package func promote(
         id: String, version: String, from source: URL, signer: (([UInt8]) throws -> [UInt8])? = nil,
         waiting: (() -> Void)? = nil
     ) throws -> PublishReport {

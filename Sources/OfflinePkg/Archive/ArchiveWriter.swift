@@ -12,11 +12,14 @@ import Glibc
 ///
 /// mtime 0 also keeps zip reproducible across time zones: libarchive writes the DOS date from local
 /// time, and 1970 in any zone falls before the DOS epoch (1980), which libarchive clamps to a constant.
+///
+/// The publisher (`OfflinePkgPublish`) is its only user; it lives here because libarchive is imported
+/// by one module, this one, which reads archives too (docs/design.md, "Targets").
 package final class ArchiveWriter {
     private let archive: OpaquePointer
     private let entry: OpaquePointer
     /// Where the archive is written, for error messages.
-    let path: String
+    package let path: String
     private var finished = false
 
     /// `level` is the compressor's level (zstd 1-19, gzip and zip 1-9); nil takes the format's default.
