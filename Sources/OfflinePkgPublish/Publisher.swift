@@ -156,7 +156,7 @@ package struct Publisher: Sendable {
         if let signature {
             try FileSystem.writeAtomically(signature, to: layout.signature)
         } else {
-            FileSystem.removeFile(layout.signature)
+            FileSystem.discardFile(layout.signature)
         }
         try? FileSystem.removeTree(layout.scratch)
         return (sequence, signature != nil)
@@ -167,7 +167,7 @@ package struct Publisher: Sendable {
     private func expiry(expires: Date?, expiresIn: TimeInterval?) throws -> Date? {
         if let expiresIn {
             if expiresIn == 0 {
-                FileSystem.removeFile(layout.expiresIn)
+                FileSystem.discardFile(layout.expiresIn)
             } else {
                 try FileSystem.makeDirectories(layout.trees)
                 try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn)

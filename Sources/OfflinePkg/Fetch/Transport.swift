@@ -1,10 +1,11 @@
 import Foundation
 
-/// Moves bytes from a URL to the caller. The engine sees only this protocol, so tests and hosts can put
-/// their own transport in; `CurlTransport` is the real one (http, https and file URLs).
+/// Moves bytes from a URL to the caller. The engine sees only this protocol (`Updater` takes one at a
+/// `package` initialiser); `CurlTransport` (http, https and file URLs) is the only one, and tests run it
+/// against real servers. A host cannot plug in its own: the protocol is not public.
 package protocol Transport: Sendable {
     /// Performs one GET. Response headers reach `onResponse` before the first body byte, with the
-    /// status; `onBody` gets the body in chunks and returns false to abort the transfer.
+    /// status; `onBody` gets the body in chunks. Either callback aborts the transfer by throwing.
     func get(
         _ request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
         onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void

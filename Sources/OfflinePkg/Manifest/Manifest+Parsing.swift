@@ -2,7 +2,7 @@ import Foundation
 
 extension Manifest {
     /// Parses and validates manifest bytes; `source` names the manifest in error messages.
-    public init(parsing bytes: [UInt8], source: String) throws {
+    package init(parsing bytes: [UInt8], source: String) throws {
         guard bytes.count <= Manifest.maximumSize else {
             throw OfflinePkgError.sizeMismatch(what: "manifest \(source)", reason: "larger than \(Manifest.maximumSize) bytes")
         }
@@ -198,7 +198,7 @@ private struct ManifestReader {
 
 extension PackageEntry {
     /// `[a-z0-9][a-z0-9._-]{0,63}`
-    public static func isValidID(_ id: String) -> Bool {
+    package static func isValidID(_ id: String) -> Bool {
         let bytes = Array(id.utf8)
         guard (1...64).contains(bytes.count) else { return false }
         func lowerAlnum(_ byte: UInt8) -> Bool { (0x61...0x7a).contains(byte) || (0x30...0x39).contains(byte) }
@@ -206,7 +206,7 @@ extension PackageEntry {
     }
 
     /// `[A-Za-z0-9._+-]{1,64}`
-    public static func isValidVersion(_ version: String) -> Bool {
+    package static func isValidVersion(_ version: String) -> Bool {
         let bytes = Array(version.utf8)
         guard (1...64).contains(bytes.count) else { return false }
         return bytes.allSatisfy { byte in

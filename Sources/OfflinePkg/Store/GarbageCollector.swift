@@ -41,7 +41,7 @@ package struct GarbageCollector {
                 if companion == nil { result.removedTrees.append(tree) }
             }
         }
-        for name in FileSystem.contents(of: layout.downloads) { FileSystem.removeFile(layout.downloads + "/" + name) }
+        for name in FileSystem.contents(of: layout.downloads) { FileSystem.discardFile(layout.downloads + "/" + name) }
         return result
     }
 }

@@ -20,7 +20,7 @@ package enum StrayTemporaries {
                 else { continue }
                 let path = folder + "/" + name
                 guard FileSystem.fileSize(path) != nil else { continue }
-                FileSystem.removeFile(path)
+                FileSystem.discardFile(path)
                 removed.append(path)
             }
         }

@@ -69,7 +69,7 @@ package struct SyncEngine: Sendable {
             try FileSystem.writeAtomically(signature, to: layout.storedSignature)
         } else if signature == nil {
             // A signature left from an older manifest would not match the new one.
-            FileSystem.removeFile(layout.storedSignature)
+            FileSystem.discardFile(layout.storedSignature)
         }
         if case .fetched = response { try FileSystem.writeAtomically(bytes, to: layout.storedManifest) }
         if unchanged {

@@ -53,7 +53,7 @@ enum TrustMinisignTool {
     static func run(_ arguments: [String], in directory: TrustTempDir) throws -> Result {
         let outputPath = directory.file("minisign-output-\(UUID().uuidString)")
         try FileSystem.writeAtomically([], to: outputPath)
-        defer { FileSystem.removeFile(outputPath) }
+        defer { FileSystem.discardFile(outputPath) }
         let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         defer { try? output.close() }
         let process = Process()
