@@ -52,11 +52,11 @@ package struct PublishRequest: Sendable, Equatable {
 
     /// Checks the values themselves, before any file is read.
     func validate() throws {
-        guard PackageEntry.isValidID(id) else {
-            throw OfflinePkgError.invalidArgument("package id \"\(id)\" must match [a-z0-9][a-z0-9._-]{0,63}")
+        guard ManifestRules.isValidID(id) else {
+            throw OfflinePkgError.invalidArgument("package id \"\(id)\" must match \(ManifestRules.idPattern)")
         }
-        guard PackageEntry.isValidVersion(version) else {
-            throw OfflinePkgError.invalidArgument("version \"\(version)\" must match [A-Za-z0-9._+-]{1,64}")
+        guard ManifestRules.isValidVersion(version) else {
+            throw OfflinePkgError.invalidArgument("version \"\(version)\" must match \(ManifestRules.versionPattern)")
         }
         guard !routes.isEmpty else { throw OfflinePkgError.invalidArgument("a package needs at least one route") }
         if let level = compressionLevel, !format.levels.contains(level) {
@@ -65,21 +65,21 @@ package struct PublishRequest: Sendable, Equatable {
         }
         // The same rule set a device applies to the manifest (SPEC §2): a route is written as a browser sends it.
         for route in routes {
-            if let problem = RouteSyntax.problem(with: route) { throw OfflinePkgError.invalidArgument("route \(problem)") }
+            if let problem = ManifestRules.routeProblem(route) { throw OfflinePkgError.invalidArgument("route \(problem)") }
         }
         var seen = Set<String>()
         for route in routes where !seen.insert(RouteKey.normalized(route)!).inserted {
             throw OfflinePkgError.invalidArgument("route \"\(route)\" is given twice")
         }
         for (name, path) in [("entry", entry), ("fallback", fallback)] {
-            if let path, let reason = ArchivePath.validate(path) {
+            if let path, let reason = ManifestRules.filePathProblem(path) {
                 throw OfflinePkgError.invalidArgument(
                     "\(name) \"\(path)\" is not a relative file path inside the site (\(reason))")
             }
         }
         guard deltaCount >= 0 else { throw OfflinePkgError.invalidArgument("the number of deltas cannot be negative") }
-        if let rollout, !(0...100).contains(rollout) {
-            throw OfflinePkgError.invalidArgument("rollout must be between 0 and 100, got \(rollout)")
+        if let rollout, let problem = ManifestRules.rolloutProblem(rollout) {
+            throw OfflinePkgError.invalidArgument("rollout \(problem)")
         }
         if let notes, notes.utf8.count > ReleaseInfo.maximumNotesBytes {
             throw OfflinePkgError.invalidArgument(
@@ -88,8 +88,8 @@ package struct PublishRequest: Sendable, Equatable {
         if let expiresIn, expiresIn < 0 || !expiresIn.isFinite {
             throw OfflinePkgError.invalidArgument("the expiry duration must be positive")
         }
-        if let minShellVersion, ShellVersion(minShellVersion) == nil {
-            throw OfflinePkgError.invalidArgument("minimum shell version \"\(minShellVersion)\" is not a dotted numeric version")
+        if let minShellVersion, let problem = ManifestRules.shellVersionProblem(minShellVersion) {
+            throw OfflinePkgError.invalidArgument("minimum shell version \"\(minShellVersion)\" \(problem)")
         }
     }
 }
