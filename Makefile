@@ -40,6 +40,7 @@ test: build
 	$(MAKE) example
 	$(MAKE) example-webkit
 	scripts/readme-snippets
+	scripts/check-targets
 	$(SWIFT) build --build-tests
 	# One test at a time: several suites measure time (stall timeouts, a switch seen within a second,
 	# a lock held during a slow download) and would measure the machine's load instead. Last, so the

@@ -8,8 +8,8 @@ func fuzzManifest(_ bytes: [UInt8]) {
     precondition(manifest.sequence >= 1, "accepted a sequence below 1")
     var ids = Set<String>()
     for package in manifest.packages {
-        precondition(PackageEntry.isValidID(package.id) && ids.insert(package.id).inserted, "bad or duplicate id")
-        precondition(PackageEntry.isValidVersion(package.version), "bad version")
+        precondition(ManifestRules.isValidID(package.id) && ids.insert(package.id).inserted, "bad or duplicate id")
+        precondition(ManifestRules.isValidVersion(package.version), "bad version")
         precondition(!package.routes.isEmpty && package.routes.allSatisfy { $0.hasSuffix("/") && RouteKey.normalized($0) != nil })
         precondition(package.routes.allSatisfy { RouteSyntax.problem(with: $0) == nil }, "accepted a route no browser sends")
         let urls = [package.archive.url] + package.deltas.map(\.file.url)

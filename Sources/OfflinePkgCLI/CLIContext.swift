@@ -5,8 +5,9 @@ import OfflinePkg
 import Glibc
 #endif
 
-/// What a command needs from the outside world, passed in rather than reached for, so tests can run
-/// commands in process with their own environment and capture their output.
+/// What a command needs from the outside world (the environment, how to write), passed in rather than
+/// reached for, so a test can run a command in process with its own environment. `Output` always
+/// writes to the process's stdout and stderr, so a test that reads a command's output runs the binary.
 struct CLIContext: Sendable {
     var environment: [String: String]
     var output: Output

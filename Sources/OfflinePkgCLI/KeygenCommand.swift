@@ -1,5 +1,6 @@
 import Foundation
 import OfflinePkg
+import OfflinePkgPublish
 
 enum KeygenCommand {
     static let spec = CommandSpec(

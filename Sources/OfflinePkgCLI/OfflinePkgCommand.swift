@@ -3,14 +3,14 @@ import OfflinePkg
 
 /// The `offlinepkg` command line: finds the command, parses its table, runs it, and is the one place
 /// where an error becomes an exit status (SPEC §8).
-public enum OfflinePkgCommand {
+package enum OfflinePkgCommand {
     /// Exit statuses of SPEC §8.
-    public enum ExitStatus {
-        public static let success: Int32 = 0
-        public static let failure: Int32 = 1
-        public static let usage: Int32 = 2
-        public static let locked: Int32 = 3
-        public static let refused: Int32 = 4
+    package enum ExitStatus {
+        package static let success: Int32 = 0
+        package static let failure: Int32 = 1
+        package static let usage: Int32 = 2
+        package static let locked: Int32 = 3
+        package static let refused: Int32 = 4
     }
 
     static let commands: [CommandSpec] = [
@@ -20,7 +20,7 @@ public enum OfflinePkgCommand {
     ]
 
     /// Runs the command line `arguments` (without the program name) and returns the exit status.
-    public static func main(_ arguments: [String]) async -> Int32 {
+    package static func main(_ arguments: [String]) async -> Int32 {
         await run(arguments, context: .live())
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import OfflinePkg
+import OfflinePkgPublish
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import Foundation
 import OfflinePkg
+import OfflinePkgPublish
 import Synchronization
 
 /// `publish` progress on stderr: a redrawn bar while the archive is packed on a terminal, a line per

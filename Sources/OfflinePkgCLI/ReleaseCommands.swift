@@ -1,5 +1,6 @@
 import Foundation
 import OfflinePkg
+import OfflinePkgPublish
 
 /// `history`: what a repository has published, package by package (SPEC §12).
 enum HistoryCommand {

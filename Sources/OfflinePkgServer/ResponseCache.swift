@@ -22,31 +22,33 @@ final class ResponseCache: Sendable {
         let pointer: OpaquePointer
     }
 
-    private struct Entry {
+    private struct Entry: Sendable {
         let ok: Shared
         let notModified: Shared
         let size: Int
-        var lastUse: UInt64
+
+        /// Drops the cache's reference to both responses.
+        func destroy() {
+            MHD_destroy_response(ok.pointer)
+            MHD_destroy_response(notModified.pointer)
+        }
     }
 
     private struct State: ~Copyable {
-        var entries: [String: Entry] = [:]
-        var bytes = 0
-        var clock: UInt64 = 0
+        var entries: BoundedLRU<String, Entry>
 
         deinit {
-            for entry in entries.values {
-                MHD_destroy_response(entry.ok.pointer)
-                MHD_destroy_response(entry.notModified.pointer)
-            }
+            var remaining = entries
+            while let (_, entry) = remaining.removeOldest() { entry.destroy() }
         }
     }
 
     let capacity: Int
-    private let state = Mutex<State>(State())
+    private let state: Mutex<State>
 
     init(capacity: Int) {
         self.capacity = max(0, capacity)
+        state = Mutex(State(entries: BoundedLRU(maxBytes: self.capacity)))
     }
 
     /// Largest file kept.
@@ -60,21 +62,11 @@ final class ResponseCache: Sendable {
         if let result = queueCached(resource.path, notModified: notModified, on: connection) { return result }
         guard let entry = Self.makeEntry(resource) else { return nil }
         return state.withLock { state in
-            if state.entries[resource.path] == nil {
-                while state.bytes + entry.size > capacity,
-                    let oldest = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse })
-                {
-                    state.entries[oldest.key] = nil
-                    state.bytes -= oldest.value.size
-                    MHD_destroy_response(oldest.value.ok.pointer)
-                    MHD_destroy_response(oldest.value.notModified.pointer)
-                }
-                state.entries[resource.path] = entry
-                state.bytes += entry.size
+            if state.entries.peek(resource.path) == nil {
+                for (_, evicted) in state.entries.insert(resource.path, entry, bytes: entry.size) { evicted.destroy() }
             } else {
                 // Another thread cached it meanwhile: keep theirs.
-                MHD_destroy_response(entry.ok.pointer)
-                MHD_destroy_response(entry.notModified.pointer)
+                entry.destroy()
             }
             return Self.queue(&state, resource.path, notModified: notModified, on: connection)
         }
@@ -87,9 +79,7 @@ final class ResponseCache: Sendable {
     private static func queue(_ state: inout State, _ path: String, notModified: Bool, on connection: OpaquePointer)
         -> MHD_Result?
     {
-        guard let entry = state.entries[path] else { return nil }
-        state.clock += 1
-        state.entries[path]!.lastUse = state.clock
+        guard let entry = state.entries.touch(path) else { return nil }
         return notModified
             ? MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_MODIFIED), entry.notModified.pointer)
             : MHD_queue_response(connection, UInt32(MHD_HTTP_OK), entry.ok.pointer)
@@ -110,9 +100,9 @@ final class ResponseCache: Sendable {
         ResponseHeaders.addContent(ok, resource)
         ResponseHeaders.addValidators(ok, resource)
         ResponseHeaders.addValidators(notModified, resource)
-        return Entry(ok: Shared(pointer: ok), notModified: Shared(pointer: notModified), size: data.count, lastUse: 0)
+        return Entry(ok: Shared(pointer: ok), notModified: Shared(pointer: notModified), size: data.count)
     }
 
     /// Bytes held and entries, for tests.
-    var usage: (bytes: Int, entries: Int) { state.withLock { ($0.bytes, $0.entries.count) } }
+    var usage: (bytes: Int, entries: Int) { state.withLock { ($0.entries.bytes, $0.entries.count) } }
 }

@@ -4,9 +4,10 @@ import Glibc
 import Darwin
 #endif
 
-/// A POSIX error number, printed with its `strerror` text.
+/// A POSIX error number, printed with its `strerror` text. Public because `OfflinePkgError.io` carries
+/// one: a host can tell, say, `ENOSPC` from `EACCES` by its number.
 public struct Errno: Error, Equatable, CustomStringConvertible, Sendable {
-    package let rawValue: Int32
+    public let rawValue: Int32
 
     package init(_ rawValue: Int32) { self.rawValue = rawValue }
 
@@ -19,8 +20,9 @@ public struct Errno: Error, Equatable, CustomStringConvertible, Sendable {
     package static let wouldBlock = Errno(EWOULDBLOCK)
 }
 
-/// Runs a system call and turns its `-1` into a thrown `Errno`, retrying on `EINTR` when asked.
-/// Every syscall in this module goes through here, so error handling reads the same everywhere.
+/// Runs a system call and turns its `-1` into a thrown `Errno`, retrying on `EINTR` when asked. The
+/// `FileDescriptor` wrappers and a few others use it; most call sites check a result themselves
+/// and throw `OfflinePkgError.io` with `Errno.current`, which names the path and the operation.
 @inline(__always)
 package func valueOrErrno<I: FixedWidthInteger>(
     retryOnInterrupt: Bool = true, _ body: () -> I

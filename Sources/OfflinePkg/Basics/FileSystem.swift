@@ -125,12 +125,13 @@ package enum FileSystem {
         }
     }
 
-    package static func removeFile(_ path: String) {
+    /// Cleanup: unlinks `path` if it can and ignores every failure, a missing file included.
+    package static func discardFile(_ path: String) {
         unlink(path)
     }
 
-    /// Removes a file, failing if it is not there (unlike `removeFile`, which is cleanup).
-    package static func unlinkFile(_ path: String) throws {
+    /// Removes a file, failing if it is not there or cannot be removed (unlike `discardFile`, cleanup).
+    package static func removeFile(_ path: String) throws {
         do { _ = try valueOrErrno { unlink(path) } } catch { throw OfflinePkgError.io(path: path, operation: "unlink", error) }
     }
 

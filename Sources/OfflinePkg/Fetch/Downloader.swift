@@ -65,8 +65,8 @@ package struct Downloader: Sendable {
         _ = try await transport.get(request) { head in
             if head.status == 416 {
                 // The bytes on disk no longer fit the file on the server: start over on the next try.
-                FileSystem.removeFile(meta)
-                FileSystem.removeFile(part)
+                FileSystem.discardFile(meta)
+                FileSystem.discardFile(part)
                 throw OfflinePkgError.transfer(url: urlText, failure: .rangeNotSatisfiable)
             }
             if !head.isSuccess { throw OfflinePkgError.transfer(url: urlText, failure: head.failure) }
@@ -87,11 +87,11 @@ package struct Downloader: Sendable {
             throw OfflinePkgError.transfer(url: urlText, failure: .truncated(received: written, expected: file.size))
         }
         guard digest == file.sha256 else {
-            FileSystem.removeFile(part)
-            FileSystem.removeFile(meta)
+            FileSystem.discardFile(part)
+            FileSystem.discardFile(meta)
             throw OfflinePkgError.hashMismatch(what: name, expected: file.sha256, actual: digest)
         }
-        FileSystem.removeFile(meta)
+        FileSystem.discardFile(meta)
         return fetched
     }
 
@@ -118,7 +118,7 @@ private struct ResumePoint: Codable {
         // Weak ETags may not be used with If-Range (RFC 9110 §13.1.5); fall back to Last-Modified.
         let etag = head.headers["etag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
         guard let validator = etag ?? head.headers["last-modified"] else {
-            FileSystem.removeFile(meta)
+            FileSystem.discardFile(meta)
             return
         }
         try? FileSystem.writeAtomically(JSONCoding.encode(ResumePoint(url: url, validator: validator), pretty: false), to: meta)

@@ -69,18 +69,19 @@ package enum LookupURL {
     /// Also "@" (0x40), which ends userinfo in the authority.
     private static var authoritySpecials: UInt64 { delimiters | 1 << 0x20 }
 
-    /// Which normaliser `normalize` uses: both, or one alone (the differential tests compare them).
-    package enum Route: Sendable {
-        case automatic, commonFormOnly, carefulOnly
+    /// Which normalisers `normalize` runs: the common-form fast path and, when it declines, the careful
+    /// one (what lookups use), or one of them alone (the differential tests compare them).
+    package enum Normalizers: Sendable {
+        case commonFormThenCareful, commonFormOnly, carefulOnly
     }
 
-    /// The key of `url` through one route, as bytes (a decoded path need not be UTF-8); for
+    /// The key of `url` through the given normalisers, as bytes (a decoded path need not be UTF-8); for
     /// `.commonFormOnly`, nil also when the fast path declines.
-    package static func key(_ url: String, route: Route) -> [UInt8]? {
+    package static func key(_ url: String, using normalizers: Normalizers) -> [UInt8]? {
         var url = url
         return url.withUTF8 { input in
             withUnsafeTemporaryAllocation(of: UInt8.self, capacity: input.count + 1) { buffer in
-                guard let (count, _) = normalize(input, into: buffer.baseAddress!, route: route) else { return nil }
+                guard let (count, _) = normalize(input, into: buffer.baseAddress!, using: normalizers) else { return nil }
                 return Array(UnsafeBufferPointer(start: buffer.baseAddress, count: count))
             }
         }
@@ -96,7 +97,7 @@ package enum LookupURL {
     /// their closures (an outlined closure context cost a retain and release of the index per call).
     @inline(never)
     private static func normalize(
-        _ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>, route: Route = .automatic
+        _ input: UnsafeBufferPointer<UInt8>, into output: UnsafeMutablePointer<UInt8>, using normalizers: Normalizers = .commonFormThenCareful
     ) -> (Int, Int)? {
         let count = input.count
         guard count >= 8, let text = input.baseAddress else { return nil }
@@ -111,8 +112,8 @@ package enum LookupURL {
             text[position + 2] == slash
         else { return nil }
         position += 3
-        switch route {
-        case .automatic:
+        switch normalizers {
+        case .commonFormThenCareful:
             if let key = normalizeCommonForm(text, count: count, isHTTPS: isHTTPS, from: position, into: output) { return key }
         case .commonFormOnly:
             return normalizeCommonForm(text, count: count, isHTTPS: isHTTPS, from: position, into: output)

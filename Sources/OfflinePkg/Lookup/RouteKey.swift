@@ -6,4 +6,11 @@ package enum RouteKey {
     package static func normalized(_ route: String) -> String? {
         LookupURL.key(route)
     }
+
+    /// What two routes are compared by when a manifest or a release says which package owns one: the
+    /// normalised key, or the route as written when it is not an absolute http(s) URL (the manifest
+    /// rules refuse such a route, so only an unchecked value ever compares that way).
+    package static func owningKey(_ route: String) -> String {
+        normalized(route) ?? route
+    }
 }

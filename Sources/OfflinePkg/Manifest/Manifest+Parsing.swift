@@ -2,7 +2,7 @@ import Foundation
 
 extension Manifest {
     /// Parses and validates manifest bytes; `source` names the manifest in error messages.
-    public init(parsing bytes: [UInt8], source: String) throws {
+    package init(parsing bytes: [UInt8], source: String) throws {
         guard bytes.count <= Manifest.maximumSize else {
             throw OfflinePkgError.sizeMismatch(what: "manifest \(source)", reason: "larger than \(Manifest.maximumSize) bytes")
         }
@@ -52,7 +52,7 @@ private struct ManifestReader {
                 throw fail("packages[\(index)].id", "duplicate package id \"\(package.id)\"")
             }
             for route in package.routes {
-                let key = RouteKey.normalized(route) ?? route
+                let key = RouteKey.owningKey(route)
                 if let owner = routeOwners[key] {
                     throw fail("packages[\(index)].routes", "route \(route) is already listed by package \"\(owner)\"")
                 }
@@ -70,13 +70,13 @@ private struct ManifestReader {
     func package(from value: JSONValue, field: String) throws -> PackageEntry {
         guard let object = value.object else { throw fail(field, "expected an object") }
         let id = try string(object["id"], "\(field).id", text: .identifier)!
-        guard PackageEntry.isValidID(id) else {
-            throw fail("\(field).id", "\(quoted(id)) must match [a-z0-9][a-z0-9._-]{0,63}")
+        guard ManifestRules.isValidID(id) else {
+            throw fail("\(field).id", "\(quoted(id)) must match \(ManifestRules.idPattern)")
         }
         let at = "\(field) (\(id))"
         let version = try string(object["version"], "\(at).version", text: .identifier)!
-        guard PackageEntry.isValidVersion(version) else {
-            throw fail("\(at).version", "\(quoted(version)) must match [A-Za-z0-9._+-]{1,64}")
+        guard ManifestRules.isValidVersion(version) else {
+            throw fail("\(at).version", "\(quoted(version)) must match \(ManifestRules.versionPattern)")
         }
         guard let routeList = object["routes"]?.array, !routeList.isEmpty else {
             throw fail("\(at).routes", "expected a non-empty list of URL prefixes")
@@ -84,13 +84,13 @@ private struct ManifestReader {
         var routes = [String]()
         for (index, item) in routeList.enumerated() {
             let route = try string(item, "\(at).routes[\(index)]", text: .identifier)!
-            if let problem = RouteSyntax.problem(with: route) { throw fail("\(at).routes[\(index)]", problem) }
+            if let problem = ManifestRules.routeProblem(route) { throw fail("\(at).routes[\(index)]", problem) }
             routes.append(route)
         }
         let entry = try string(object["entry"], "\(at).entry", required: false, text: .identifier) ?? "index.html"
         let fallback = try string(object["fallback"], "\(at).fallback", required: false, text: .identifier)
         for (name, path) in [("entry", entry), ("fallback", fallback)] {
-            if let path, ArchivePath.validate(path) != nil || path.hasSuffix("/") {
+            if let path, ManifestRules.filePathProblem(path) != nil {
                 throw fail("\(at).\(name)", "\(quoted(path)) is not a relative file path inside the package")
             }
         }
@@ -108,19 +108,19 @@ private struct ManifestReader {
                 let deltaField = "\(at).deltas[\(index)]"
                 guard let deltaObject = item.object else { throw fail(deltaField, "expected an object") }
                 let from = try string(deltaObject["from"], "\(deltaField).from", text: .identifier)!
-                guard PackageEntry.isValidVersion(from) else {
+                guard ManifestRules.isValidVersion(from) else {
                     throw fail("\(deltaField).from", "\(quoted(from)) is not a valid version")
                 }
                 deltas.append(Delta(from: from, file: try remoteFile(item, deltaField)))
             }
         }
         let minShell = try string(object["minShellVersion"], "\(at).minShellVersion", required: false, text: .identifier)
-        if let minShell, ShellVersion(minShell) == nil {
-            throw fail("\(at).minShellVersion", "\(quoted(minShell)) is not a dotted numeric version")
+        if let minShell, let problem = ManifestRules.shellVersionProblem(minShell) {
+            throw fail("\(at).minShellVersion", "\(quoted(minShell)) \(problem)")
         }
         let rollout = try integer(object["rollout"], "\(at).rollout", required: false)
-        if let rollout, !(0...100).contains(rollout) {
-            throw fail("\(at).rollout", "must be between 0 and 100, got \(rollout)")
+        if let rollout, let problem = ManifestRules.rolloutProblem(rollout) {
+            throw fail("\(at).rollout", problem)
         }
         let unpackedSize = try integer(object["unpackedSize"], "\(at).unpackedSize", required: false)
         if let unpackedSize, unpackedSize < 0 { throw fail("\(at).unpackedSize", "must not be negative") }
@@ -197,26 +197,6 @@ private struct ManifestReader {
 
     static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value)
-    }
-}
-
-extension PackageEntry {
-    /// `[a-z0-9][a-z0-9._-]{0,63}`
-    public static func isValidID(_ id: String) -> Bool {
-        let bytes = Array(id.utf8)
-        guard (1...64).contains(bytes.count) else { return false }
-        func lowerAlnum(_ byte: UInt8) -> Bool { (0x61...0x7a).contains(byte) || (0x30...0x39).contains(byte) }
-        return lowerAlnum(bytes[0]) && bytes.dropFirst().allSatisfy { lowerAlnum($0) || $0 == 0x2e || $0 == 0x5f || $0 == 0x2d }
-    }
-
-    /// `[A-Za-z0-9._+-]{1,64}`
-    public static func isValidVersion(_ version: String) -> Bool {
-        let bytes = Array(version.utf8)
-        guard (1...64).contains(bytes.count) else { return false }
-        return bytes.allSatisfy { byte in
-            (0x61...0x7a).contains(byte) || (0x41...0x5a).contains(byte) || (0x30...0x39).contains(byte)
-                || byte == 0x2e || byte == 0x5f || byte == 0x2b || byte == 0x2d
-        }
     }
 }
 

@@ -1,19 +1,19 @@
 import Foundation
 
 /// A parsed and validated `manifest.json` (format 1). One manifest is one release.
-public struct Manifest: Sendable, Equatable {
-    public var sequence: Int
-    public var expires: Date?
-    public var packages: [PackageEntry]
+package struct Manifest: Sendable, Equatable {
+    package var sequence: Int
+    package var expires: Date?
+    package var packages: [PackageEntry]
     /// How URLs outside packages are cached on the device (SPEC §11); nil when the manifest has none.
-    public var runtime: RuntimeConfiguration? = nil
+    package var runtime: RuntimeConfiguration? = nil
 
     /// The highest manifest format this build reads.
-    public static let supportedFormat = 1
+    package static let supportedFormat = 1
     /// A manifest larger than this is refused before it is parsed.
-    public static let maximumSize = 16 << 20
+    package static let maximumSize = 16 << 20
 
-    public init(sequence: Int, expires: Date? = nil, packages: [PackageEntry]) {
+    package init(sequence: Int, expires: Date? = nil, packages: [PackageEntry]) {
         self.sequence = sequence
         self.expires = expires
         self.packages = packages
@@ -21,26 +21,26 @@ public struct Manifest: Sendable, Equatable {
 }
 
 /// One package of a manifest: a versioned tree of files answering a set of URL prefixes.
-public struct PackageEntry: Sendable, Equatable {
-    public var id: String
-    public var version: String
-    public var routes: [String]
-    public var entry: String
-    public var fallback: String?
-    public var archive: RemoteFile
-    public var tree: String
-    public var deltas: [Delta]
-    public var minShellVersion: String?
-    public var rollout: Int?
+package struct PackageEntry: Sendable, Equatable {
+    package var id: String
+    package var version: String
+    package var routes: [String]
+    package var entry: String
+    package var fallback: String?
+    package var archive: RemoteFile
+    package var tree: String
+    package var deltas: [Delta]
+    package var minShellVersion: String?
+    package var rollout: Int?
     /// Release notes the publisher wrote (`publish --notes`), for the shell to show.
-    public var notes: String?
+    package var notes: String?
     /// The publisher asks shells to apply this release at once rather than at the next launch.
-    public var mandatory: Bool
+    package var mandatory: Bool
     /// Optional: the bytes of the unpacked tree's files, as `publish` writes it. Advisory (a device
     /// uses it only to check free space before a sync; the unpack limits still hold).
-    public var unpackedSize: Int64?
+    package var unpackedSize: Int64?
 
-    public init(
+    package init(
         id: String, version: String, routes: [String], entry: String = "index.html", fallback: String? = nil,
         archive: RemoteFile, tree: String, deltas: [Delta] = [], minShellVersion: String? = nil, rollout: Int? = nil,
         unpackedSize: Int64? = nil, notes: String? = nil, mandatory: Bool = false
@@ -78,11 +78,11 @@ public struct RemoteFile: Codable, Sendable, Equatable {
 }
 
 /// An archive that turns version `from` into the package's version (SPEC §5).
-public struct Delta: Sendable, Equatable {
-    public var from: String
-    public var file: RemoteFile
+package struct Delta: Sendable, Equatable {
+    package var from: String
+    package var file: RemoteFile
 
-    public init(from: String, file: RemoteFile) {
+    package init(from: String, file: RemoteFile) {
         self.from = from
         self.file = file
     }

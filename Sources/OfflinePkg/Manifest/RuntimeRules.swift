@@ -1,11 +1,11 @@
 import Foundation
 
 /// The manifest's optional `runtime` object (SPEC §11): how URLs that no package answers are cached.
-public struct RuntimeConfiguration: Sendable, Equatable {
-    public var rules: [RuntimeRule]
-    public var limits: RuntimeLimits
+package struct RuntimeConfiguration: Sendable, Equatable {
+    package var rules: [RuntimeRule]
+    package var limits: RuntimeLimits
 
-    public init(rules: [RuntimeRule], limits: RuntimeLimits = .init()) {
+    package init(rules: [RuntimeRule], limits: RuntimeLimits = .init()) {
         self.rules = rules
         self.limits = limits
     }
@@ -13,7 +13,7 @@ public struct RuntimeConfiguration: Sendable, Equatable {
     /// The rule whose prefix is the longest one `url` starts with, or nil. Compared as lookups compare
     /// routes (SPEC §7): scheme and host case-insensitively, default ports dropped, `http` and `https`
     /// alike, the path decoded; the query is not part of the match.
-    public func rule(for url: String) -> RuntimeRule? {
+    package func rule(for url: String) -> RuntimeRule? {
         guard let key = LookupURL.key(url) else { return nil }
         var best: RuntimeRule?
         var bestLength = -1
@@ -29,18 +29,18 @@ public struct RuntimeConfiguration: Sendable, Equatable {
 }
 
 /// What happens to a request whose URL starts with `prefix`.
-public struct RuntimeRule: Sendable, Equatable {
-    public var prefix: String
-    public var strategy: RuntimeStrategy
+package struct RuntimeRule: Sendable, Equatable {
+    package var prefix: String
+    package var strategy: RuntimeStrategy
     /// Seconds a stored answer stays fresh: the update interval of the original caches.
-    public var maxAge: Int
+    package var maxAge: Int
     /// `network-first`: seconds to wait for the network before answering from the cache.
-    public var timeout: Double
+    package var timeout: Double
 
-    public static let defaultMaxAge = 3600
-    public static let defaultTimeout = 10.0
+    package static let defaultMaxAge = 3600
+    package static let defaultTimeout = 10.0
 
-    public init(
+    package init(
         prefix: String, strategy: RuntimeStrategy, maxAge: Int = RuntimeRule.defaultMaxAge,
         timeout: Double = RuntimeRule.defaultTimeout
     ) {
@@ -51,7 +51,7 @@ public struct RuntimeRule: Sendable, Equatable {
     }
 }
 
-public enum RuntimeStrategy: String, Sendable, Equatable, CaseIterable, Codable {
+package enum RuntimeStrategy: String, Sendable, Equatable, CaseIterable, Codable {
     /// The stored answer while it is younger than `maxAge`; the network when absent or older.
     case cacheFirst = "cache-first"
     /// The network; the stored answer when the network fails or takes longer than `timeout`.
@@ -66,15 +66,15 @@ public enum RuntimeStrategy: String, Sendable, Equatable, CaseIterable, Codable 
 
 /// Bounds of the runtime cache. The defaults are the original caches' (`NSURLCache` with 4 MB memory
 /// and 20 MB disk capacity).
-public struct RuntimeLimits: Sendable, Equatable {
+package struct RuntimeLimits: Sendable, Equatable {
     /// Bytes of bodies kept in memory (the hot set).
-    public var memory: Int
+    package var memory: Int
     /// Bytes of bodies kept on disk.
-    public var disk: Int
+    package var disk: Int
     /// Stored answers at most.
-    public var entries: Int
+    package var entries: Int
 
-    public init(memory: Int = 4 << 20, disk: Int = 20 << 20, entries: Int = 10_000) {
+    package init(memory: Int = 4 << 20, disk: Int = 20 << 20, entries: Int = 10_000) {
         self.memory = memory
         self.disk = disk
         self.entries = entries
@@ -84,7 +84,7 @@ public struct RuntimeLimits: Sendable, Equatable {
 extension RuntimeConfiguration {
     /// Reads and validates an already decoded `runtime` value (what `JSONSerialization` returns);
     /// `source` and `field` name it in errors, as every other manifest error does.
-    public init(json value: Any, source: String, field: String = "runtime") throws {
+    package init(json value: Any, source: String, field: String = "runtime") throws {
         func fail(_ at: String, _ reason: String) -> OfflinePkgError {
             .invalidManifest(source: source, field: at, reason: reason)
         }
@@ -132,7 +132,7 @@ extension RuntimeConfiguration {
     }
 
     /// The object as a manifest writes it (`publish --runtime`).
-    public var jsonObject: [String: Any] {
+    package var jsonObject: [String: Any] {
         [
             "rules": rules.map { rule -> [String: Any] in
                 var object: [String: Any] = ["prefix": rule.prefix, "strategy": rule.strategy.rawValue, "maxAge": rule.maxAge]

@@ -1,9 +1,9 @@
 /// A dotted numeric version such as `3.2` or `10.0.1`, compared component by component
 /// (missing components count as zero, so `3.2 == 3.2.0`).
-public struct ShellVersion: Comparable, Sendable, CustomStringConvertible {
-    public let components: [Int]
+package struct ShellVersion: Comparable, Sendable, CustomStringConvertible {
+    package let components: [Int]
 
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard !parts.isEmpty, parts.count <= 8 else { return nil }
         var components = [Int]()
@@ -16,9 +16,9 @@ public struct ShellVersion: Comparable, Sendable, CustomStringConvertible {
         self.components = components
     }
 
-    public var description: String { components.map(String.init).joined(separator: ".") }
+    package var description: String { components.map(String.init).joined(separator: ".") }
 
-    public static func < (lhs: ShellVersion, rhs: ShellVersion) -> Bool {
+    package static func < (lhs: ShellVersion, rhs: ShellVersion) -> Bool {
         let count = max(lhs.components.count, rhs.components.count)
         for index in 0..<count {
             let left = index < lhs.components.count ? lhs.components[index] : 0
@@ -28,5 +28,5 @@ public struct ShellVersion: Comparable, Sendable, CustomStringConvertible {
         return false
     }
 
-    public static func == (lhs: ShellVersion, rhs: ShellVersion) -> Bool { !(lhs < rhs) && !(rhs < lhs) }
+    package static func == (lhs: ShellVersion, rhs: ShellVersion) -> Bool { !(lhs < rhs) && !(rhs < lhs) }
 }

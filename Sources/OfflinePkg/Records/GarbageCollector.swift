@@ -39,7 +39,7 @@ package struct GarbageCollector {
                 if !isCompanion { result.removedTrees.append(tree) }
             }
         }
-        for name in FileSystem.contents(of: layout.downloads) { FileSystem.removeFile(layout.download(name)) }
+        for name in FileSystem.contents(of: layout.downloads) { FileSystem.discardFile(layout.download(name)) }
         return result
     }
 }

@@ -44,7 +44,7 @@ package enum History {
         entries = Array(entries.suffix(max(1, limit)))
         try? FileSystem.writeAtomically(JSONCoding.encode(entries, pretty: false), to: layout.history)
         // The append-only log of earlier builds has been carried over by `load`.
-        FileSystem.removeFile(layout.legacyHistory)
+        FileSystem.discardFile(layout.legacyHistory)
     }
 
     package static func load(_ layout: CacheLayout) -> Loaded {

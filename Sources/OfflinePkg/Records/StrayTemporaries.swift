@@ -22,7 +22,7 @@ package enum StrayTemporaries {
                 else { continue }
                 let path = pathOf(name)
                 guard FileSystem.fileSize(path) != nil else { continue }
-                FileSystem.removeFile(path)
+                FileSystem.discardFile(path)
                 removed.append(path)
             }
         }

@@ -53,7 +53,7 @@ private final class BodySink: @unchecked Sendable {
 
     func discard() {
         close()
-        FileSystem.removeFile(path)
+        FileSystem.discardFile(path)
     }
 }
 
@@ -112,7 +112,7 @@ extension RuntimeCache {
             do {
                 let outcome = try await self.sharedFetch(request, upstream: upstream, stored: stored, storing: true)
                 if case .renewed = outcome { self.statistics.count { $0.revalidations += 1 } }
-                if case .transient(_, _, let path, _, _) = outcome { FileSystem.removeFile(path) }
+                if case .transient(_, _, let path, _, _) = outcome { FileSystem.discardFile(path) }
             } catch {
                 self.statistics.count { $0.networkErrors += 1 }
             }
@@ -216,7 +216,7 @@ func result<T: Sendable>(of task: @escaping @Sendable () async throws -> T, with
                 case .transient(_, _, let path, _, _) = fetched
             {
                 // Nobody reads a body that came after the timeout.
-                FileSystem.removeFile(path)
+                FileSystem.discardFile(path)
             }
         }
     }

@@ -172,7 +172,7 @@ extension RuntimeCache {
     }
 
     private func discard(_ outcome: FetchOutcome) {
-        if case .transient(_, _, let path, _, _) = outcome { FileSystem.removeFile(path) }
+        if case .transient(_, _, let path, _, _) = outcome { FileSystem.discardFile(path) }
     }
 
     private func gatewayTimeout(_ cacheStatus: String, _ reason: String) -> RuntimeAnswer {

@@ -85,11 +85,11 @@ public final class RuntimeCache: Sendable {
     deinit { statistics.stop() }
 
     /// Writes the counters counted so far to `runtime/stats.json` now (before a process exits).
-    public func flushStatistics() { statistics.flush() }
+    package func flushStatistics() { statistics.flush() }
 
     /// The `runtime` object of the last accepted manifest, re-read when that file changes (checked at
     /// most once a second); nil when there is none.
-    public var configuration: RuntimeConfiguration? {
+    package var configuration: RuntimeConfiguration? {
         let now = ContinuousClock.now
         let (stale, known) = rules.withLock { state in (now - state.checked > .seconds(1), state.identity) }
         if stale {
@@ -109,7 +109,7 @@ public final class RuntimeCache: Sendable {
 
     /// The rule `url` falls under, or nil (then nothing here answers it). Same answer as
     /// `configuration?.rule(for:)`, with the prefixes' keys computed once per manifest.
-    public func rule(for url: String) -> RuntimeRule? {
+    package func rule(for url: String) -> RuntimeRule? {
         _ = configuration
         let prefixes = rules.withLock { $0.prefixes }
         guard !prefixes.isEmpty, let key = LookupURL.key(url) else { return nil }

@@ -5,10 +5,10 @@ import Glibc
 #endif
 
 /// One runtime-cache entry that `verify` found broken.
-public struct RuntimeEntryDamage: Sendable, Codable, Equatable {
+package struct RuntimeEntryDamage: Sendable, Codable, Equatable {
     /// The entry's head file.
-    public var path: String
-    public var problem: String
+    package var path: String
+    package var problem: String
 }
 
 extension RuntimeStore {
@@ -70,8 +70,8 @@ extension RuntimeStore {
 
     /// Removes an entry `verify` found broken: its head and the body it names.
     package static func removeEntry(at path: String, layout: CacheLayout) {
-        if let head = readHead(path) { FileSystem.removeFile(layout.runtimeBody(head.body)) }
-        FileSystem.removeFile(path)
+        if let head = readHead(path) { FileSystem.discardFile(layout.runtimeBody(head.body)) }
+        FileSystem.discardFile(path)
     }
 
     /// What `status` reports; nil for a root whose runtime cache was never used.

@@ -57,7 +57,7 @@ package final class RuntimeStore: Sendable {
                 FileSystem.fileSize(layout.runtimeBody(head.body)) == head.size
             else {
                 // A head without its body (removed by hand) or unreadable: the entry is gone.
-                FileSystem.removeFile(path)
+                FileSystem.discardFile(path)
                 continue
             }
             loaded.append(head)
@@ -128,11 +128,11 @@ package final class RuntimeStore: Sendable {
         do {
             try writeHead(head, key: key)
         } catch {
-            FileSystem.removeFile(layout.runtimeBody(head.body))
+            FileSystem.discardFile(layout.runtimeBody(head.body))
             throw error
         }
         let replaced = index(head, data: data)
-        if let replaced, replaced.body != head.body { FileSystem.removeFile(layout.runtimeBody(replaced.body)) }
+        if let replaced, replaced.body != head.body { FileSystem.discardFile(layout.runtimeBody(replaced.body)) }
         evict()
         return StoredAnswer(head: head, bodyPath: layout.runtimeBody(head.body), data: data)
     }
@@ -207,8 +207,8 @@ package final class RuntimeStore: Sendable {
 
     /// The head goes first: from then on nothing names the body.
     private func delete(_ head: RuntimeEntryHead) {
-        FileSystem.removeFile(layout.runtimeEntry(key: head.key))
-        FileSystem.removeFile(layout.runtimeBody(head.body))
+        FileSystem.discardFile(layout.runtimeEntry(key: head.key))
+        FileSystem.discardFile(layout.runtimeBody(head.body))
     }
 
     /// Variants (URL and varying values) from most to least recently used (tests).

@@ -81,7 +81,7 @@ public struct CacheRoot: Sendable {
         for name in FileSystem.contents(of: layout.staging) { try FileSystem.removeTree(layout.stagingDirectory(name)) }
         StrayTemporaries.remove(in: layout)
         let runtimeGarbage = RuntimeStore.garbage(in: layout)
-        for path in runtimeGarbage { FileSystem.removeFile(path) }
+        for path in runtimeGarbage { FileSystem.discardFile(path) }
         return try GarbageCollector(layout: layout).collect().removedTrees + runtimeGarbage
     }
 }

@@ -48,7 +48,7 @@ extension PackageStore {
         case .stored(let path, _): body = .file(URL(fileURLWithPath: path))
         case .transient(let path, _):
             // Not stored: read once, then gone.
-            defer { FileSystem.removeFile(path) }
+            defer { FileSystem.discardFile(path) }
             body = .data(Data(try FileSystem.read(path, limit: Int.max)))
         }
         return CachedResponse(

@@ -10,11 +10,11 @@ import Synchronization
 /// capacity is read each time rather than pushing out dozens of small ones.
 package final class ResourceCache: Sendable {
     package let capacity: Int
-    private let state: Mutex<LRUState>
+    private let state: Mutex<BoundedLRU<String, Data>>
 
     package init(capacity: Int) {
         self.capacity = max(0, capacity)
-        state = Mutex(LRUState())
+        state = Mutex(BoundedLRU(maxBytes: self.capacity))
     }
 
     /// Largest file kept.
@@ -22,7 +22,7 @@ package final class ResourceCache: Sendable {
 
     /// The bytes of `resource`'s file, from memory when they are there.
     package func data(for resource: Resource) throws -> Data {
-        if let hit = state.withLock({ $0.lookup(resource.path) }) { return hit }
+        if let hit = state.withLock({ $0.touch(resource.path) }) { return hit }
         let data: Data
         do {
             // Large files are mapped rather than copied: they bypass the cache and may be big.
@@ -35,75 +35,14 @@ package final class ResourceCache: Sendable {
                 path: resource.path, reason: "holds \(data.count) bytes, installed with \(resource.size)")
         }
         if data.count <= largestCachedFile && capacity > 0 {
-            state.withLock { $0.insert(resource.path, data, capacity: capacity) }
+            state.withLock { cache in
+                // Another thread may have read it meanwhile: the same bytes, keep theirs.
+                if cache.peek(resource.path) == nil { cache.insert(resource.path, data, bytes: data.count) }
+            }
         }
         return data
     }
 
     /// Bytes held and entries, for tests and diagnostics.
-    package var usage: (bytes: Int, entries: Int) { state.withLock { ($0.bytes, $0.index.count) } }
-}
-
-/// A least-recently-used list over array slots (no per-node allocation), indexed by path.
-private struct LRUState: ~Copyable {
-    struct Slot {
-        var path: String
-        var data: Data
-        var newer = -1
-        var older = -1
-    }
-
-    var index: [String: Int] = [:]
-    var slots: [Slot] = []
-    var freeSlots: [Int] = []
-    var newest = -1
-    var oldest = -1
-    var bytes = 0
-
-    mutating func lookup(_ path: String) -> Data? {
-        guard let slot = index[path] else { return nil }
-        unlink(slot)
-        pushNewest(slot)
-        return slots[slot].data
-    }
-
-    mutating func insert(_ path: String, _ data: Data, capacity: Int) {
-        guard index[path] == nil else { return }
-        while bytes + data.count > capacity, oldest >= 0 { evict(oldest) }
-        let slot: Int
-        if let reused = freeSlots.popLast() {
-            slot = reused
-            slots[slot] = Slot(path: path, data: data)
-        } else {
-            slot = slots.count
-            slots.append(Slot(path: path, data: data))
-        }
-        index[path] = slot
-        bytes += data.count
-        pushNewest(slot)
-    }
-
-    private mutating func evict(_ slot: Int) {
-        unlink(slot)
-        index[slots[slot].path] = nil
-        bytes -= slots[slot].data.count
-        slots[slot] = Slot(path: "", data: Data())
-        freeSlots.append(slot)
-    }
-
-    private mutating func unlink(_ slot: Int) {
-        let (newer, older) = (slots[slot].newer, slots[slot].older)
-        if newer >= 0 { slots[newer].older = older } else { newest = older }
-        if older >= 0 { slots[older].newer = newer } else { oldest = newer }
-        slots[slot].newer = -1
-        slots[slot].older = -1
-    }
-
-    private mutating func pushNewest(_ slot: Int) {
-        slots[slot].older = newest
-        slots[slot].newer = -1
-        if newest >= 0 { slots[newest].newer = slot }
-        newest = slot
-        if oldest < 0 { oldest = slot }
-    }
+    package var usage: (bytes: Int, entries: Int) { state.withLock { ($0.bytes, $0.count) } }
 }

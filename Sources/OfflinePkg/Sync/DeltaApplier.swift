@@ -41,7 +41,7 @@ package struct DeltaApplier {
                     reason: "delete \"\(path)\": "
                         + (files[path] == nil ? "not a file of \(baseVersion)" : "the delta also writes it"))
             }
-            try FileSystem.unlinkFile(staging + "/" + path.string)
+            try FileSystem.removeFile(staging + "/" + path.string)
             files[path] = nil
             Self.removeEmptyParents(of: path, in: staging)
         }

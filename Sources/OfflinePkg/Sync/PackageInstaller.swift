@@ -43,7 +43,7 @@ package struct PackageInstaller: Sendable {
             FailPoint.midDownload.hit()
         }
         let staged = try await unpackAndStage(entry, archive: download.path, archiveName: entry.archive.url)
-        FileSystem.removeFile(download.path)
+        FileSystem.discardFile(download.path)
         events?(.installed(packageID: entry.id, version: entry.version))
         return Outcome(via: "archive", bytesFetched: spent + download.bytesFetched, staged: staged)
     }
@@ -79,7 +79,7 @@ package struct PackageInstaller: Sendable {
             events?(.downloadProgress(packageID: entry.id, received: total, total: file.size))
             FailPoint.midDownload.hit()
         }
-        defer { FileSystem.removeFile(download.path) }
+        defer { FileSystem.discardFile(download.path) }
         let layout = self.layout
         let applier = DeltaApplier(limits: limits, baseVersion: base.version, baseTree: base.tree, baseIndex: base.index)
         let staged = try await runBlocking {

@@ -34,17 +34,17 @@ package struct ReleasePlanner {
         // packages may never answer one prefix, and the manifest's assignment wins.
         var owners = [String: String]()
         for package in plan.packages {
-            for route in package.routes { owners[RouteKey.normalized(route) ?? route] = package.id }
+            for route in package.routes { owners[RouteKey.owningKey(route)] = package.id }
         }
         for (index, old) in kept {
-            if let clash = old.routes.first(where: { owners[RouteKey.normalized($0) ?? $0] != nil }) {
-                let owner = owners[RouteKey.normalized(clash) ?? clash]!
+            if let clash = old.routes.first(where: { owners[RouteKey.owningKey($0)] != nil }) {
+                let owner = owners[RouteKey.owningKey(clash)]!
                 plan.heldBack[index].reason +=
                     "; \(old.id) \(old.version) is not kept either: its route \(clash) now belongs to \(owner)"
                 continue
             }
             plan.packages.append(old)
-            for route in old.routes { owners[RouteKey.normalized(route) ?? route] = old.id }
+            for route in old.routes { owners[RouteKey.owningKey(route)] = old.id }
         }
         return plan
     }
@@ -66,30 +66,5 @@ package struct ReleasePlanner {
             return "reverted: this release was never confirmed to launch"
         }
         return nil
-    }
-}
-
-/// The rollout bucket of SPEC §2: the first 4 bytes of sha256("<device>:<id>:<version>"), big-endian,
-/// mod 100.
-public enum Rollout {
-    public static func bucket(deviceID: String, packageID: String, version: String) -> Int {
-        let digest = SHA256.hash(Array("\(deviceID):\(packageID):\(version)".utf8)).bytes
-        let value = UInt32(digest[0]) << 24 | UInt32(digest[1]) << 16 | UInt32(digest[2]) << 8 | UInt32(digest[3])
-        return Int(value % 100)
-    }
-
-    /// The device ID of a cache root: a random UUID made once and kept in `device-id`.
-    package static func deviceID(_ layout: CacheLayout) throws -> String {
-        if let existing = existingDeviceID(layout) { return existing }
-        let id = UUID().uuidString.lowercased()
-        try FileSystem.writeAtomically(Array((id + "\n").utf8), to: layout.deviceID)
-        return id
-    }
-
-    /// The device ID if the root has one already; nil rather than making one.
-    package static func existingDeviceID(_ layout: CacheLayout) -> String? {
-        guard let bytes = try? FileSystem.read(layout.deviceID, limit: 1024) else { return nil }
-        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        return text.isEmpty ? nil : text
     }
 }

@@ -62,7 +62,7 @@ extension SyncEngine {
             try FileSystem.writeAtomically(signature, to: layout.storedSignature)
         } else if checked.signature == nil {
             // A signature left from an older manifest would not match the new one.
-            FileSystem.removeFile(layout.storedSignature)
+            FileSystem.discardFile(layout.storedSignature)
         }
         if case .fetched = checked.response { try FileSystem.writeAtomically(checked.bytes, to: layout.storedManifest) }
         return AcceptedRelease(start: start, checked: checked, manifest: manifest, state: state, unchanged: unchanged)

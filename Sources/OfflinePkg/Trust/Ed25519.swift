@@ -4,13 +4,13 @@ internal import CCrypto
 ///
 /// Keys cross this boundary as raw bytes: a 32-byte public key, and a 32-byte seed for the private key
 /// (libsodium's 64-byte secret key is that seed followed by the public key).
-enum Ed25519 {
-    static let seedLength = 32
-    static let publicKeyLength = 32
-    static let signatureLength = 64
+package enum Ed25519 {
+    package static let seedLength = 32
+    package static let publicKeyLength = 32
+    package static let signatureLength = 64
 
     /// Whether `signature` is a valid signature of `message` by `publicKey`.
-    static func isValidSignature(_ signature: [UInt8], of message: [UInt8], publicKey: [UInt8]) -> Bool {
+    package static func isValidSignature(_ signature: [UInt8], of message: [UInt8], publicKey: [UInt8]) -> Bool {
         guard signature.count == signatureLength, publicKey.count == publicKeyLength else { return false }
         guard
             let key = publicKey.withUnsafeBufferPointer({
@@ -33,7 +33,7 @@ enum Ed25519 {
     }
 
     /// The signature of `message` by the private key with this seed.
-    static func signature(of message: [UInt8], seed: [UInt8]) -> [UInt8] {
+    package static func signature(of message: [UInt8], seed: [UInt8]) -> [UInt8] {
         precondition(seed.count == seedLength, "an ed25519 seed is 32 bytes")
         let key = seed.withUnsafeBufferPointer {
             EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, $0.baseAddress, $0.count)
@@ -54,7 +54,7 @@ enum Ed25519 {
     }
 
     /// The public key of the private key with this seed.
-    static func publicKey(seed: [UInt8]) -> [UInt8] {
+    package static func publicKey(seed: [UInt8]) -> [UInt8] {
         precondition(seed.count == seedLength, "an ed25519 seed is 32 bytes")
         let key = seed.withUnsafeBufferPointer {
             EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, $0.baseAddress, $0.count)
@@ -65,7 +65,7 @@ enum Ed25519 {
     }
 
     /// A new key pair from OpenSSL's CSPRNG.
-    static func generateKeyPair() -> (seed: [UInt8], publicKey: [UInt8]) {
+    package static func generateKeyPair() -> (seed: [UInt8], publicKey: [UInt8]) {
         // EVP_PKEY_Q_keygen is variadic, which Swift does not import; this is its long form.
         guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nil) else {
             preconditionFailure("openssl could not allocate a key generation context")
@@ -104,8 +104,8 @@ enum Ed25519 {
 }
 
 /// Cryptographically secure random bytes from OpenSSL's DRBG.
-enum SecureRandom {
-    static func bytes(_ count: Int) -> [UInt8] {
+package enum SecureRandom {
+    package static func bytes(_ count: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         precondition(RAND_bytes(&bytes, Int32(count)) == 1, "openssl's random generator failed")
         return bytes

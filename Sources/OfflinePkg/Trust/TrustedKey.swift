@@ -48,7 +48,7 @@ public struct TrustedKey: Sendable, Equatable {
     }
 
     /// A key file is two short lines; anything near this size is the wrong file.
-    static let fileSizeLimit = 64 << 10
+    package static let fileSizeLimit = 64 << 10
 
     private init(parsing bytes: [UInt8], source: String) throws {
         func refuse(_ reason: String) -> OfflinePkgError {
@@ -75,7 +75,7 @@ public struct TrustedKey: Sendable, Equatable {
         }
         let expectedLength = 2 + MinisignFormat.keyIDLength + MinisignFormat.publicKeyLength
         guard decoded.count == expectedLength else {
-            let hint = decoded.count == SigningKey.fileRecordLength ? " (this looks like a secret key: pass the .pub file)" : ""
+            let hint = decoded.count == MinisignFormat.secretKeyRecordLength ? " (this looks like a secret key: pass the .pub file)" : ""
             throw refuse("the key line should decode to \(expectedLength) bytes, got \(decoded.count)\(hint)")
         }
         guard Array(decoded[0..<2]) == MinisignFormat.legacyAlgorithm else {

@@ -57,9 +57,9 @@ import Testing
 
     static func check(_ url: String) -> String? {
         let expected = ReferenceLookupKey.key(url)
-        let automatic = LookupURL.key(url, route: .automatic)
-        let careful = LookupURL.key(url, route: .carefulOnly)
-        let common = LookupURL.key(url, route: .commonFormOnly)
+        let automatic = LookupURL.key(url, using: .commonFormThenCareful)
+        let careful = LookupURL.key(url, using: .carefulOnly)
+        let common = LookupURL.key(url, using: .commonFormOnly)
         if automatic != expected || careful != expected || (common != nil && common != expected) {
             func show(_ key: [UInt8]?) -> String { key.map { String(decoding: $0, as: UTF8.self) } ?? "nil" }
             return
@@ -76,7 +76,7 @@ import Testing
         for _ in 0..<total {
             let url = Self.randomURL(&random)
             if let failure = Self.check(url) { failures.append(failure) }
-            if LookupURL.key(url, route: .commonFormOnly) != nil { fastAccepted += 1 }
+            if LookupURL.key(url, using: .commonFormOnly) != nil { fastAccepted += 1 }
         }
         #expect(failures.isEmpty, "\(failures.count) disagreements, first: \(failures.prefix(5))")
         // The comparison means something only if the fast path answers a good share of them.
@@ -103,10 +103,10 @@ import Testing
         #expect(failures.isEmpty, "\(failures.count) disagreements, first: \(failures.prefix(5))")
         // The common form does take the fast path.
         #expect(
-            LookupURL.key("https://App.Example.COM:443/assets/s1/app.js?v=2", route: .commonFormOnly)
+            LookupURL.key("https://App.Example.COM:443/assets/s1/app.js?v=2", using: .commonFormOnly)
                 == Array("app.example.com/assets/s1/app.js".utf8))
-        #expect(LookupURL.key("http://app.example.com:0080/x/y/", route: .commonFormOnly) == Array("app.example.com/x/y/".utf8))
-        #expect(LookupURL.key("http://app.example.com:00081/x", route: .commonFormOnly) == Array("app.example.com:81/x".utf8))
-        #expect(LookupURL.key("https://app.example.com/a/../b", route: .commonFormOnly) == nil)
+        #expect(LookupURL.key("http://app.example.com:0080/x/y/", using: .commonFormOnly) == Array("app.example.com/x/y/".utf8))
+        #expect(LookupURL.key("http://app.example.com:00081/x", using: .commonFormOnly) == Array("app.example.com:81/x".utf8))
+        #expect(LookupURL.key("https://app.example.com/a/../b", using: .commonFormOnly) == nil)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 /// Routes are written as a browser sends them (issue 10, point 9), by one rule set that `publish` and the
 /// manifest parser share: every other spelling is refused, with the one to write when there is one.

@@ -3,6 +3,7 @@ import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 /// The chunked tar.zst layout (SPEC §13) as the world reads it: stock bsdtar and `zstd -d | tar` see an
 /// ordinary tar.zst, every file index range decompresses alone (with the zstd tool) to that one member,
@@ -19,27 +20,27 @@ import Testing
         return files
     }
 
-    static func publish(_ scratch: TemporaryFolder, site: String, repo: String) throws -> (PublishReport, PackageEntry) {
+    static func publish(_ scratch: TemporaryDirectory, site: String, repo: String) throws -> (PublishReport, PackageEntry) {
         let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(DemoSite.request(site: site, version: 1))
         let manifest = try Manifest(parsing: FileSystem.read(repo + "/manifest.json"), source: "manifest")
         return (report, try #require(manifest.packages.first))
     }
 
     @Test func stockToolsExtractItAndEveryIndexRangeIsExactlyItsMember() throws {
-        let scratch = try TemporaryFolder("chunked")
-        let site = scratch.sub("site"), repo = scratch.sub("repo")
+        let scratch = try TemporaryDirectory(prefix: "chunked")
+        let site = scratch.path("site"), repo = scratch.path("repo")
         let files = Self.siteFiles()
-        try writeSite(site, files)
+        try writeSite(files, to: site)
         let (report, entry) = try Self.publish(scratch, site: site, repo: repo)
         let archive = repo + "/" + entry.archive.url
 
         // An ordinary tar.zst for bsdtar and for zstd piped into GNU tar: the same tree as the manifest's.
-        try FileSystem.makeDirectories(scratch.sub("bsdtar"))
-        try shell("bsdtar -xf '\(archive)' -C '\(scratch.sub("bsdtar"))'")
-        #expect(try coreutilsTreeHash(scratch.sub("bsdtar")) == entry.tree)
-        try FileSystem.makeDirectories(scratch.sub("gnutar"))
-        try shell("zstd -dc '\(archive)' | tar -xf - -C '\(scratch.sub("gnutar"))' 2>/dev/null")
-        #expect(try coreutilsTreeHash(scratch.sub("gnutar")) == entry.tree)
+        try FileSystem.makeDirectories(scratch.path("bsdtar"))
+        try shell("bsdtar -xf '\(archive)' -C '\(scratch.path("bsdtar"))'")
+        #expect(try treeHash(of: scratch.path("bsdtar")) == entry.tree)
+        try FileSystem.makeDirectories(scratch.path("gnutar"))
+        try shell("zstd -dc '\(archive)' | tar -xf - -C '\(scratch.path("gnutar"))' 2>/dev/null")
+        #expect(try treeHash(of: scratch.path("gnutar")) == entry.tree)
 
         // The index the manifest names: its bytes match sha256 and size, it lists every file once.
         let reference = try #require(entry.archive.files)
@@ -55,7 +56,7 @@ import Testing
         // Every range, cut out with tail/head and decompressed with the zstd tool, is one whole tar
         // member — header block(s), data, padding, no end blocks — holding the listed bytes.
         for (number, item) in index.entries.enumerated() {
-            let member = scratch.sub("member-\(number).tar")
+            let member = scratch.path("member-\(number).tar")
             // tail ends on SIGPIPE when head has its bytes: that is expected, not a failure.
             try shell("{ tail -c +\(item.offset + 1) '\(archive)' || true; } | head -c \(item.length) | zstd -dc > '\(member)'")
             let tar = try FileSystem.read(member, limit: 64 << 20)
@@ -93,59 +94,59 @@ import Testing
     }
 
     @Test func twoPublishesOfTheSameSiteWriteTheSameBytes() throws {
-        let scratch = try TemporaryFolder("chunked-repro")
-        try writeSite(scratch.sub("site"), Self.siteFiles())
-        let (_, first) = try Self.publish(scratch, site: scratch.sub("site"), repo: scratch.sub("repo-a"))
+        let scratch = try TemporaryDirectory(prefix: "chunked-repro")
+        try writeSite(Self.siteFiles(), to: scratch.path("site"))
+        let (_, first) = try Self.publish(scratch, site: scratch.path("site"), repo: scratch.path("repo-a"))
         // A copy made in another order, at another time: nothing of the file system leaks in.
-        try shell("mkdir '\(scratch.sub("copy"))' && cd '\(scratch.sub("site"))' && find . -type f | sort -r | cpio -pdm --quiet '\(scratch.sub("copy"))' && touch -d 2001-01-01 '\(scratch.sub("copy"))/index.html'")
-        let (_, second) = try Self.publish(scratch, site: scratch.sub("copy"), repo: scratch.sub("repo-b"))
+        try shell("mkdir '\(scratch.path("copy"))' && cd '\(scratch.path("site"))' && find . -type f | sort -r | cpio -pdm --quiet '\(scratch.path("copy"))' && touch -d 2001-01-01 '\(scratch.path("copy"))/index.html'")
+        let (_, second) = try Self.publish(scratch, site: scratch.path("copy"), repo: scratch.path("repo-b"))
         #expect(first.archive == second.archive)
         #expect(first.archive.files != nil)
         for url in [first.archive.url, try #require(first.archive.files).url] {
-            #expect(try FileSystem.read(scratch.sub("repo-a/" + url), limit: 64 << 20) == FileSystem.read(scratch.sub("repo-b/" + url), limit: 64 << 20))
+            #expect(try FileSystem.read(scratch.path("repo-a/" + url), limit: 64 << 20) == FileSystem.read(scratch.path("repo-b/" + url), limit: 64 << 20))
         }
         // Solid stays available, decompresses to the very same tar stream, and has no index.
-        var solid = DemoSite.request(site: scratch.sub("site"), version: 1)
+        var solid = DemoSite.request(site: scratch.path("site"), version: 1)
         solid.layout = .solid
-        let report = try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo-solid"))).publish(solid)
+        let report = try Publisher(repository: URL(fileURLWithPath: scratch.path("repo-solid"))).publish(solid)
         #expect(report.fileIndex == nil)
-        #expect(!FileSystem.exists(scratch.sub("repo-solid/files")))
+        #expect(!FileSystem.exists(scratch.path("repo-solid/files")))
         let tars = try shell(
-            "zstd -dc '\(scratch.sub("repo-a/" + first.archive.url))' | sha256sum; zstd -dc '\(scratch.sub("repo-solid/" + report.archive.url))' | sha256sum"
+            "zstd -dc '\(scratch.path("repo-a/" + first.archive.url))' | sha256sum; zstd -dc '\(scratch.path("repo-solid/" + report.archive.url))' | sha256sum"
         ).split(separator: "\n")
         #expect(tars.count == 2 && tars[0] == tars[1])
-        #expect(try shell("zstd -lv '\(scratch.sub("repo-solid/" + report.archive.url))' 2>&1 | sed -n 's/^# Zstandard Frames: //p'") == "1\n")
+        #expect(try shell("zstd -lv '\(scratch.path("repo-solid/" + report.archive.url))' 2>&1 | sed -n 's/^# Zstandard Frames: //p'") == "1\n")
     }
 
     @Test func theFileIndexIsWrittenOnceAndTravelsWithPromote() throws {
-        let scratch = try TemporaryFolder("chunked-promote")
-        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
-        let (_, entry) = try Self.publish(scratch, site: scratch.sub("site"), repo: scratch.sub("staging"))
+        let scratch = try TemporaryDirectory(prefix: "chunked-promote")
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("site"))
+        let (_, entry) = try Self.publish(scratch, site: scratch.path("site"), repo: scratch.path("staging"))
         let reference = try #require(entry.archive.files)
-        let indexPath = scratch.sub("staging/" + reference.url)
+        let indexPath = scratch.path("staging/" + reference.url)
         try shell("touch -d 2001-01-01 '\(indexPath)'")
         // Republishing the same content finds the index there with the same bytes and leaves it alone.
-        _ = try Self.publish(scratch, site: scratch.sub("site"), repo: scratch.sub("staging"))
+        _ = try Self.publish(scratch, site: scratch.path("site"), repo: scratch.path("staging"))
         #expect(try shell("date -r '\(indexPath)' +%Y") == "2001\n")
 
-        let production = Publisher(repository: URL(fileURLWithPath: scratch.sub("production")))
-        _ = try production.promote(id: "app", version: "1.0", from: URL(fileURLWithPath: scratch.sub("staging")))
-        let promoted = try Manifest(parsing: FileSystem.read(scratch.sub("production/manifest.json")), source: "production")
+        let production = Publisher(repository: URL(fileURLWithPath: scratch.path("production")))
+        _ = try production.promote(id: "app", version: "1.0", from: URL(fileURLWithPath: scratch.path("staging")))
+        let promoted = try Manifest(parsing: FileSystem.read(scratch.path("production/manifest.json")), source: "production")
         #expect(promoted.packages.first?.archive == entry.archive)
-        #expect(try FileSystem.read(scratch.sub("production/" + reference.url)) == FileSystem.read(indexPath))
+        #expect(try FileSystem.read(scratch.path("production/" + reference.url)) == FileSystem.read(indexPath))
     }
 
     @Test func aDeviceInstallsAChunkedArchiveWithOfflinepkgSync() throws {
-        let scratch = try TemporaryFolder("chunked-sync")
-        let site = scratch.sub("site"), repo = scratch.sub("repo"), root = scratch.sub("root")
-        try writeSite(site, Self.siteFiles())
+        let scratch = try TemporaryDirectory(prefix: "chunked-sync")
+        let site = scratch.path("site"), repo = scratch.path("repo"), root = scratch.path("root")
+        try writeSite(Self.siteFiles(), to: site)
         let (report, entry) = try Self.publish(scratch, site: site, repo: repo)
         #expect(entry.archive.files != nil)
         let result = try OfflinePkgBinary.run(["sync", repo + "/manifest.json", "--root", root, "--json"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("\"via\" : \"archive\"") || result.stdout.contains("\"via\":\"archive\""), "\(result.stdout)")
         let tree = installedTree(root: root, id: "app", version: report.version, tree: report.tree)
-        #expect(try coreutilsTreeHash(tree) == entry.tree)
+        #expect(try treeHash(of: tree) == entry.tree)
         #expect(sameFiles(site, tree))
     }
 }

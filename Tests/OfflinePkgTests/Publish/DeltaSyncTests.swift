@@ -3,6 +3,7 @@ import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 /// Publish → sync round trips: the device follows v1 → v2 → v3 over deltas, and falls back to the full
 /// archive whenever a delta cannot be trusted.

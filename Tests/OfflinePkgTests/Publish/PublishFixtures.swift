@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 /// Whether two folders hold the same files with the same bytes (`diff -r`).
 func sameFiles(_ a: String, _ b: String) -> Bool {

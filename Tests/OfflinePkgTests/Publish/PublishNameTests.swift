@@ -3,6 +3,7 @@ import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 /// `publish` handles site names as bytes (SPEC §3, §4): both Unicode normalisation forms of a name are
 /// two files, a name that is not UTF-8 is refused naming its bytes, and names starting with `-` hash as

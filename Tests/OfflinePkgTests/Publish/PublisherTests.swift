@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 @Suite struct PublisherTests {
     @Test(arguments: ArchiveFormat.allCases)

@@ -3,6 +3,7 @@ import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

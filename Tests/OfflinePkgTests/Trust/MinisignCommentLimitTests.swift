@@ -3,6 +3,7 @@ import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 /// offlinepkg and stock `minisign -V` (Debian's 0.11) accept exactly the same comment lengths (issue 10,
 /// point 8): minisign reads the untrusted comment line into a 1024-byte buffer and the trusted one into

@@ -3,6 +3,7 @@ import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 /// Interoperability with the stock `minisign` tool (0.11), in both directions (SPEC §2 "Signature").
 @Suite("minisign interoperability")

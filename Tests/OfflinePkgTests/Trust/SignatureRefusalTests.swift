@@ -1,6 +1,7 @@
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 /// Every way a signature can be wrong is refused, and the refusal names the check that caught it.
 /// Each case asserts its own reason, so it fails if its check is removed and a later one catches it.

@@ -2,6 +2,7 @@ import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
+@testable import OfflinePkgPublish
 
 @Suite("trusted keys")
 struct TrustedKeyTests {

@@ -1,8 +1,10 @@
+import OfflinePkg
+
 /// A minisign secret key that signs manifests: made by `offlinepkg keygen`, or by `minisign -G -W`.
 ///
 /// Signatures use minisign's default prehashed `ED` algorithm, so the stock `minisign -V` accepts them,
 /// and so does `SignatureVerifier` with `publicKey` trusted.
-public struct SigningKey: Sendable {
+package struct SigningKey: Sendable {
     /// The 8-byte key ID, shared by the public key and every signature.
     package let keyIDBytes: [UInt8]
     /// The 32-byte Ed25519 seed: the private key proper. libsodium's 64-byte secret key is the seed
@@ -10,10 +12,10 @@ public struct SigningKey: Sendable {
     package let seed: [UInt8]
 
     /// The public half, to hand to devices (`--trust-key`).
-    public let publicKey: TrustedKey
+    package let publicKey: TrustedKey
 
     /// The key ID as minisign prints it.
-    public var keyID: String { publicKey.keyID }
+    package var keyID: String { publicKey.keyID }
 
     package init(keyIDBytes: [UInt8], seed: [UInt8]) {
         precondition(keyIDBytes.count == MinisignFormat.keyIDLength && seed.count == Ed25519.seedLength)
@@ -23,7 +25,7 @@ public struct SigningKey: Sendable {
     }
 
     /// A new key pair with a random key ID, as `minisign -G` makes one.
-    public static func generate() -> SigningKey {
+    package static func generate() -> SigningKey {
         let pair = Ed25519.generateKeyPair()
         return SigningKey(keyIDBytes: SecureRandom.bytes(MinisignFormat.keyIDLength), seed: pair.seed)
     }
@@ -37,7 +39,7 @@ public struct SigningKey: Sendable {
     ///
     /// Throws `OfflinePkgError.invalidArgument` when the trusted comment cannot be written on one line that
     /// minisign reads back: it holds a line break or a NUL, or is longer than 8173 bytes.
-    public func sign(_ message: [UInt8], trustedComment: String) throws -> [UInt8] {
+    package func sign(_ message: [UInt8], trustedComment: String) throws -> [UInt8] {
         let comment = Array(trustedComment.utf8)
         if comment.contains(where: { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") || $0 == 0 }) {
             throw OfflinePkgError.invalidArgument(

@@ -1,3 +1,4 @@
+import OfflinePkg
 import Foundation
 
 #if canImport(Glibc)
@@ -6,18 +7,18 @@ import Glibc
 
 /// `trees/<id>/history.jsonl`: one line per publish or promote of a package, for `history` and for
 /// `promote`, which copies a version's entry as it was published. Devices never read it.
-public struct PublishHistory: Sendable {
+package struct PublishHistory: Sendable {
     /// One publish of one version.
-    public struct Record: Codable, Sendable, Equatable {
-        public var version: String
-        public var publishedAt: Date
+    package struct Record: Codable, Sendable, Equatable {
+        package var version: String
+        package var publishedAt: Date
         /// The manifest sequence the publish wrote.
-        public var sequence: Int
-        public var notes: String?
-        public var mandatory: Bool
-        public var rollout: Int?
+        package var sequence: Int
+        package var notes: String?
+        package var mandatory: Bool
+        package var rollout: Int?
         /// The repository this version was promoted from, if it was.
-        public var promotedFrom: String?
+        package var promotedFrom: String?
         /// The package entry as the manifest held it (JSON): what `promote` writes into another manifest.
         package var entry: String?
 
@@ -27,11 +28,11 @@ public struct PublishHistory: Sendable {
     }
 
     /// One package of a repository and its publishes, oldest first.
-    public struct Package: Codable, Sendable, Equatable {
-        public var id: String
+    package struct Package: Codable, Sendable, Equatable {
+        package var id: String
         /// The version the repository's manifest offers now.
-        public var current: String?
-        public var releases: [Record]
+        package var current: String?
+        package var releases: [Record]
     }
 
     package static func append(_ record: Record, to path: String) throws {
@@ -50,7 +51,7 @@ public struct PublishHistory: Sendable {
 extension Publisher {
     /// Every package of the repository with its published versions (SPEC §12 `history`). Versions
     /// published before the history was kept appear with their tree listing's time and no notes.
-    public func history() throws -> [PublishHistory.Package] {
+    package func history() throws -> [PublishHistory.Package] {
         let document = try ManifestDocument.load(layout.manifest)
         var packages = [PublishHistory.Package]()
         let ids = FileSystem.contents(of: layout.trees).filter { FileSystem.isDirectory(layout.packageTrees($0)) }

@@ -1,3 +1,5 @@
+import OfflinePkg
+
 /// The secret key file, in minisign's format (`SeckeyStruct` in minisign.h), unencrypted.
 ///
 /// Its base64 line holds 158 bytes:
@@ -15,7 +17,7 @@
 /// offlinepkg signs unattended (`publish` from CI), so it only reads keys without a password, exactly the
 /// ones `minisign -G -W` writes.
 extension SigningKey {
-    static let fileRecordLength = 158
+    static let fileRecordLength = MinisignFormat.secretKeyRecordLength
 
     private static let keyDerivationOffset = 2
     private static let checksumAlgorithmOffset = 4
@@ -27,7 +29,7 @@ extension SigningKey {
 
     /// Reads a minisign secret key file without a password, as `offlinepkg keygen` or `minisign -G -W`
     /// writes it. Throws `OfflinePkgError.invalidArgument` for anything else, an encrypted key included.
-    public init(contentsOfFile path: String) throws {
+    package init(contentsOfFile path: String) throws {
         func refuse(_ reason: String) -> OfflinePkgError {
             .invalidArgument("invalid minisign secret key file \(path): \(reason)")
         }
@@ -97,7 +99,7 @@ extension SigningKey {
     /// Writes `<prefix>.key` (mode 0600) and `<prefix>.pub`, the pair `minisign -G -W -s <prefix>.key
     /// -p <prefix>.pub` would write. Refuses to replace an existing file unless `overwrite` is set,
     /// since a replaced secret key is lost for good.
-    public func write(prefix: String, overwrite: Bool = false) throws {
+    package func write(prefix: String, overwrite: Bool = false) throws {
         let secretPath = prefix + ".key"
         let publicPath = prefix + ".pub"
         if !overwrite {

@@ -1,3 +1,5 @@
+import OfflinePkg
+
 /// Where things live in a publisher's repository, the folder that is copied as is to a CDN:
 ///
 ///     repo/

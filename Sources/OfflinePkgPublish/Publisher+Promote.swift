@@ -1,3 +1,4 @@
+import OfflinePkg
 import Foundation
 
 extension Publisher {
@@ -6,15 +7,15 @@ extension Publisher {
     /// file its entry names, and its tree listing; then the manifest, with the entry as `source`
     /// published it (routes, notes, rollout...). The same stages as `publish`: everything under `.tmp/`
     /// first, the manifest and its signature last.
-    public func promote(
+    package func promote(
         id: String, version: String, from source: URL, signer: (([UInt8]) throws -> [UInt8])? = nil,
         waiting: (() -> Void)? = nil
     ) throws -> PublishReport {
-        guard PackageEntry.isValidID(id) else {
-            throw OfflinePkgError.invalidArgument("package id \"\(id)\" must match [a-z0-9][a-z0-9._-]{0,63}")
+        guard ManifestRules.isValidID(id) else {
+            throw OfflinePkgError.invalidArgument("package id \"\(id)\" must match \(ManifestRules.idPattern)")
         }
-        guard PackageEntry.isValidVersion(version) else {
-            throw OfflinePkgError.invalidArgument("version \"\(version)\" must match [A-Za-z0-9._+-]{1,64}")
+        guard ManifestRules.isValidVersion(version) else {
+            throw OfflinePkgError.invalidArgument("version \"\(version)\" must match \(ManifestRules.versionPattern)")
         }
         let from = RepositoryLayout(root: source.path)
         guard (try? FileSystem.realPath(from.root)) != (try? FileSystem.realPath(layout.root)) else {

@@ -1,3 +1,4 @@
+import OfflinePkg
 import Foundation
 
 #if canImport(Glibc)
@@ -13,18 +14,18 @@ import Glibc
 /// One publish at a time per repository: each holds an exclusive `flock` on `repo/.publish.lock` from
 /// reading the manifest to writing it, so two publishes started together (two packages released by
 /// two CI steps) run one after the other and neither loses the other's package.
-public struct Publisher: Sendable {
+package struct Publisher: Sendable {
     package let layout: RepositoryLayout
 
     /// A repository folder; created if missing.
-    public init(repository: URL) {
+    package init(repository: URL) {
         layout = RepositoryLayout(root: repository.path)
     }
 
     /// Publishes `request`. `signer` turns the manifest bytes into a `manifest.json.minisig`; without
     /// one, a signature left by an earlier publish is removed (it no longer matches). When another
     /// publish holds the repository, `waiting` is called once and the publish waits for it to finish.
-    public func publish(
+    package func publish(
         _ request: PublishRequest, signer: (([UInt8]) throws -> [UInt8])? = nil, waiting: (() -> Void)? = nil,
         events: (@Sendable (PublishEvent) -> Void)? = nil
     ) throws -> PublishReport {
@@ -165,7 +166,7 @@ public struct Publisher: Sendable {
         if let signature {
             try FileSystem.writeAtomically(signature, to: layout.signature)
         } else {
-            FileSystem.removeFile(layout.signature)
+            FileSystem.discardFile(layout.signature)
         }
         try? FileSystem.removeTree(layout.scratch)
         return (sequence, signature != nil)
@@ -176,7 +177,7 @@ public struct Publisher: Sendable {
     private func expiry(expires: Date?, expiresIn: TimeInterval?) throws -> Date? {
         if let expiresIn {
             if expiresIn == 0 {
-                FileSystem.removeFile(layout.expiresIn)
+                FileSystem.discardFile(layout.expiresIn)
             } else {
                 try FileSystem.makeDirectories(layout.trees)
                 try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn)
@@ -316,7 +317,7 @@ public struct Publisher: Sendable {
                     reason: "\(url) already exists with other content; published archives are never rewritten")
             }
             // The very same bytes are there: leave the published file (and its mtime, for a CDN sync) alone.
-            FileSystem.removeFile(scratch)
+            FileSystem.discardFile(scratch)
             return
         }
         try FileSystem.makeDirectories(FileSystem.parentPath(path))

@@ -1,5 +1,6 @@
 internal import CZstd
 import Dispatch
+import OfflinePkg
 import Synchronization
 
 #if canImport(Glibc)

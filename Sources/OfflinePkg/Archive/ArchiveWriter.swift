@@ -12,11 +12,14 @@ import Glibc
 ///
 /// mtime 0 also keeps zip reproducible across time zones: libarchive writes the DOS date from local
 /// time, and 1970 in any zone falls before the DOS epoch (1980), which libarchive clamps to a constant.
+///
+/// The publisher (`OfflinePkgPublish`) is its only user; it lives here because libarchive is imported
+/// by one module, this one, which reads archives too (docs/design.md, "Targets").
 package final class ArchiveWriter {
     private let archive: OpaquePointer
     private let entry: OpaquePointer
     /// Where the archive is written, for error messages.
-    let path: String
+    package let path: String
     private var finished = false
     /// In tar-stream mode, who takes the bytes (held here so libarchive's client pointer stays valid).
     private let receiver: TarStreamReceiver?

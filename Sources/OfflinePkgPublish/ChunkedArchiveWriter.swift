@@ -1,4 +1,5 @@
 import Foundation
+import OfflinePkg
 
 #if canImport(Glibc)
 import Glibc

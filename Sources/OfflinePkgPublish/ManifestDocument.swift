@@ -1,3 +1,4 @@
+import OfflinePkg
 import Foundation
 
 /// A repository's `manifest.json` as a JSON document, edited in place: `publish` replaces one package
@@ -30,8 +31,8 @@ package struct ManifestDocument {
     /// them: scheme and host case-insensitively, default ports dropped).
     package func checkRoutes(_ routes: [String], for id: String) throws {
         for other in parsed?.packages ?? [] where other.id != id {
-            let owned = Set(other.routes.compactMap(RouteKey.normalized))
-            for route in routes where owned.contains(RouteKey.normalized(route) ?? route) {
+            let owned = Set(other.routes.map(RouteKey.owningKey))
+            for route in routes where owned.contains(RouteKey.owningKey(route)) {
                 throw OfflinePkgError.publishRefused(reason: "route \(route) belongs to package \"\(other.id)\"")
             }
         }

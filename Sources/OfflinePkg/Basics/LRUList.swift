@@ -2,7 +2,7 @@
 /// list threaded through an array of slots, plus a dictionary from key to slot. Slots are reused, so
 /// a steady cache allocates nothing per operation.
 package struct LRUList<Key: Hashable, Value> {
-    private struct Node {
+    fileprivate struct Node {
         var key: Key
         var value: Value
         var newer: Int
@@ -109,3 +109,7 @@ package struct LRUList<Key: Hashable, Value> {
         newest = slot
     }
 }
+
+extension LRUList: Sendable where Key: Sendable, Value: Sendable {}
+
+extension LRUList.Node: Sendable where Key: Sendable, Value: Sendable {}

@@ -1,3 +1,5 @@
+import OfflinePkg
+
 #if canImport(Glibc)
 import Glibc
 #endif
