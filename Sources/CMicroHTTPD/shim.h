@@ -25,8 +25,7 @@ static inline size_t cmicrohttpd_keep_escapes(void *cls, struct MHD_Connection *
 // daemon with TLS, a handed-over socket or a pool is started by one function.
 struct cmicrohttpd_config {
     unsigned int flags;
-    // Bound to when `listen_fd` is -1; with neither (MHD_USE_NO_LISTEN_SOCKET) connections come
-    // from MHD_add_connection.
+    // Bound to when `listen_fd` is -1.
     const struct sockaddr *address;
     // A listening socket to serve from instead (the socket a previous daemon served, when the
     // certificate is re-issued): MHD then neither binds nor listens.
@@ -64,7 +63,7 @@ static inline struct MHD_Daemon *cmicrohttpd_start(const struct cmicrohttpd_conf
     } while (0)
     if (config->listen_fd >= 0) {
         CMICROHTTPD_OPTION(MHD_OPTION_LISTEN_SOCKET, config->listen_fd, NULL);
-    } else if (config->address) {
+    } else {
         CMICROHTTPD_OPTION(MHD_OPTION_SOCK_ADDR, 0, config->address);
     }
     if (config->pool_size > 0) CMICROHTTPD_OPTION(MHD_OPTION_THREAD_POOL_SIZE, config->pool_size, NULL);
@@ -92,15 +91,6 @@ static inline struct MHD_Daemon *cmicrohttpd_start(const struct cmicrohttpd_conf
     if (config->tls_key && config->tls_certificate) flags |= MHD_USE_TLS;
     return MHD_start_daemon(
         flags, 0, NULL, NULL, config->handler, config->handler_context, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
-}
-
-// accept4 is a GNU extension: glibc declares it only under _GNU_SOURCE, which this header is not
-// compiled with, so Swift's Glibc does not see it. One call accepts the connection already
-// non-blocking and close-on-exec (what MHD needs of a socket handed to MHD_add_connection).
-extern int accept4(int socket, struct sockaddr *address, socklen_t *length, int flags);
-
-static inline int cmicrohttpd_accept(int socket, struct sockaddr *address, socklen_t *length) {
-    return accept4(socket, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
 // The connection's socket, or -1.

@@ -36,7 +36,6 @@ final class ConnectionDeadlines: Sendable {
     private let entries = Mutex<[ObjectIdentifier: Entry]>([:])
     private let stopped = Atomic<Bool>(false)
     private let closedByDeadline = Atomic<Int>(0)
-    private let open = Atomic<Int>(0)
 
     init(headerTimeout: TimeInterval, idleTimeout: TimeInterval) {
         self.headerTimeout = UInt64(headerTimeout * 1e9)
@@ -52,21 +51,14 @@ final class ConnectionDeadlines: Sendable {
     /// Connections closed for missing a deadline (tests, diagnostics).
     var closedCount: Int { closedByDeadline.load(ordering: .relaxed) }
 
-    /// Connections MHD holds now (started and not yet closed).
-    var openCount: Int { open.load(ordering: .relaxed) }
-
     func opened(socket: Int32) -> Entry {
         let entry = Entry(socket: socket, deadline: Self.now() + headerTimeout)
         entries.withLock { $0[ObjectIdentifier(entry)] = entry }
-        open.add(1, ordering: .relaxed)
         return entry
     }
 
     /// MHD calls this before it closes the socket, so the sweeper never shuts down a reused number.
-    func closed(_ entry: Entry) {
-        _ = entries.withLock { $0.removeValue(forKey: ObjectIdentifier(entry)) }
-        open.subtract(1, ordering: .relaxed)
-    }
+    func closed(_ entry: Entry) { _ = entries.withLock { $0.removeValue(forKey: ObjectIdentifier(entry)) } }
 
     func start() {
         let thread = Thread { [self] in

@@ -61,7 +61,6 @@ public final class LoopbackServer: Sendable {
 
     private struct State: ~Copyable {
         var daemon: Daemon?
-        var acceptor: ConnectionAcceptor?
         var port: UInt16 = 0
         var certificate: LoopbackCertificate?
         var watcher: Task<Void, Never>?
@@ -115,44 +114,26 @@ public final class LoopbackServer: Sendable {
             guard state.daemon == nil else { return }
             var certificate: LoopbackCertificate?
             if usesTLS { certificate = try LoopbackCertificate.prepare(layout: store.layout, for: store.activeSet) }
-            let acceptor: ConnectionAcceptor
-            do {
-                acceptor = try ConnectionAcceptor(
-                    address: address, backlog: Self.listenBacklog, refusal: Self.refusal(connectionLimit))
-            } catch let error as Errno {
-                throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", error)
-            }
-            let daemon: Daemon
-            do { daemon = try startDaemon(certificate: certificate) } catch {
-                acceptor.stop()
-                throw error
-            }
+            let daemon = try startDaemon(listeningOn: nil, certificate: certificate)
             state.daemon = daemon
-            state.acceptor = acceptor
             state.certificate = certificate
-            state.port = acceptor.port
+            state.port = cmicrohttpd_bound_port(daemon.pointer)
             handler.ownPort.store(state.port, ordering: .releasing)
             deadlines.start()
-            let deadlines = deadlines
-            let limit = connectionLimit
-            acceptor.start(daemon: daemon.pointer) { deadlines.openCount < limit }
             if usesTLS { state.watcher = watchForNewHosts() }
         }
     }
 
     /// Closes the listening socket and every connection, and waits for MHD's threads to finish.
     public func stop() {
-        let (daemon, acceptor, watcher) = state.withLock { state -> (Daemon?, ConnectionAcceptor?, Task<Void, Never>?) in
+        let (daemon, watcher) = state.withLock { state -> (Daemon?, Task<Void, Never>?) in
             defer {
                 state.daemon = nil
-                state.acceptor = nil
                 state.watcher = nil
             }
-            return (state.daemon, state.acceptor, state.watcher)
+            return (state.daemon, state.watcher)
         }
         watcher?.cancel()
-        // No new connection once the daemon starts stopping.
-        acceptor?.stop()
         // MHD may not stop with a connection suspended: those waiting on the network are answered 503.
         handler.runtime?.abandonWaiting()
         daemon?.stop()
@@ -165,21 +146,8 @@ public final class LoopbackServer: Sendable {
     /// Connections closed for missing the header or keep-alive deadline (tests, diagnostics).
     package var connectionsClosedByDeadline: Int { deadlines.closedCount }
 
-    /// Connections held at once: as asked, capped by the open-file limit.
-    private var connectionLimit: Int { Self.connectionLimit(limits.connectionLimit) }
-
-    /// The kernel's queue of connections not yet accepted.
-    static let listenBacklog: Int32 = 4096
-
-    private static func refusal(_ limit: Int) -> String {
-        "the server holds its limit of \(limit) connections (serve --max-connections): try again when one closes\n"
-    }
-
-    /// A daemon without a listening socket of its own: `ConnectionAcceptor` accepts and hands it
-    /// each connection.
-    private func startDaemon(certificate: LoopbackCertificate?) throws -> Daemon {
-        // ITC: how MHD_add_connection tells a pool thread it has a new connection.
-        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_NO_LISTEN_SOCKET.rawValue | MHD_USE_ITC.rawValue
+    private func startDaemon(listeningOn socket: Int32?, certificate: LoopbackCertificate?) throws -> Daemon {
+        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue
         var poolSize: UInt32 = 0
         switch threadModel {
         case .pool(let threads):
@@ -190,23 +158,24 @@ public final class LoopbackServer: Sendable {
             flags |= MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_POLL.rawValue
         }
         if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+        // A re-issued certificate needs a new daemon on the same socket: MHD_quiesce_daemon hands the
+        // socket over, and needs the inter-thread channel to tell its threads.
+        if certificate != nil { flags |= MHD_USE_ITC.rawValue }
         // The runtime cache suspends a connection while it waits on the network.
         if handler.runtime != nil, threadModel != .threadPerConnection { flags |= MHD_ALLOW_SUSPEND_RESUME.rawValue }
         let daemon = Daemon(certificate: certificate)
-        let pointer = { () -> OpaquePointer? in
+        let pointer = address.withSockaddr { sockaddr -> OpaquePointer? in
             var config = cmicrohttpd_config()
             config.flags = flags
-            config.address = nil
-            config.listen_fd = -1
+            config.address = sockaddr
+            config.listen_fd = socket ?? -1
             config.pool_size = poolSize
             // MHD's own inactivity timeout: for a client that stops reading a response. The header and
             // keep-alive deadlines are `ConnectionDeadlines`'.
             config.idle_timeout = UInt32(limits.idleTimeout.rounded(.up))
             config.connection_memory = Self.connectionMemory
-            // The acceptor enforces the limit (a 503 past it); MHD splits its own among the pool
-            // threads, so it gets a thread's worth more and never refuses first.
-            config.connection_limit = UInt32(connectionLimit + Int(max(poolSize, 1)))
-            config.listen_backlog = UInt32(Self.listenBacklog)
+            config.connection_limit = UInt32(Self.connectionLimit(limits.connectionLimit))
+            config.listen_backlog = 4096
             // A thread per connection: thousands of held connections are thousands of stacks.
             config.thread_stack_size = threadModel == .threadPerConnection ? 512 * 1024 : 0
             config.tls_key = daemon.key.map { UnsafePointer($0) }
@@ -217,11 +186,11 @@ public final class LoopbackServer: Sendable {
             config.notify_completed = notifyCompleted
             config.notify_context = Unmanaged.passUnretained(deadlines).toOpaque()
             return cmicrohttpd_start(&config)
-        }()
+        }
         guard let pointer else {
-            let code = errno == 0 ? EINVAL : errno
+            let code = errno == 0 ? EADDRINUSE : errno
             throw OfflinePkgError.io(
-                path: "\(host):\(requestedPort)", operation: usesTLS ? "start daemon (tls)" : "start daemon", Errno(code))
+                path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", Errno(code))
         }
         daemon.pointer = pointer
         return daemon
@@ -235,9 +204,9 @@ public final class LoopbackServer: Sendable {
         return max(1, min(asked, Int(limit.rlim_cur) - reservedDescriptors))
     }
 
-    /// Re-issues the certificate when a switch brings a host it does not name, and points the acceptor
-    /// at a daemon presenting the new one: no restart, no refused connection (the listening socket
-    /// stays). The old daemon finishes the requests it has, then stops.
+    /// Re-issues the certificate when a switch brings a host it does not name, and moves the listening
+    /// socket to a daemon presenting the new one: no restart, no refused connection (the kernel queues
+    /// connections during the hand-over). The old daemon finishes the requests it has, then stops.
     private func watchForNewHosts() -> Task<Void, Never> {
         let activations = store.activations
         return Task.detached { [weak self] in
@@ -253,14 +222,12 @@ public final class LoopbackServer: Sendable {
 
     private func present(for set: ActiveSet) throws {
         let retired = try state.withLock { state -> Daemon? in
-            guard let current = state.daemon, let acceptor = state.acceptor, let certificate = state.certificate else {
-                return nil
-            }
+            guard let current = state.daemon, let certificate = state.certificate else { return nil }
             let next = try LoopbackCertificate.prepare(layout: store.layout, for: set)
             guard next.certificatePEM != certificate.certificatePEM else { return nil }
-            let daemon = try startDaemon(certificate: next)
-            acceptor.hand(to: daemon.pointer)
-            state.daemon = daemon
+            let socket = MHD_quiesce_daemon(current.pointer)
+            guard socket >= 0 else { return nil }
+            state.daemon = try startDaemon(listeningOn: socket, certificate: next)
             state.certificate = next
             return current
         }
