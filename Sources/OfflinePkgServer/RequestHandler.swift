@@ -15,6 +15,11 @@ final class RequestHandler: @unchecked Sendable {
     let store: PackageStore
     /// Small files as finished responses (`ResponseCache`).
     let responses: ResponseCache
+    /// Larger files, whole, as finished responses over a shared map (`ResponseCache.Body.mapped`).
+    let mappedResponses: ResponseCache
+    /// Address space the mapped responses may hold: a file up to a quarter of it (16 MiB) is mapped
+    /// once and kept; a larger one is mapped per request.
+    static let mappedCapacity = 64 << 20
     private let notFound: OpaquePointer
     private let notAllowed: OpaquePointer
     private let damaged: OpaquePointer
@@ -41,6 +46,7 @@ final class RequestHandler: @unchecked Sendable {
         self.origin = origin
         self.ownHost = ownHost.lowercased()
         responses = ResponseCache(capacity: store.options.memoryCacheCapacity)
+        mappedResponses = ResponseCache(capacity: Self.mappedCapacity, body: .mapped)
         notFound = Self.textResponse("not found\n")
         notAllowed = Self.textResponse("method not allowed: offlinepkg serve answers GET and HEAD\n")
         MHD_add_response_header(notAllowed, "Allow", "GET, HEAD")
@@ -108,10 +114,21 @@ final class RequestHandler: @unchecked Sendable {
             defer { MHD_destroy_response(response) }
             return MHD_queue_response(connection, UInt32(MHD_HTTP_RANGE_NOT_SATISFIABLE), response)
         }
-        if range == .whole, let queued = responses.queue(resource, notModified: false, on: connection) { return queued }
+        if range == .whole {
+            if let queued = responses.queue(resource, notModified: false, on: connection) { return queued }
+            // A map is only safe while the file keeps its size (`MappedFileBody`): a file truncated
+            // behind the index after it was mapped must not be sent from the map (SIGBUS), so its
+            // size is checked per request (a stat, against an open, a map and an unmap).
+            if Self.sizeOnDisk(resource.path) == resource.size,
+                let queued = mappedResponses.queue(resource, notModified: false, on: connection)
+            {
+                return queued
+            }
+        }
 
-        // Large files and ranges: opened per request and sent from a memory map (`MappedFileBody`). The
-        // path comes from the active set and the tree is read-only, so nothing here goes stale.
+        // Files past both caches, ranges, and files that do not read as installed (answered below):
+        // opened per request and sent from a memory map (`MappedFileBody`). The path comes from the
+        // active set and the tree is read-only, so nothing here goes stale.
         let descriptor = open(resource.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
@@ -139,6 +156,11 @@ final class RequestHandler: @unchecked Sendable {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_PARTIAL_CONTENT), response)
         }
         return MHD_queue_response(connection, UInt32(MHD_HTTP_OK), response)
+    }
+
+    private static func sizeOnDisk(_ path: String) -> Int64? {
+        var status = stat()
+        return stat(path, &status) == 0 ? Int64(status.st_size) : nil
     }
 
     /// Resolves an origin-form target (`/path`, with the `Host` header) or an absolute-form one

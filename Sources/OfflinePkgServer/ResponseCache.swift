@@ -3,8 +3,13 @@ import Foundation
 import OfflinePkg
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Finished MHD responses for small files: the body copied into MHD's memory once and the headers
-/// added once, then queued on any number of connections. A cached request costs no `open`, `fstat`,
+/// added once, then queued on any number of connections (for larger files, `Body.mapped`: the body
+/// a shared map of the file). A cached request costs no `open`, `fstat`,
 /// `close`, no `mmap`, no header allocation, and goes out as one `sendmsg` of headers and body.
 ///
 /// Keyed by file path: installed trees are immutable, so a path's bytes and validators never change,
@@ -43,16 +48,29 @@ final class ResponseCache: Sendable {
         }
     }
 
+    /// How an entry holds the file's bytes.
+    enum Body: Sendable {
+        /// Copied into MHD's memory: small files, bounded in bytes of memory.
+        case copied
+        /// A read-only map of the file, populated once and shared by every connection sending it:
+        /// files past the copied cache, bounded in bytes of address space (the pages are the page
+        /// cache's, not anonymous memory). A request then costs no `open`, `mmap`, page faults or
+        /// `munmap` (whose TLB shootdown interrupts the other pool threads).
+        case mapped
+    }
+
     let capacity: Int
+    let body: Body
     private let state: Mutex<State>
 
-    init(capacity: Int) {
+    init(capacity: Int, body: Body = .copied) {
         self.capacity = max(0, capacity)
+        self.body = body
         state = Mutex(State(entries: BoundedLRU(maxBytes: self.capacity)))
     }
 
     /// Largest file kept.
-    var largestCachedFile: Int { capacity / 8 }
+    var largestCachedFile: Int { body == .copied ? capacity / 8 : capacity / 4 }
 
     /// Queues the cached `200` (or, with `notModified`, `304`) response for `resource` on `connection`,
     /// reading the file into the cache first if need be. Nil when the file is too large to cache or
@@ -60,7 +78,7 @@ final class ResponseCache: Sendable {
     func queue(_ resource: Resource, notModified: Bool, on connection: OpaquePointer) -> MHD_Result? {
         guard resource.size <= largestCachedFile else { return nil }
         if let result = queueCached(resource.path, notModified: notModified, on: connection) { return result }
-        guard let entry = Self.makeEntry(resource) else { return nil }
+        guard let entry = makeEntry(resource) else { return nil }
         return state.withLock { state in
             if state.entries.peek(resource.path) == nil {
                 for (_, evicted) in state.entries.insert(resource.path, entry, bytes: entry.size) { evicted.destroy() }
@@ -87,20 +105,35 @@ final class ResponseCache: Sendable {
 
     /// Reads the file and builds both responses; nil when the file cannot be read or no longer has the
     /// size it was installed with.
-    private static func makeEntry(_ resource: Resource) -> Entry? {
-        guard let data = FileManager.default.contents(atPath: resource.path), data.count == resource.size else { return nil }
-        let ok = data.withUnsafeBytes { bytes in
-            // MUST_COPY: MHD owns its copy and frees it with the last reference to the response.
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
-        }
-        guard let ok, let notModified = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT) else {
-            if let ok { MHD_destroy_response(ok) }
+    private func makeEntry(_ resource: Resource) -> Entry? {
+        guard let ok = body == .copied ? Self.copiedBody(resource) : Self.mappedBody(resource) else { return nil }
+        guard let notModified = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT) else {
+            MHD_destroy_response(ok)
             return nil
         }
         ResponseHeaders.addContent(ok, resource)
         ResponseHeaders.addValidators(ok, resource)
         ResponseHeaders.addValidators(notModified, resource)
-        return Entry(ok: Shared(pointer: ok), notModified: Shared(pointer: notModified), size: data.count)
+        return Entry(ok: Shared(pointer: ok), notModified: Shared(pointer: notModified), size: Int(resource.size))
+    }
+
+    private static func copiedBody(_ resource: Resource) -> OpaquePointer? {
+        guard let data = FileManager.default.contents(atPath: resource.path), data.count == resource.size else { return nil }
+        return data.withUnsafeBytes { bytes in
+            // MUST_COPY: MHD owns its copy and frees it with the last reference to the response.
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+        }
+    }
+
+    /// The map is unmapped when MHD frees the response: after eviction, once the last connection
+    /// sending it is done. The size check is `MappedFileBody`'s safety condition.
+    private static func mappedBody(_ resource: Resource) -> OpaquePointer? {
+        let descriptor = open(resource.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, Int64(status.st_size) == resource.size else { return nil }
+        return MappedFileBody.response(descriptor: descriptor, offset: 0, length: resource.size, populate: true)
     }
 
     /// Bytes held and entries, for tests.

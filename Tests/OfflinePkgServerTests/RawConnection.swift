@@ -10,9 +10,12 @@ import Glibc
 final class RawConnection {
     let fd: Int32
 
-    init(port: Int, receiveTimeout: TimeInterval = 5) throws {
+    /// `receiveBuffer`: a small receive buffer (set before connecting, so the window stays small),
+    /// for a client that reads slowly.
+    init(port: Int, receiveTimeout: TimeInterval = 5, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestSupportError("socket: \(String(cString: strerror(errno)))") }
+        if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - receiveTimeout.rounded(.down)) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
@@ -53,6 +56,13 @@ final class RawConnection {
             if count <= 0 { return data.isEmpty ? nil : HTTPReply(String(decoding: data, as: UTF8.self)) }
             data += buffer[..<count]
         }
+    }
+
+    /// What one read returns, up to `count` bytes; empty at end of file or the receive timeout.
+    func receiveSome(_ count: Int) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        let read = recv(fd, &buffer, count, 0)
+        return read > 0 ? Array(buffer[..<read]) : []
     }
 
     /// Whether the peer has closed: a read returns end of file (or the connection was reset).

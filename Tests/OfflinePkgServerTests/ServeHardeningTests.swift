@@ -16,11 +16,13 @@ import Glibc
         let scratch: TemporaryDirectory
         let root: String
 
-        init() async throws {
+        /// `extra`: more files (name, bytes) in the package.
+        init(extra: [String: Data] = [:]) async throws {
             scratch = try TemporaryDirectory()
             let site = scratch.path("docroot/home")
             try writeSite(
                 ["index.html": "<title>home</title>", "n.txt": "0123456789", "100%.txt": "percent", "js/app.js": "app()"], to: site)
+            for (name, bytes) in extra { try bytes.write(to: URL(fileURLWithPath: site + "/" + name)) }
             let repository = try RepositoryBuilder(directory: scratch.path("repo"))
             try repository.publish(
                 sequence: 1, packages: [.init(id: "home", version: "1", routes: ["https://m.example.com/home/"], site: site)])
