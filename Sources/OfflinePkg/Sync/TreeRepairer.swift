@@ -24,27 +24,44 @@ extension PackageStore {
         let damagedContent = Set(contentDamage.map { String($0.path.split(separator: "/").last ?? "") })
         let linking = content.trees(linking: damagedContent)
         for sha256 in damagedContent { FileSystem.removeFile(content.path(sha256: sha256)) }
-        var repaired = try await reinstall(ids, options: options, transport: transport)
+        let record = try ActiveRecord.load(layout)
+        var repaired = try await reinstall(record.current.packages.filter { ids.contains($0.id) }, options: options, transport: transport)
+        // Damaged content that only trees outside the active set linked comes back through the previous
+        // set's package, from the manifest or the archive its record names; it may no longer be offered.
+        let unrefilled = linking.filter { tree in
+            FileSystem.exists(tree.folder) && !tree.paths.allSatisfy { content.contains(sha256: $0.sha256) }
+        }
+        for package in record.previous?.packages ?? [] where record.current.package(package.id)?.tree != package.tree {
+            let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
+            guard unrefilled.contains(where: { $0.folder == tree }) else { continue }
+            repaired += (try? await reinstall([package], options: options, transport: transport)) ?? []
+        }
         var relinked = false
         for tree in linking where FileSystem.exists(tree.folder) {
-            // A tree the reinstalls replaced links sound content already; a tree whose damaged content no
-            // reinstall brought back keeps its files (the next verify names them again).
+            // A tree the reinstalls replaced links sound content already.
             let stillDamaged = tree.paths.contains { path, sha256 in
                 ContentStore.status(of: tree.folder + "/" + path.string).map { own in
                     ContentStore.status(of: content.path(sha256: sha256)).map { $0.st_ino != own.st_ino } ?? true
                 } ?? false
             }
-            guard stillDamaged, tree.paths.allSatisfy({ content.contains(sha256: $0.sha256) }) else { continue }
+            guard stillDamaged else { continue }
+            guard tree.paths.allSatisfy({ content.contains(sha256: $0.sha256) }) else {
+                // No sound copy came back: the damaged inode is held again, so verify keeps naming it.
+                for (path, sha256) in tree.paths where !FileSystem.exists(content.path(sha256: sha256)) {
+                    try? FileSystem.hardLink(tree.folder + "/" + path.string, to: content.path(sha256: sha256))
+                }
+                continue
+            }
             try PackageInstaller.commit([content.relinkedCopy(of: tree)], layout: layout)
             relinked = true
         }
         if !contentDamage.isEmpty && (relinked || !repaired.isEmpty) { repaired.append(TreeDamage.contentStore) }
-        return repaired.sorted()
+        return Array(Set(repaired)).sorted()
     }
 
-    /// Fetches the active packages named by `ids` again and swaps their trees in; returns their ids.
-    private func reinstall(_ ids: Set<String>, options: Updater.Options, transport: any Transport) async throws -> [String] {
-        guard !ids.isEmpty else { return [] }
+    /// Fetches `packages` (installed ones) again and swaps their trees in; returns their ids.
+    private func reinstall(_ packages: [InstalledPackage], options: Updater.Options, transport: any Transport) async throws -> [String] {
+        guard !packages.isEmpty else { return [] }
         let state = try StoreState.load(layout)
         guard let source = state.manifestURL, let manifestURL = URL(string: source) else {
             throw OfflinePkgError.unavailable("cannot repair: \(layout.root) has no manifest URL recorded (run sync first)")
@@ -57,7 +74,7 @@ extension PackageStore {
                 caBundle: options.caBundle),
             limits: self.options.unpackLimits, events: options.events)
         var repaired = [String]()
-        for package in try ActiveRecord.load(layout).current.packages where ids.contains(package.id) {
+        for package in packages {
             let offered = manifest.packages.first {
                 $0.id == package.id && $0.version == package.version && $0.tree == package.tree
             }
