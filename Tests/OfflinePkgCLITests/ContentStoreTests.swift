@@ -60,6 +60,16 @@ struct ContentStoreTests {
             return layout.tree(id: id, version: version, treeHash: try #require(published[id]).tree)
         }
 
+        /// Publishes and syncs `a 2`: a new page and a new `vendor/lib0.js`, the other 7 files as in 1.
+        func updateTwoFilesOfA() throws -> (files: [SiteFile], tree: String) {
+            var files = [SiteFile("index.html", "a 2")] + ContentStoreTests.vendor
+            files[1] = SiteFile("vendor/lib0.js", "lib0 of 2")
+            try repo.add("a", "2", routes: ["https://a.example.com/"], files: files)
+            try repo.publish()
+            try sync().checked("sync 2")
+            return (files, try tree("a", "2"))
+        }
+
         /// The bytes of the file `lookup` answers `url` with.
         func lookup(_ url: String) throws -> [UInt8] {
             let result = try OfflinePkgBinary.run(["lookup", url, "--root", root.path]).checked("lookup \(url)")
@@ -98,12 +108,7 @@ struct ContentStoreTests {
         try device.sync().checked("sync 1")
         let one = try device.tree("a", "1")
         // Version 2 changes 2 of the 9 files; version 3 changes another one.
-        var two = [SiteFile("index.html", "a 2")] + Self.vendor
-        two[1] = SiteFile("vendor/lib0.js", "lib0 of 2")
-        try device.repo.add("a", "2", routes: ["https://a.example.com/"], files: two)
-        try device.repo.publish()
-        try device.sync().checked("sync 2")
-        let second = try device.tree("a", "2")
+        let (two, second) = try device.updateTwoFilesOfA()
         for file in two {
             let shared = Self.inode(one + "/" + file.path).ino == Self.inode(second + "/" + file.path).ino
             #expect(shared == (file.path != "index.html" && file.path != "vendor/lib0.js"), "\(file.path)")
@@ -212,12 +217,7 @@ struct ContentStoreTests {
         #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))
         try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify of the old root")
 
-        var two = [SiteFile("index.html", "a 2")] + Self.vendor
-        two[1] = SiteFile("vendor/lib0.js", "lib0 of 2")
-        try device.repo.add("a", "2", routes: ["https://a.example.com/"], files: two)
-        try device.repo.publish()
-        try device.sync().checked("sync 2")
-        let second = try device.tree("a", "2")
+        let (two, second) = try device.updateTwoFilesOfA()
         for file in two {
             #expect(Self.inode(second + "/" + file.path).ino == Self.inode(device.layout.content(sha256: SHA256.hash(file.contents).hex)).ino)
         }
