@@ -170,6 +170,25 @@ struct ContentStoreTests {
         #expect(sound.links == 3)
     }
 
+    @Test func repairGivenOnlyATreesEntryStillReplacesTheDamagedContentItLinks() async throws {
+        let device = try Device()
+        try device.sync().checked("sync")
+        let sha256 = SHA256.hash(Self.vendor[5].contents).hex
+        let held = device.layout.content(sha256: sha256)
+        #expect(chmod(held, 0o644) == 0)
+        let handle = try #require(FileHandle(forUpdatingAtPath: held))
+        try handle.write(contentsOf: [Self.vendor[5].contents[0] ^ 1])
+        try handle.close()
+        let store = try PackageStore(root: URL(fileURLWithPath: device.root.path))
+        let treeEntries = try store.verify().filter { $0.packageID == "a" }
+        #expect(treeEntries.map(\.path) == ["vendor/lib5.js"])
+        // Without the content entry, a reinstall of a would link the damaged held inode again.
+        #expect(try await store.repair(treeEntries).contains("a"))
+        #expect(try FileHasher.sha256(ofFile: held) == sha256)
+        #expect(try store.verify().isEmpty)
+        #expect(Self.inode(try device.tree("b", "1") + "/vendor/lib5.js").ino == Self.inode(held).ino)
+    }
+
     @Test func repairBringsBackDamagedContentThatOnlyThePreviousSetLinks() throws {
         let device = try Device()
         try device.sync().checked("sync 1")

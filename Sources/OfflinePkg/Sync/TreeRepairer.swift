@@ -21,10 +21,23 @@ extension PackageStore {
         // Damaged held content stops being held first, so the reinstalls below write sound copies rather
         // than link the damaged inode again; every tree still linking it is rebuilt after them.
         let content = ContentStore(layout: layout)
-        let damagedContent = Set(contentDamage.map { String($0.path.split(separator: "/").last ?? "") })
+        let record = try ActiveRecord.load(layout)
+        var damagedContent = Set(contentDamage.map { String($0.path.split(separator: "/").last ?? "") })
+        // A damaged tree file that is a link to held content damages that content too, also when the
+        // caller passed only the tree's entry.
+        for package in record.current.packages where ids.contains(package.id) {
+            let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
+            let index = layout.treeIndex(id: package.id, version: package.version, treeHash: package.tree)
+            guard let files = try? TreeIndexFile.decode(FileSystem.read(index, limit: 1 << 30), path: index) else { continue }
+            for item in damage where item.packageID == package.id {
+                guard let sha256 = files[PackagePath(item.path)]?.sha256, let own = ContentStore.status(of: tree + "/" + item.path),
+                    let held = ContentStore.status(of: content.path(sha256: sha256)), held.st_ino == own.st_ino
+                else { continue }
+                damagedContent.insert(sha256)
+            }
+        }
         let linking = content.trees(linking: damagedContent)
         for sha256 in damagedContent { FileSystem.removeFile(content.path(sha256: sha256)) }
-        let record = try ActiveRecord.load(layout)
         var repaired = try await reinstall(record.current.packages.filter { ids.contains($0.id) }, options: options, transport: transport)
         // Damaged content that only trees outside the active set linked comes back through the previous
         // set's package, from the manifest or the archive its record names; it may no longer be offered.
