@@ -29,6 +29,16 @@ struct ContentStoreTests {
         return names
     }
 
+    /// Damages a held (read-only) file in place, through its inode: every tree linking it sees the change.
+    static func overwrite(_ path: String, at offset: UInt64, with bytes: [UInt8]) throws {
+        #expect(chmod(path, 0o644) == 0)
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        try handle.seek(toOffset: offset)
+        try handle.write(contentsOf: bytes)
+        try handle.close()
+        #expect(chmod(path, 0o444) == 0)
+    }
+
     static func status(_ root: String) throws -> [String: Any] {
         let result = try OfflinePkgBinary.run(["status", "--root", root, "--json"]).checked("status")
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
@@ -140,12 +150,7 @@ struct ContentStoreTests {
         try device.sync().checked("sync")
         let sha256 = SHA256.hash(Self.vendor[2].contents).hex
         let held = device.layout.content(sha256: sha256)
-        #expect(chmod(held, 0o644) == 0)
-        let handle = try #require(FileHandle(forUpdatingAtPath: held))
-        try handle.seek(toOffset: 100)
-        try handle.write(contentsOf: [Self.vendor[2].contents[100] ^ 0xff])
-        try handle.close()
-        #expect(chmod(held, 0o444) == 0)
+        try Self.overwrite(held, at: 100, with: [Self.vendor[2].contents[100] ^ 0xff])
 
         let verify = try OfflinePkgBinary.run(["verify", "--root", device.root.path, "--json"])
         #expect(verify.status == 4, "\(verify.stdout) \(verify.stderr)")
@@ -175,10 +180,7 @@ struct ContentStoreTests {
         try device.sync().checked("sync")
         let sha256 = SHA256.hash(Self.vendor[5].contents).hex
         let held = device.layout.content(sha256: sha256)
-        #expect(chmod(held, 0o644) == 0)
-        let handle = try #require(FileHandle(forUpdatingAtPath: held))
-        try handle.write(contentsOf: [Self.vendor[5].contents[0] ^ 1])
-        try handle.close()
+        try Self.overwrite(held, at: 0, with: [Self.vendor[5].contents[0] ^ 1])
         let store = try PackageStore(root: URL(fileURLWithPath: device.root.path))
         let treeEntries = try store.verify().filter { $0.packageID == "a" }
         #expect(treeEntries.map(\.path) == ["vendor/lib5.js"])
@@ -197,10 +199,7 @@ struct ContentStoreTests {
         try device.repo.publish()
         try device.sync().checked("sync 2")
         let held = device.layout.content(sha256: SHA256.hash(Array("a 1".utf8)).hex)
-        #expect(chmod(held, 0o644) == 0)
-        let handle = try #require(FileHandle(forUpdatingAtPath: held))
-        try handle.write(contentsOf: Array("a !".utf8))
-        try handle.close()
+        try Self.overwrite(held, at: 0, with: Array("a !".utf8))
 
         let verify = try OfflinePkgBinary.run(["verify", "--root", device.root.path, "--json"])
         #expect(verify.status == 4)
