@@ -150,7 +150,7 @@ extension PackageStore {
                 let expected = files[path]!.sha256
                 // A link to held content is checked through it, once for all the trees sharing it.
                 if let held = try content.check(tree + "/" + path.string, sha256: expected) {
-                    if let actual = held.actual { report(path.string, "its content \(held.path) has sha256 \(actual), expected \(expected)") }
+                    if let actual = held.actual { report(path.string, "sha256 \(actual), expected \(expected), in its content \(held.path)") }
                     continue
                 }
                 let actual = try FileHasher.sha256(ofFile: tree + "/" + path.string)
