@@ -35,6 +35,7 @@ demo: build
 	echo && $$bin status --root "$$root"
 
 test: build
+	scripts/check-layers
 	scripts/fuzz
 	$(MAKE) example
 	$(MAKE) example-webkit

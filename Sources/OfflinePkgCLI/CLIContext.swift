@@ -28,6 +28,11 @@ struct CLIContext: Sendable {
         try PackageStore(root: URL(fileURLWithPath: existingRoot(arguments)), options: .init(watchInterval: 0))
     }
 
+    /// The cache root opened for writing (`gc`, `rollback`, `verify`): no lookup index, no reader lease.
+    func openRoot(_ arguments: ParsedArguments) throws -> CacheRoot {
+        try CacheRoot(root: URL(fileURLWithPath: existingRoot(arguments)))
+    }
+
     /// The cache root for every command but `sync`, which alone may create one (SPEC §12): a mistyped
     /// `--root` must fail, not answer from a new, empty root.
     func existingRoot(_ arguments: ParsedArguments) throws -> String {

@@ -11,20 +11,21 @@ enum VerifyCommand {
         summary: "re-hash the active trees; exit 4 naming each damaged file", run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let store = try context.openStore(arguments)
-        let damage = try store.verify()
+        let root = try context.openRoot(arguments)
+        let damage = try root.verify()
         if arguments.flag("json") {
             context.output.json(["damaged": damage])
         } else if damage.isEmpty {
-            context.output.print("ok: \(store.activeSet.packages.count) active package(s) match their tree hashes")
+            context.output.print("ok: \(try root.activeRecord().current.packages.count) active package(s) match their tree hashes")
         }
         for item in damage {
             context.output.error(
                 "damaged: \(item.packageID) \(item.version): \(item.path.isEmpty ? "(index)" : item.path): \(item.problem)")
         }
         if arguments.flag("repair") && !damage.isEmpty {
-            let repaired = try await store.repair(damage, options: Updater.Options(waitForLock: arguments.flag("wait")))
-            let remaining = try store.verify()
+            let repairer = TreeRepairer(root: root, options: Updater.Options(waitForLock: arguments.flag("wait")))
+            let repaired = try await repairer.repair(damage)
+            let remaining = try root.verify()
             for id in repaired { context.output.info("repaired: \(id)") }
             return remaining.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused
         }
@@ -39,8 +40,7 @@ enum GCCommand {
         run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let store = try context.openStore(arguments)
-        let removed = try store.collectGarbage(wait: arguments.flag("wait"))
+        let removed = try context.openRoot(arguments).collectGarbage(wait: arguments.flag("wait"))
         if arguments.flag("json") {
             context.output.json(["removed": removed])
         } else {
@@ -56,8 +56,7 @@ enum RollbackCommand {
         summary: "switch back to the previous active set", run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let store = try context.openStore(arguments)
-        let set = try store.rollback(wait: arguments.flag("wait"))
+        let set = try context.openRoot(arguments).rollback(wait: arguments.flag("wait"))
         if arguments.flag("json") {
             context.output.json(set)
         } else {

@@ -128,8 +128,10 @@ enum SyncCommand {
         if let jitter = try arguments.seconds("jitter"), jitter > 0 {
             try await Task.sleep(nanoseconds: UInt64(Double.random(in: 0...jitter) * 1_000_000_000))
         }
-        // This process reads nothing from the root: no PackageStore, no lookup index, no reader lease.
-        let report = try await Updater.syncOnce(root: root, manifestURL: manifestURL, options: options)
+        // This process reads nothing from the root: no PackageStore, no lookup index, no reader lease. The
+        // same `Updater.sync()` as a host's, so the same events (`.failed` included).
+        let updater = Updater(root: try CacheRoot(root: URL(fileURLWithPath: root)), manifestURL: manifestURL, options: options)
+        let report = try await updater.sync()
         reporter.finish()
         if arguments.flag("json") {
             context.output.json(report)

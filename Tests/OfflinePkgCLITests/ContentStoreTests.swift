@@ -182,12 +182,12 @@ struct ContentStoreTests {
         let held = device.layout.content(sha256: sha256)
         try Self.overwrite(held, at: 0, with: [Self.vendor[5].contents[0] ^ 1])
         let store = try PackageStore(root: URL(fileURLWithPath: device.root.path))
-        let treeEntries = try store.verify().filter { $0.packageID == "a" }
+        let treeEntries = try CacheRoot(store: store).verify().filter { $0.packageID == "a" }
         #expect(treeEntries.map(\.path) == ["vendor/lib5.js"])
         // Without the content entry, a reinstall of a would link the damaged held inode again.
-        #expect(try await store.repair(treeEntries).contains("a"))
+        #expect(try await TreeRepairer(root: CacheRoot(store: store)).repair(treeEntries).contains("a"))
         #expect(try FileHasher.sha256(ofFile: held) == sha256)
-        #expect(try store.verify().isEmpty)
+        #expect(try CacheRoot(store: store).verify().isEmpty)
         #expect(Self.inode(try device.tree("b", "1") + "/vendor/lib5.js").ino == Self.inode(held).ino)
     }
 

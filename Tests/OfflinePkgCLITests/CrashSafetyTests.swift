@@ -130,26 +130,54 @@ struct CrashSafetyTests {
         }
     }
 
+    /// Kills land while release 22 is really downloading: its two archives hold 4 MB of random bytes
+    /// each, served at 500 kB/s per connection (nginx lets the first second's worth through at once, so
+    /// all of it takes about 7 s). Each round starts a sync, waits until it has added bytes to what the
+    /// previous rounds left in downloads/, lets it run a random moment more and kills it: four rounds take
+    /// at most about 3 MB per archive, so every kill finds the download unfinished.
     @Test func killedAtRandomMomentsOfASlowSync() throws {
         let repo = try TestRepository()
         try Self.publish(repo, "1")
-        let nginx = try NginxServer(documentRoot: repo.path, limitRate: 400_000)
+        let nginx = try NginxServer(documentRoot: repo.path, limitRate: 500_000)
         let root = try TemporaryDirectory(prefix: "offlinepkg-crash")
+        let layout = CacheLayout(root: root.path)
         let manifest = nginx.url("manifest.json").absoluteString
         try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("first sync")
-        try Self.publish(repo, "22")
-        for delay in [0.05, 0.2, 0.5, 0.8] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
-            process.arguments = ["sync", manifest, "--root", root.path, "--quiet"]
-            try process.run()
-            Thread.sleep(forTimeInterval: delay)
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        try Self.publish(repo, "22", noise: 4_000_000)
+        let archives = try Self.published(repo)
+        let total = archives.values.reduce(Int64(0)) { $0 + $1.size }
+        #expect(total > 8_000_000)
+        // The bytes of release 22's archives that the killed syncs left in downloads/.
+        let downloaded = {
+            archives.values.reduce(Int64(0)) { $0 + (FileSystem.fileSize(layout.partialDownload(sha256: $1.sha256)) ?? 0) }
+        }
+        var kept = Int64(0)
+        for round in 1...4 {
+            let sync = try ChildProcess(OfflinePkgBinary.path, ["sync", manifest, "--root", root.path, "--quiet"])
+            let deadline = Date().addingTimeInterval(20)
+            while downloaded() <= kept && sync.isRunning && Date() < deadline { usleep(5_000) }
+            Thread.sleep(forTimeInterval: Double.random(in: 0.05...0.3))
+            let killed = sync.kill()
+            #expect(killed.status == 128 + SIGKILL, "round \(round): the sync was not killed mid-way: \(killed.stderr)")
+            // The kill landed during the download: it left more bytes than before, and not all of them.
+            let now = downloaded()
+            #expect(now > kept && now < total, "round \(round): \(now) of \(total) bytes on disk, \(kept) before")
+            kept = now
+            // The previous set, whole: every lookup answers from release 1, and status says so.
             let served = try Self.servedRelease(root: root.path)
             #expect(served == "1" || served == "22")
+            #expect(served == "1", "round \(round): the set switched before the download ended")
+            let active = try Self.activeSet(root: root.path)
+            #expect(active.generation == 1 && active.sequence == 1 && active.versions == ["home": served, "docs": served])
         }
-        try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("sync after the crashes")
+        // The next sync finishes, fetching only what the kills left out.
+        let next = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--json"], timeout: 60)
+            .checked("sync after the crashes")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(next.stdout.utf8)) as? [String: Any])
+        #expect(report["bytesFetched"] as? Int == Int(total - kept))
         #expect(try Self.servedRelease(root: root.path) == "22")
+        let active = try Self.activeSet(root: root.path)
+        #expect(active.generation == 2 && active.versions == ["home": "22", "docs": "22"])
+        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the crashes")
     }
 }

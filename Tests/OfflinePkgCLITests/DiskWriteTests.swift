@@ -34,4 +34,38 @@ struct DiskWriteTests {
             #expect(deletedDownloads.allSatisfy { $0 < firstFlush })
         }
     }
+
+    /// SPEC §6: the active set is switched by write, fsync, rename, fsync the folder. Without the last
+    /// step a power loss can undo the rename while the sync already reported the switch. strace's `-y`
+    /// names the file behind each descriptor, so the folder's fsync can be told from any other.
+    @Test func theActiveSetsRenameIsFlushedByAnFsyncOfTheRootFolder() throws {
+        let strace = try #require(which("strace"), "strace is needed (make deps installs it)")
+        let repo = try TestRepository()
+        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")])
+        try repo.publish()
+        let scratch = try TemporaryDirectory()
+        _ = try scratch.makeDirectory("root")
+        // strace prints the kernel's path of a descriptor: the folder's real path.
+        let root = URL(fileURLWithPath: scratch.path("root")).resolvingSymlinksInPath().path
+        let result = try run(
+            strace,
+            ["-f", "-qq", "-y", "-e", "trace=rename,renameat,renameat2,fsync,fdatasync", OfflinePkgBinary.path, "sync",
+             "file://" + repo.manifestPath, "--root", root, "--quiet"],
+            timeout: 60)
+        #expect(result.status == 0, "\(result.stderr)")
+        let calls = result.stderr.split(separator: "\n").map(String.init)
+        let active = root + "/active.json"
+        let renamed = try #require(
+            calls.lastIndex { $0.contains("rename") && $0.contains("\"\(active)\"") && !$0.contains("resumed") },
+            "no rename onto \(active): \(calls)")
+        // The new record's bytes were flushed before the rename...
+        let temporary = calls[renamed].firstMatch(of: /"([^"]*active\.json\.tmp-[0-9]+)"/).map { String($0.output.1) }
+        #expect(
+            temporary.map { name in calls[..<renamed].contains { $0.contains("fsync(") && $0.contains("<\(name)>") } } == true,
+            "no fsync of the new active.json before its rename: \(calls[..<renamed])")
+        // ...and the rename itself by an fsync of the folder that holds active.json.
+        #expect(
+            calls[(renamed + 1)...].contains { $0.contains("fsync(") && $0.contains("<\(root)>") },
+            "no fsync of \(root) after the rename of active.json: \(calls[(renamed + 1)...])")
+    }
 }

@@ -19,11 +19,7 @@ struct ExitStatusTests {
         let nginx = try NginxServer(documentRoot: repo.path, limitRate: 1_000_000)
         let root = try TemporaryDirectory()
         let manifest = nginx.url("manifest.json").absoluteString
-        let first = Process()
-        first.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
-        first.arguments = ["sync", manifest, "--root", root.path, "--quiet"]
-        try first.run()
-        defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
+        let first = try ChildProcess(OfflinePkgBinary.path, ["sync", manifest, "--root", root.path, "--quiet"])
         // Wait until the first sync is downloading (it then holds the lock).
         let deadline = Date().addingTimeInterval(10)
         while nginx.accessLog().isEmpty && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
@@ -32,8 +28,7 @@ struct ExitStatusTests {
         #expect(second.stderr.contains("another sync holds the lock"))
         let waiting = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--wait", "--json"])
         #expect(waiting.status == 0)
-        first.waitUntilExit()
-        #expect(first.terminationStatus == 0)
+        #expect(first.wait().status == 0)
         #expect(waiting.stdout.contains("\"outcome\":\"upToDate\"") || waiting.stdout.contains("\"outcome\":\"notModified\""))
     }
 
@@ -70,32 +65,6 @@ struct ExitStatusTests {
         ] {
             #expect(try OfflinePkgBinary.run(usage).status == 2, "\(usage)")
         }
-    }
-
-    @Test func theManPageNamesEveryCommandAndOption() throws {
-        let man = try String(
-            contentsOf: Fixtures.root.deletingLastPathComponent().appendingPathComponent("man/offlinepkg.1"), encoding: .utf8)
-        // roff escapes dashes as \-
-        let text = man.replacingOccurrences(of: "\\-", with: "-")
-        for command in OfflinePkgCommand.commands {
-            #expect(text.contains(".B offlinepkg \(command.name)"), "man page lacks the command \(command.name)")
-            for option in command.options {
-                #expect(text.contains("--\(option.name)"), "man page lacks --\(option.name) of \(command.name)")
-            }
-        }
-        for status in 0...4 { #expect(text.contains(".B \(status)\n")) }
-        // Every OFFLINEPKG_* variable the sources and the tests read, plus the XDG fallback.
-        var variables: Set<String> = ["XDG_DATA_HOME"]
-        for folder in ["Sources", "Tests"] {
-            let files = Fixtures.root.deletingLastPathComponent().appendingPathComponent(folder)
-            for case let file as URL in FileManager.default.enumerator(at: files, includingPropertiesForKeys: nil)!
-            where file.pathExtension == "swift" {
-                let code = try String(contentsOf: file, encoding: .utf8)
-                for match in code.matches(of: /OFFLINEPKG_[A-Z_]+/) { variables.insert(String(match.output)) }
-            }
-        }
-        #expect(variables.isSuperset(of: ["OFFLINEPKG_ROOT", "OFFLINEPKG_FAILPOINT", "OFFLINEPKG_SKIP_BROWSER"]))
-        for variable in variables { #expect(text.contains(variable), "man page lacks \(variable)") }
     }
 
     @Test func helpListsEveryCommand() throws {

@@ -199,14 +199,8 @@ struct FleetOperationsTests {
         let active = try #require(device.activeRecord())
         try device.publish("2", padding: 1_500_000)
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
-        process.arguments = ["sync", url, "--root", device.root, "--trust-key", device.key + ".pub", "--quiet"]
-        let stderrPath = device.scratch.path("stderr")
-        FileManager.default.createFile(atPath: stderrPath, contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: stderrPath)
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(
+            OfflinePkgBinary.path, ["sync", url, "--root", device.root, "--trust-key", device.key + ".pub", "--quiet"])
         // Until part of the archive is on disk.
         let deadline = Date().addingTimeInterval(20)
         func partial() -> Int {
@@ -217,10 +211,10 @@ struct FleetOperationsTests {
         }
         while partial() < 300_000 && Date() < deadline { usleep(20_000) }
         #expect(partial() >= 300_000, "the download never got going")
-        kill(process.processIdentifier, number)
-        process.waitUntilExit()
-        let stderr = try String(contentsOfFile: stderrPath, encoding: .utf8)
-        #expect(process.terminationReason == .exit && process.terminationStatus == status, "\(stderr)")
+        process.signal(number)
+        let ended = process.wait()
+        let stderr = ended.stderr
+        #expect(!process.endedBySignal && ended.status == status, "\(stderr)")
         let lines = stderr.split(separator: "\n")
         #expect(lines.count == 1 && lines[0].contains("interrupted by SIG"), "\(stderr)")
         #expect(device.activeRecord() == active, "the active set changed")

@@ -193,18 +193,13 @@ struct LifecycleCommandTests {
         let device = try Device()
         try device.release("1")
         let nginx = try NginxServer(documentRoot: device.repo.path)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
-        process.arguments = [
-            "sync", nginx.url("manifest.json").absoluteString, "--jitter", "1000000", "--quiet", "--root", device.root.path,
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(
+            OfflinePkgBinary.path,
+            ["sync", nginx.url("manifest.json").absoluteString, "--jitter", "1000000", "--quiet", "--root", device.root.path])
         try await Task.sleep(nanoseconds: 1_500_000_000)
         #expect(process.isRunning)
         #expect(nginx.accessLog().isEmpty)
-        process.terminate()
-        try await runBlocking { process.waitUntilExit() }
+        process.signal(SIGTERM)
+        try await runBlocking { process.wait() }
     }
 }

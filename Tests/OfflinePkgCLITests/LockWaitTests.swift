@@ -34,19 +34,14 @@ struct LockWaitTests {
         #expect(refused.stderr.contains("another sync holds the lock of \(device.root.path) (use --wait to wait for it)"))
 
         // With --wait it blocks until the lock is free, then does its work.
-        let waiting = Process()
-        waiting.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
-        waiting.arguments = arguments + ["--wait"]
-        waiting.standardError = FileHandle.nullDevice
-        try waiting.run()
-        defer { if waiting.isRunning { kill(waiting.processIdentifier, SIGKILL) } }
+        let waiting = try ChildProcess(OfflinePkgBinary.path, arguments + ["--wait"])
         try await Task.sleep(for: .milliseconds(700))
         #expect(waiting.isRunning, "\(command) --wait did not wait for the lock")
         lock = nil
         _ = lock
         let deadline = Date().addingTimeInterval(20)
         while waiting.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(!waiting.isRunning && waiting.terminationStatus == 0, "\(command) --wait")
+        #expect(!waiting.isRunning && waiting.wait().status == 0, "\(command) --wait")
     }
 
     @Test func onlyACommandThatAcceptsWaitSuggestsIt() {

@@ -1,4 +1,5 @@
 import Foundation
+import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
@@ -7,29 +8,16 @@ import Testing
 /// `offlinepkg publish` end to end in process: the command table, the exit statuses, and a publish →
 /// sync round trip through the CLI alone.
 @Suite struct PublishCommandTests {
-    private func scratch() throws -> String {
-        var template = Array((NSTemporaryDirectory() + "/offlinepkg-cli-publish-XXXXXX").utf8CString)
-        return String(cString: mkdtemp(&template)!)
-    }
-
     private func run(_ arguments: [String]) async -> Int32 {
         await OfflinePkgCommand.run(arguments, context: CLIContext(environment: [:], output: Output(stderrIsTerminal: false)))
     }
 
-    private func site(_ root: String, _ files: [String: String]) throws {
-        for (path, text) in files {
-            let target = root + "/" + path
-            try FileSystem.makeDirectories(FileSystem.parentPath(target))
-            try FileSystem.writeAtomically(Array(text.utf8), to: target)
-        }
-    }
-
     @Test func publishThenSyncThroughTheCommandLine() async throws {
-        let dir = try scratch()
-        defer { try? FileSystem.removeTree(dir) }
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-cli-publish")
+        let dir = scratch.path
         let page = String(repeating: "<p>offline</p>\n", count: 400)
-        try site(dir + "/v1", ["index.html": page, "app.js": "let v = 1\n", "about/index.html": page + "about"])
-        try site(dir + "/v2", ["index.html": page, "app.js": "let v = 2\n", "about/index.html": page + "about"])
+        try writeSite(["index.html": page, "app.js": "let v = 1\n", "about/index.html": page + "about"], to: dir + "/v1")
+        try writeSite(["index.html": page, "app.js": "let v = 2\n", "about/index.html": page + "about"], to: dir + "/v2")
         let common = ["--repo", dir + "/repo", "--id", "web", "--route", "https://m.example.com/", "--quiet"]
         #expect(await run(["publish", dir + "/v1", "--version", "1"] + common) == 0)
         #expect(await run(["sync", dir + "/repo/manifest.json", "--root", dir + "/root", "--quiet"]) == 0)
@@ -62,9 +50,9 @@ import Testing
             ),
         ] as [([String], Int32)])
     func badInvocationsExitWithTheirStatus(arguments: [String], status: Int32) async throws {
-        let dir = try scratch()
-        defer { try? FileSystem.removeTree(dir) }
-        try site(dir + "/site", ["index.html": "x"])
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-cli-publish")
+        let dir = scratch.path
+        try writeSite(["index.html": "x"], to: dir + "/site")
         let resolved = arguments.map { $0 == "R" ? dir + "/repo" : $0 }
         #expect(await run(["publish", dir + "/site"] + resolved) == status)
         // Refused before the repository is touched: not even its folder or lock file.
@@ -74,11 +62,11 @@ import Testing
     /// zstd's level 3 by default (fast to write; devices decode every level alike), and the level a
     /// publisher asks for otherwise.
     @Test func compressionLevelDefaultsToThreeForZstdAndCanBeChosen() async throws {
-        let dir = try scratch()
-        defer { try? FileSystem.removeTree(dir) }
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-cli-publish")
+        let dir = scratch.path
         // Text whose compressed bytes differ from level to level.
         let text = (0..<4000).map { "line \($0) of the page, offline \($0 % 17) \($0 * 7919 % 1000)\n" }.joined()
-        try site(dir + "/site", ["index.html": text])
+        try writeSite(["index.html": text], to: dir + "/site")
         var sizes = [String: Int64]()
         for level in ["default", "1", "3", "19"] {
             let repo = dir + "/repo-\(level)"
@@ -116,13 +104,13 @@ import Testing
 
     @Test(arguments: [(["--deltas", "1"], ["3"]), ([], ["1", "2", "3"])] as [([String], [String])])
     func deltasComeFromTheLastNVersions(deltaOption: [String], expectedFroms: [String]) async throws {
-        let dir = try scratch()
-        defer { try? FileSystem.removeTree(dir) }
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-cli-publish")
+        let dir = scratch.path
         // Text that barely compresses keeps the full archive larger than a delta, so no delta is skipped.
         let unchanged = (0..<500).map { _ in UUID().uuidString }.joined(separator: "\n")
         let common = ["--repo", dir + "/repo", "--id", "web", "--route", "https://m.example.com/", "--quiet"]
         for version in 1...4 {
-            try site(dir + "/v\(version)", ["index.html": unchanged, "app.js": "let v = \(version)\n"])
+            try writeSite(["index.html": unchanged, "app.js": "let v = \(version)\n"], to: dir + "/v\(version)")
             #expect(await run(["publish", dir + "/v\(version)", "--version", "\(version)"] + deltaOption + common) == 0)
         }
         let entry = try manifestEntry(dir + "/repo", "web")
@@ -136,9 +124,9 @@ import Testing
     }
 
     @Test func entryFallbackRolloutAndMinShellVersionReachTheManifest() async throws {
-        let dir = try scratch()
-        defer { try? FileSystem.removeTree(dir) }
-        try site(dir + "/site", ["start.html": "start", "spa/shell.html": "shell", "app.js": "let v = 1\n"])
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-cli-publish")
+        let dir = scratch.path
+        try writeSite(["start.html": "start", "spa/shell.html": "shell", "app.js": "let v = 1\n"], to: dir + "/site")
         let status = await run([
             "publish", dir + "/site", "--repo", dir + "/repo", "--id", "web", "--version", "1",
             "--route", "https://m.example.com/", "--entry", "start.html", "--fallback", "spa/shell.html",
@@ -153,9 +141,9 @@ import Testing
     }
 
     @Test func expiresIsWrittenAndAnExpiredManifestIsRefused() async throws {
-        let dir = try scratch()
-        defer { try? FileSystem.removeTree(dir) }
-        try site(dir + "/v1", ["index.html": "v1"])
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-cli-publish")
+        let dir = scratch.path
+        try writeSite(["index.html": "v1"], to: dir + "/v1")
         let common = ["--repo", dir + "/repo", "--id", "web", "--route", "https://m.example.com/", "--quiet"]
         #expect(await run(["publish", dir + "/v1", "--version", "1", "--expires", "30d"] + common) == 0)
         let manifest = try Manifest(parsing: FileSystem.read(dir + "/repo/manifest.json"), source: "repo")

@@ -9,11 +9,9 @@ import Testing
 struct StrayTemporaryTests {
     /// The pid of a process that has exited.
     static func deadPID() throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/true")
-        try process.run()
-        process.waitUntilExit()
-        return process.processIdentifier
+        let process = try ChildProcess("/bin/true", [])
+        process.wait()
+        return process.pid
     }
 
     @Test(arguments: [["sync"], ["gc"]])

@@ -155,24 +155,12 @@ struct UnprivilegedUserTests {
         let device = try Device()
         try device.publish("1")
         _ = try await device.sync()
-        let output = device.scratch.path("serve.out")
-        FileManager.default.createFile(atPath: output, contents: nil)
-        let process = Process()
         let command = [OfflinePkgBinary.path, "serve", "--root", device.root, "--port", "0"]
-        process.executableURL = URL(fileURLWithPath: getuid() == 0 ? try #require(which("setpriv")) : command[0])
-        process.arguments = getuid() == 0 ? ["--reuid=nobody", "--regid=nogroup", "--clear-groups"] + command : Array(command.dropFirst())
-        process.standardOutput = FileHandle(forWritingAtPath: output)
-        try process.run()
-        defer {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
-        var url = ""
-        for _ in 0..<100 where !url.hasSuffix("\n") {
-            url = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        url = url.trimmingCharacters(in: .whitespacesAndNewlines)
+        let process = try ChildProcess(
+            getuid() == 0 ? try #require(which("setpriv")) : command[0],
+            getuid() == 0 ? ["--reuid=nobody", "--regid=nogroup", "--clear-groups"] + command : Array(command.dropFirst()))
+        defer { process.kill() }
+        let url = (process.firstLine(timeout: 5) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         try #require(url.hasPrefix("http://127.0.0.1:"), "serve as nobody printed no URL")
         let reply = try run("curl", ["-sS", "-H", "Host: m.example.com", url + "js/app.js"], timeout: 10)
         #expect(reply.status == 0 && reply.stdout == "app", "\(reply.stderr)")

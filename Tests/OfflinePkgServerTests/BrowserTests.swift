@@ -9,18 +9,18 @@ import Testing
 /// tests (`make deps` installs it) rather than skipping them unseen; `OFFLINEPKG_SKIP_BROWSER=1` skips them.
 @Suite(.serialized, .disabled(if: skipBrowser, "OFFLINEPKG_SKIP_BROWSER=1"))
 struct BrowserTests {
-    func browse(_ port: UInt16, _ arguments: [String]) throws -> ToolResult {
+    func browse(_ port: UInt16, _ arguments: [String]) throws -> ProcessResult {
         try #require(
             FileManager.default.isExecutableFile(atPath: chromium),
             "no Chromium at \(chromium): run `make deps` to install it (or set OFFLINEPKG_SKIP_BROWSER=1 to skip these tests)"
         )
         let profile = try TemporaryDirectory(prefix: "offlinepkg-chromium")
-        return try Tool.run(
+        return try run(
             chromium,
             [
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
                 "--host-resolver-rules=MAP demo.offlinepkg.test 127.0.0.1:\(port), MAP check.offlinepkg.test 127.0.0.1:\(port)",
-            ] + arguments, timeout: 30)
+            ] + arguments, timeout: 30, killingGroup: true)
     }
 
     @Test func demoPageRunsItsScript() async throws {
@@ -38,7 +38,7 @@ struct BrowserTests {
             "demo-site/home"
         ).path
         try FileManager.default.copyItem(atPath: demoSite, toPath: site)
-        try SiteWriter.write(
+        try writeSite(
             [
                 "check.html": """
                 <!doctype html><html><head><link rel="stylesheet" href="/css/site.css"></head>
@@ -51,7 +51,7 @@ struct BrowserTests {
                 });
                 </script></body></html>
                 """
-            ], into: site)
+            ], to: site)
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
         try repository.publish(
             sequence: 1, packages: [.init(id: "check", version: "1", routes: ["https://check.offlinepkg.test/"], site: site)])

@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 /// SPEC §8 `serve`, checked with curl over real sockets.
-@Suite struct LoopbackServerTests {
+@Suite(.sharedDemo) struct LoopbackServerTests {
     static let host = "demo.offlinepkg.test"
     static let css =
         "body { font-family: sans-serif; background: #0b6e4f; color: #fff; margin: 2rem; }\nh1 { font-size: 2.5rem; }\n"
@@ -36,7 +36,7 @@ import Glibc
     }
 
     @Test func headSendsHeadersWithoutBody() async throws {
-        let demo = try await ServedDemo()
+        let demo = try ServedDemo.shared()
         // With --head curl prints the response headers as its output, then what -w reports.
         let result = try Tool.curl([
             "--head", "-H", "Host: \(Self.host)", "-w", "downloaded=%{size_download}", demo.base + "css/site.css",
@@ -50,7 +50,7 @@ import Glibc
 
     @Test(arguments: [("etag", 304), ("*", 304), ("W/etag", 304), ("\"nope\", etag", 304), ("\"nope\"", 200)])
     func ifNoneMatch(condition: String, status: Int) async throws {
-        let demo = try await ServedDemo()
+        let demo = try ServedDemo.shared()
         let etag = try #require(demo.store.resolve("https://demo.offlinepkg.test/css/site.css")).etag
         let reply = try get(
             demo, "css/site.css", ["-H", "If-None-Match: " + condition.replacingOccurrences(of: "etag", with: etag)])
@@ -68,7 +68,7 @@ import Glibc
             ("bytes=0-1,4-5", 200, nil, css),
         ] as [(String, Int, String?, String)])
     func range(header: String, status: Int, contentRange: String?, body: String) async throws {
-        let demo = try await ServedDemo()
+        let demo = try ServedDemo.shared()
         let reply = try get(demo, "css/site.css", ["-H", "Range: " + header])
         #expect(reply.status == status)
         #expect(reply.headers["content-range"] == contentRange)
@@ -76,7 +76,7 @@ import Glibc
     }
 
     @Test func ifRangeWithAnotherETagSendsTheWholeFile() async throws {
-        let demo = try await ServedDemo()
+        let demo = try ServedDemo.shared()
         let reply = try get(demo, "css/site.css", ["-H", "Range: bytes=0-3", "-H", "If-Range: \"stale\""])
         #expect(reply.status == 200)
         #expect(reply.body == Self.css)
@@ -84,26 +84,26 @@ import Glibc
 
     @Test(arguments: ["nope.css", "css%2Fsite.css", "css/site.css%00", "docs/missing.html"])
     func missIs404(path: String) async throws {
-        let demo = try await ServedDemo()
+        let demo = try ServedDemo.shared()
         #expect(try get(demo, path).status == 404)
     }
 
     @Test func unknownHostIs404() async throws {
-        let demo = try await ServedDemo()
+        let demo = try ServedDemo.shared()
         let reply = HTTPReply(try Tool.curl(["-D", "-", demo.base + "css/site.css"]).stdout)
         #expect(reply.status == 404)
     }
 
     @Test(arguments: ["POST", "PUT", "DELETE", "OPTIONS"])
     func otherMethodsAre405WithAllow(method: String) async throws {
-        let demo = try await ServedDemo()
+        let demo = try ServedDemo.shared()
         let reply = try get(demo, "css/site.css", ["-X", method, "--data", "x=1"])
         #expect(reply.status == 405)
         #expect(reply.headers["allow"] == "GET, HEAD")
     }
 
     @Test func absoluteFormTargetIsResolvedFromItsAuthority() async throws {
-        let demo = try await ServedDemo()
+        let demo = try ServedDemo.shared()
         // As a proxy receives it: the request line names the whole URL and wins over Host.
         let direct = HTTPReply(
             try Tool.curl([
@@ -116,7 +116,7 @@ import Glibc
     }
 
     @Test func keepAliveReusesTheConnection() async throws {
-        let demo = try await ServedDemo()
+        let demo = try ServedDemo.shared()
         let result = try Tool.curl([
             "-H", "Host: \(Self.host)", "-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\n",
             demo.base + "css/site.css", demo.base + "js/app.js",
@@ -129,7 +129,7 @@ import Glibc
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
         func publish(_ sequence: Int) throws {
             let site = scratch.path("site-\(sequence)")
-            try SiteWriter.write(["index.html": "release \(sequence)\n"], into: site)
+            try writeSite(["index.html": "release \(sequence)\n"], to: site)
             try repository.publish(
                 sequence: sequence,
                 packages: [
@@ -150,7 +150,7 @@ import Glibc
 
         // Another process (the CLI) syncs release 2 into the same root.
         try publish(2)
-        let sync = try Tool.run(OfflinePkgBinary.path, ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
+        let sync = try run(OfflinePkgBinary.path, ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
         try #require(sync.status == 0, "\(sync.stderr)")
         // Time to the request that first saw release 2, sent, not answered: a curl process takes
         // a while to start on a loaded machine, and that is not the server's delay.
@@ -186,7 +186,7 @@ import Glibc
     }
 
     @Test func listensOnIPv6Loopback() async throws {
-        let demo = try await ServedDemo()
+        let demo = try ServedDemo.shared()
         let server = try LoopbackServer(store: demo.store, host: "::1")
         try server.start()
         defer { server.stop() }

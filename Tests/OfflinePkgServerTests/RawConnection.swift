@@ -73,32 +73,19 @@ final class RawConnection {
 }
 
 /// `offlinepkg serve` as a child process, with the URL it printed; killed on deinit.
-final class ServeProcess: @unchecked Sendable {
-    // Only the test that started it touches it.
-    let process = Process()
+final class ServeProcess: Sendable {
+    let child: ChildProcess
     let url: URL
     var port: Int { url.port ?? 0 }
-    var pid: pid_t { process.processIdentifier }
+    var pid: pid_t { child.pid }
 
     init(root: String, _ extra: [String] = [], environment: [String: String] = [:]) throws {
-        process.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
-        process.arguments = ["serve", "--root", root, "--port", "0"] + extra
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        while !line.contains(0x0a) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        child = try ChildProcess(
+            OfflinePkgBinary.path, ["serve", "--root", root, "--port", "0"] + extra,
+            environment: environment.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(environment) { _, new in new })
+        let text = (child.firstLine() ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         guard let url = URL(string: text), url.port != nil else {
-            process.terminate()
+            child.kill()
             throw TestSupportError("offlinepkg serve printed \"\(text)\", not its URL")
         }
         self.url = url
@@ -106,15 +93,12 @@ final class ServeProcess: @unchecked Sendable {
 
     /// SIGTERM (serve writes its counters and exits), and wait for it to be gone.
     func stop() {
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGTERM) }
-        process.waitUntilExit()
+        child.signal(SIGTERM)
+        child.wait()
     }
 
     /// SIGKILL, and wait for it to be gone.
-    func kill() {
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
+    func kill() { child.kill() }
 
     deinit { kill() }
 }

@@ -25,7 +25,7 @@ import Testing
     static func serve(_ files: [String: String], capacity: Int) async throws -> (TemporaryDirectory, PackageStore, LoopbackServer)
     {
         let scratch = try TemporaryDirectory()
-        try SiteWriter.write(files, into: scratch.path("site"))
+        try writeSite(files, to: scratch.path("site"))
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
         try repository.publish(
             sequence: 1,

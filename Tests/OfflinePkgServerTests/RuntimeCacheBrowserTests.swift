@@ -12,7 +12,7 @@ struct RuntimeCacheBrowserTests {
             files: ["v1/greeting.json": "{\"text\": \"hello from the api\"}"],
             locations: "location /v1/ { add_header Access-Control-Allow-Origin \"*\"; }")
         let site = rig.scratch.path("app-site")
-        try SiteWriter.write(
+        try writeSite(
             [
                 "index.html": """
                 <!doctype html><html><body><p id="data">pending</p>
@@ -23,20 +23,20 @@ struct RuntimeCacheBrowserTests {
                   .catch(e => { document.getElementById("data").textContent = "failed: " + e; });
                 </script></body></html>
                 """
-            ], into: site)
+            ], to: site)
         try rig.publishAndSync(
             rules: "{\"rules\": [{\"prefix\": \"\(rig.apiPrefix)\", \"strategy\": \"stale-while-revalidate\"}]}", site: site)
 
         func load() throws -> String {
             let port = rig.serve!.port
             let profile = try TemporaryDirectory(prefix: "offlinepkg-chromium")
-            return try Tool.run(
+            return try run(
                 chromium,
                 [
                     "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
                     "--host-resolver-rules=MAP app.runtime.test 127.0.0.1:\(port), MAP api.runtime.test 127.0.0.1:\(port)",
                     "--virtual-time-budget=5000", "--dump-dom", "http://app.runtime.test/",
-                ], timeout: 30
+                ], timeout: 30, killingGroup: true
             ).stdout
         }
         try rig.startServe()

@@ -48,10 +48,7 @@ final class RuntimeCacheRig: @unchecked Sendable {
     }
 
     private static func write(_ text: String, to path: String, age: Double) throws {
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(age)], ofItemAtPath: path)
+        try writeFile(Data(text.utf8), to: path, modified: Date().addingTimeInterval(age))
     }
 
     /// Publishes the site with `rules` (the `runtime` object as JSON; nil: none named) and syncs it.

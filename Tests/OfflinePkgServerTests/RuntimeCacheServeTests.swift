@@ -254,12 +254,11 @@ import Glibc
         #expect(try rig.get("v1/refresh.bin").body == "old body\n")
         try rig.writeUpstream("v1/refresh.bin", String(repeating: "n", count: 40_000))
         usleep(1_200_000)
-        for path in ["v1/refresh.bin", "v1/first.bin"] {
-            let client = Process()
-            client.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            client.arguments = ["-s", "-o", "/dev/null", "--max-time", "20", "-H", "Host: \(rig.apiHost)", serve.url.absoluteString + path]
-            try client.run()
+        let clients = try ["v1/refresh.bin", "v1/first.bin"].map { path in
+            try ChildProcess(
+                "/usr/bin/curl", ["-s", "-o", "/dev/null", "--max-time", "20", "-H", "Host: \(rig.apiHost)", serve.url.absoluteString + path])
         }
+        defer { for client in clients { client.kill() } }
         // Wait until both bodies are part-way into runtime/tmp, then kill.
         let deadline = Date().addingTimeInterval(8)
         var partial = [String]()

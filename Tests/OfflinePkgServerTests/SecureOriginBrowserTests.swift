@@ -43,30 +43,30 @@ struct SecureOriginBrowserTests {
         let site = scratch.path("site-\(release)")
         let demoLogo = demoManifest.deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("demo-site/home/img/logo.svg").path
-        try SiteWriter.write(
+        try writeSite(
             [
                 "index.html": page(release: release, cdnImage: release > 1), "data.json": "{\"release\": \(release)}",
                 "sw.js": """
                 self.addEventListener("install", () => self.skipWaiting());
                 self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
                 """,
-            ], into: site)
-        try SiteWriter.write(try Data(contentsOf: URL(fileURLWithPath: demoLogo)), to: site + "/img/logo.svg")
-        try SiteWriter.write(try Data(contentsOf: URL(fileURLWithPath: font)), to: site + "/fonts/packaged.ttf")
+            ], to: site)
+        try writeFile(try Data(contentsOf: URL(fileURLWithPath: demoLogo)), to: site + "/img/logo.svg")
+        try writeFile(try Data(contentsOf: URL(fileURLWithPath: font)), to: site + "/fonts/packaged.ttf")
         var packages: [RepositoryBuilder.Package] = [
             .init(id: "app", version: "\(release)", routes: ["https://m.example.com/app/"], site: site)
         ]
         if release > 1 {
             // A second host: the certificate must be re-issued for it while serve runs.
             let cdn = scratch.path("cdn-\(release)")
-            try SiteWriter.write(try Data(contentsOf: URL(fileURLWithPath: demoLogo)), to: cdn + "/logo.svg")
+            try writeFile(try Data(contentsOf: URL(fileURLWithPath: demoLogo)), to: cdn + "/logo.svg")
             packages.append(.init(id: "cdn", version: "\(release)", routes: ["https://cdn.example.com/lib/"], site: cdn))
         }
         try repository.publish(sequence: release, packages: packages)
     }
 
     static func tlsStatus(_ root: String) throws -> (certificate: String, pin: String) {
-        let status = try Tool.run(OfflinePkgBinary.path, ["status", "--root", root, "--json"])
+        let status = try run(OfflinePkgBinary.path, ["status", "--root", root, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
         let tls = try #require(object?["tls"] as? [String: String], "status --json: \(status.stdout)")
         return (try #require(tls["certificate"]), try #require(tls["spkiSHA256"]))
@@ -85,7 +85,7 @@ struct SecureOriginBrowserTests {
         let root = scratch.path("root")
         try Self.publish(repository, scratch, release: 1)
         let sync = ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"]
-        try #require(try Tool.run(OfflinePkgBinary.path, sync).status == 0)
+        try #require(try run(OfflinePkgBinary.path, sync).status == 0)
         let serve = try ServeProcess(root: root, ["--tls"])
         #expect(serve.url.scheme == "https")
         let (certificate, pin) = try Self.tlsStatus(root)
@@ -110,7 +110,7 @@ struct SecureOriginBrowserTests {
         // Another process syncs release 2, which brings a second host; serve re-issues its certificate
         // with the same key, and a reload shows the new release with the new host's image.
         try Self.publish(repository, scratch, release: 2)
-        try #require(try Tool.run(OfflinePkgBinary.path, sync).status == 0)
+        try #require(try run(OfflinePkgBinary.path, sync).status == 0)
         var title: Any?
         for _ in 0..<20 {
             try await Task.sleep(nanoseconds: 500_000_000)
@@ -131,7 +131,7 @@ struct SecureOriginBrowserTests {
             "-w", "%{http_code}", "https://cdn.example.com/lib/logo.svg",
         ])
         #expect(fetched.stdout == "200", "\(fetched.stdout) \(fetched.stderr)")
-        let names = try Tool.run("/usr/bin/openssl", ["x509", "-in", certificate, "-noout", "-ext", "subjectAltName"]).stdout
+        let names = try run("/usr/bin/openssl", ["x509", "-in", certificate, "-noout", "-ext", "subjectAltName"]).stdout
         #expect(names.contains("DNS:cdn.example.com") && names.contains("DNS:m.example.com"), "\(names)")
         #expect(names.contains("DNS:localhost") && names.contains("IP Address:127.0.0.1"), "\(names)")
     }

@@ -12,35 +12,24 @@ import Glibc
     func printsURLServesAndStopsOnSignal(signal: Int32) async throws {
         let scratch = try TemporaryDirectory()
         let root = scratch.path("root")
-        let sync = try Tool.run(OfflinePkgBinary.path, ["sync", demoManifest.absoluteString, "--root", root, "--quiet"])
+        let sync = try run(OfflinePkgBinary.path, ["sync", demoManifest.absoluteString, "--root", root, "--quiet"], timeout: 30)
         try #require(sync.status == 0, "\(sync.stderr)")
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
-        process.arguments = ["serve", "--root", root, "--port", "0"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let process = try ChildProcess(OfflinePkgBinary.path, ["serve", "--root", root, "--port", "0"])
 
         // The first line is the URL, flushed at once.
-        var line = Data()
-        while !line.contains(0x0a) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        let url = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let url = (process.firstLine() ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(url.hasPrefix("http://127.0.0.1:") && url.hasSuffix("/"))
         let reply = HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: demo.offlinepkg.test", url + "js/app.js"]).stdout)
         #expect(reply.status == 200)
         #expect(reply.headers["content-type"] == "text/javascript; charset=utf-8")
 
-        kill(process.processIdentifier, signal)
+        process.signal(signal)
         let deadline = Date().addingTimeInterval(5)
         while process.isRunning && Date() < deadline { try await Task.sleep(nanoseconds: 20_000_000) }
         #expect(!process.isRunning)
-        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+        let stopped = process.wait()
+        #expect(!process.endedBySignal && stopped.status == 0)
     }
 
     @Test(arguments: ["0.0.0.0", "10.0.0.1", "::"])
@@ -48,7 +37,7 @@ import Glibc
         let scratch = try TemporaryDirectory()
         // A root that exists: on a missing one, serve stops first at "no cache root" (SPEC §12).
         _ = try scratch.makeDirectory("root")
-        let result = try Tool.run(OfflinePkgBinary.path, ["serve", "--root", scratch.path("root"), "--host", host], timeout: 10)
+        let result = try run(OfflinePkgBinary.path, ["serve", "--root", scratch.path("root"), "--host", host], timeout: 10)
         #expect(result.status == 2)
         #expect(result.stderr.contains("not a loopback address"))
         #expect(result.stderr.contains("same device"))

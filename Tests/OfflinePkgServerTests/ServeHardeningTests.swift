@@ -19,14 +19,13 @@ import Glibc
         init() async throws {
             scratch = try TemporaryDirectory()
             let site = scratch.path("docroot/home")
-            try SiteWriter.write(
-                ["index.html": "<title>home</title>", "n.txt": "0123456789", "100%.txt": "percent", "js/app.js": "app()"],
-                into: site)
+            try writeSite(
+                ["index.html": "<title>home</title>", "n.txt": "0123456789", "100%.txt": "percent", "js/app.js": "app()"], to: site)
             let repository = try RepositoryBuilder(directory: scratch.path("repo"))
             try repository.publish(
                 sequence: 1, packages: [.init(id: "home", version: "1", routes: ["https://m.example.com/home/"], site: site)])
             root = scratch.path("root")
-            let sync = try Tool.run(
+            let sync = try run(
                 OfflinePkgBinary.path, ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
             try #require(sync.status == 0, "\(sync.stderr)")
         }
@@ -78,15 +77,15 @@ import Glibc
     /// SPEC §7 through the CLI: a literal "%" is a hit; `--scheme app=https` maps a shell's scheme.
     @Test func lookupTakesALiteralPercentAndACustomScheme() async throws {
         let site = try await Site()
-        let percent = try Tool.run(OfflinePkgBinary.path, ["lookup", "https://m.example.com/home/100%.txt", "--root", site.root])
+        let percent = try run(OfflinePkgBinary.path, ["lookup", "https://m.example.com/home/100%.txt", "--root", site.root])
         #expect(percent.status == 0 && percent.stdout.hasSuffix("/100%.txt\n"), "\(percent.stdout)\(percent.stderr)")
-        let mapped = try Tool.run(
+        let mapped = try run(
             OfflinePkgBinary.path, ["lookup", "app://m.example.com/home/n.txt", "--scheme", "app=https", "--root", site.root])
         #expect(mapped.status == 0 && mapped.stdout.hasSuffix("/n.txt\n"), "\(mapped.stderr)")
-        let unmapped = try Tool.run(OfflinePkgBinary.path, ["lookup", "app://m.example.com/home/n.txt", "--root", site.root])
+        let unmapped = try run(OfflinePkgBinary.path, ["lookup", "app://m.example.com/home/n.txt", "--root", site.root])
         #expect(unmapped.status == 2)
         // No "tls" in status before serve --tls made the key and certificate.
-        let status = try Tool.run(OfflinePkgBinary.path, ["status", "--json", "--root", site.root])
+        let status = try run(OfflinePkgBinary.path, ["status", "--json", "--root", site.root])
         #expect(status.status == 0 && !status.stdout.contains("\"tls\""))
     }
 
@@ -118,7 +117,7 @@ import Glibc
         let connection = try RawConnection(port: serve.port)
         connection.send("GET /home/n.txt HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n")
         #expect(connection.readResponse()?.status == 404)
-        let refused = try Tool.run(
+        let refused = try run(
             OfflinePkgBinary.path, ["serve", "--root", site.root, "--origin", "https://m.example.com/home/"])
         #expect(refused.status == 2 && refused.stderr.contains("--origin"), "\(refused.stderr)")
     }

@@ -2,6 +2,7 @@ import Foundation
 import OfflinePkg
 import OfflinePkgServer
 import OfflinePkgTestSupport
+import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -30,48 +31,34 @@ final class ServedDemo: Sendable {
 
     var base: String { server.url.absoluteString }
     var port: UInt16 { server.port }
+
+    /// The demo a suite with the `.sharedDemo` trait shares between its tests (which must only read).
+    @TaskLocal static var current: ServedDemo?
+
+    static func shared() throws -> ServedDemo {
+        guard let current else { throw TestSupportError("ServedDemo.shared() outside a suite with the .sharedDemo trait") }
+        return current
+    }
 }
 
-/// The outcome of running a tool to completion.
-struct ToolResult: Sendable {
-    var status: Int32
-    var stdout: String
-    var stderr: String
+/// One demo root and server for the read-only tests of a suite: synced and started once before its first
+/// test, stopped after its last, instead of once per test.
+struct SharedDemoTrait: SuiteTrait, TestScoping {
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        let demo = try await ServedDemo()
+        try await ServedDemo.$current.withValue(demo) { try await function() }
+    }
+}
+
+extension Trait where Self == SharedDemoTrait {
+    static var sharedDemo: Self { Self() }
 }
 
 enum Tool {
-    /// Runs `tool` with `arguments`, killing its whole process group after `timeout` seconds, and
-    /// again once it exits, so nothing it spawned (Chromium's helpers) outlives the test. Output goes
-    /// to files, not pipes: a helper that keeps a pipe open cannot stall the read.
-    static func run(_ tool: String, _ arguments: [String], timeout: TimeInterval = 30) throws -> ToolResult {
-        let scratch = try TemporaryDirectory(prefix: "offlinepkg-tool")
-        for name in ["out", "err"] {
-            guard FileManager.default.createFile(atPath: scratch.path(name), contents: nil) else {
-                throw TestSupportError("cannot create \(scratch.path(name))")
-            }
-        }
-        let process = Process()
-        // Foundation starts the child as the leader of a new process group (pgid = pid), so one
-        // kill(-pid) ends it and every helper it spawned that kept the group.
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: scratch.path("out")))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: scratch.path("err")))
-        try process.run()
-        let group = process.processIdentifier
-        let watchdog = DispatchWorkItem { kill(-group, SIGKILL) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
-        process.waitUntilExit()
-        watchdog.cancel()
-        kill(-group, SIGKILL)
-        return ToolResult(
-            status: process.terminationStatus,
-            stdout: (try? String(contentsOfFile: scratch.path("out"), encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOfFile: scratch.path("err"), encoding: .utf8)) ?? "")
-    }
-
     /// curl with `arguments`; stdout holds what `-D -`/`-w` print.
-    static func curl(_ arguments: [String]) throws -> ToolResult {
+    static func curl(_ arguments: [String]) throws -> ProcessResult {
         try run("/usr/bin/curl", ["-sS", "--max-time", "10"] + arguments, timeout: 20)
     }
 }

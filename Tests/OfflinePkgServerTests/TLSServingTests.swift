@@ -7,7 +7,7 @@ import Testing
 /// `LoopbackServer(tls: true)` without a browser: curl trusting only the root's certificate checks the
 /// names it presents, before and after a switch that brings a new host (re-issued without a restart).
 @Suite struct TLSServingTests {
-    static func curl(_ certificate: String, host: String, port: UInt16, path: String) throws -> ToolResult {
+    static func curl(_ certificate: String, host: String, port: UInt16, path: String) throws -> ProcessResult {
         try Tool.curl([
             "--cacert", certificate, "--connect-to", "\(host):443:127.0.0.1:\(port)", "-o", "-", "-w", " %{http_code}",
             "https://\(host)\(path)",
@@ -17,8 +17,8 @@ import Testing
     @Test func aSwitchToANewHostReissuesTheCertificateWhileServing() async throws {
         let scratch = try TemporaryDirectory()
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
-        try SiteWriter.write(["index.html": "one"], into: scratch.path("one"))
-        try SiteWriter.write(["index.html": "two"], into: scratch.path("two"))
+        try writeSite(["index.html": "one"], to: scratch.path("one"))
+        try writeSite(["index.html": "two"], to: scratch.path("two"))
         try repository.publish(
             sequence: 1, packages: [.init(id: "a", version: "1", routes: ["https://a.example.com/"], site: scratch.path("one"))])
         let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")))
@@ -42,7 +42,7 @@ import Testing
                 .init(id: "b", version: "1", routes: ["https://b.example.com/"], site: scratch.path("two")),
             ])
         _ = try await updater.sync()
-        var after = ToolResult(status: -1, stdout: "", stderr: "")
+        var after = ProcessResult(status: -1, stdout: "", stderr: "")
         for _ in 0..<50 where after.stdout != "two 200" {
             try await Task.sleep(nanoseconds: 100_000_000)
             after = try Self.curl(certificate, host: "b.example.com", port: server.port, path: "/")

@@ -31,48 +31,119 @@ public struct ProcessResult: Sendable, Equatable {
 /// reading the other can never deadlock us, and a child that leaves a daemon holding its stdout
 /// open cannot keep us waiting for end-of-file. Standard input is `/dev/null`. A child still
 /// running after `timeout` seconds is killed (status 128 + 9), so a hung tool fails a test instead
-/// of hanging the run.
+/// of hanging the run. With `killingGroup`, the kill goes to the child's whole process group, also
+/// once it has exited, so that nothing it spawned (Chromium's helpers) outlives the call.
 public func run(
     _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-    currentDirectory: String? = nil, timeout: Double = 60
+    currentDirectory: String? = nil, timeout: Double = 60, killingGroup: Bool = false
 ) throws -> ProcessResult {
-    guard let resolved = executable.contains("/") ? executable : which(executable) else {
-        throw TestSupportError("\(executable): not found in PATH")
+    try ChildProcess(executable, arguments, environment: environment, currentDirectory: currentDirectory)
+        .wait(timeout: timeout, killingGroup: killingGroup)
+}
+
+/// Runs `script` with `bash -euo pipefail`, the environment being this process's plus `environment`;
+/// returns its stdout, and throws with its stderr when it exits non-zero.
+@discardableResult
+public func shell(_ script: String, environment: [String: String] = [:], timeout: Double = 60) throws -> String {
+    let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let result = try run("bash", ["-euo", "pipefail", "-c", script], environment: merged, timeout: timeout)
+    guard result.status == 0 else {
+        throw TestSupportError("bash exited \(result.status): \(result.stderr)\nscript: \(script)")
     }
-    let scratch = try TemporaryDirectory(prefix: "offlinepkg-run")
-    let stdoutPath = scratch.path("stdout")
-    let stderrPath = scratch.path("stderr")
-    _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
-    _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
-    guard let stdoutHandle = FileHandle(forWritingAtPath: stdoutPath),
-        let stderrHandle = FileHandle(forWritingAtPath: stderrPath)
-    else { throw TestSupportError("cannot open output files in \(scratch.path)") }
+    return result.stdout
+}
 
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: resolved)
-    process.arguments = arguments
-    if let environment { process.environment = environment }
-    if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = stdoutHandle
-    process.standardError = stderrHandle
-    try process.run()
-    try? stdoutHandle.close()
-    try? stderrHandle.close()
+/// A child process left running while a test works beside it (a sync to kill, a reader to freeze, a
+/// server), with its output in files as `run` keeps it. Killed with SIGKILL on deinit if still running.
+public final class ChildProcess: @unchecked Sendable {
+    // Only the test that started it touches it.
+    private let process = Process()
+    private let scratch: TemporaryDirectory
 
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning && Date() < deadline { usleep(2_000) }
-    if process.isRunning {
-        kill(process.processIdentifier, SIGKILL)
+    /// Starts `executable` (a path, or a name looked up with `which`). `environment` replaces this
+    /// process's when given; standard input is `/dev/null`.
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, currentDirectory: String? = nil
+    ) throws {
+        guard let resolved = executable.contains("/") ? executable : which(executable) else {
+            throw TestSupportError("\(executable): not found in PATH")
+        }
+        scratch = try TemporaryDirectory(prefix: "offlinepkg-run")
+        _ = FileManager.default.createFile(atPath: scratch.path("stdout"), contents: nil)
+        _ = FileManager.default.createFile(atPath: scratch.path("stderr"), contents: nil)
+        guard let stdoutHandle = FileHandle(forWritingAtPath: scratch.path("stdout")),
+            let stderrHandle = FileHandle(forWritingAtPath: scratch.path("stderr"))
+        else { throw TestSupportError("cannot open output files in \(scratch.path)") }
+        // Foundation starts the child as the leader of a new process group (pgid = pid), so one
+        // kill(-pid) ends it and every helper it spawned that kept the group.
+        process.executableURL = URL(fileURLWithPath: resolved)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = stdoutHandle
+        process.standardError = stderrHandle
+        defer {
+            try? stdoutHandle.close()
+            try? stderrHandle.close()
+        }
+        try process.run()
     }
-    process.waitUntilExit()
 
-    let status =
-        process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-    let out = FileManager.default.contents(atPath: stdoutPath) ?? Data()
-    let err = FileManager.default.contents(atPath: stderrPath) ?? Data()
-    return ProcessResult(
-        status: status, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
+    deinit {
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    public var pid: pid_t { process.processIdentifier }
+    public var isRunning: Bool { process.isRunning }
+    /// Whether a signal ended the child (rather than an exit of its own, perhaps with 128 + N); valid
+    /// once it has exited.
+    public var endedBySignal: Bool { !process.isRunning && process.terminationReason == .uncaughtSignal }
+
+    /// What the child wrote to stdout so far.
+    public var stdout: String { String(decoding: FileManager.default.contents(atPath: scratch.path("stdout")) ?? Data(), as: UTF8.self) }
+    /// What the child wrote to stderr so far.
+    public var stderr: String { String(decoding: FileManager.default.contents(atPath: scratch.path("stderr")) ?? Data(), as: UTF8.self) }
+
+    /// The first line the child printed on stdout (without its newline), waiting for it at most
+    /// `timeout` seconds; nil if the child exited or the time ran out first.
+    public func firstLine(timeout: Double = 10) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let text = stdout
+            if let newline = text.firstIndex(of: "\n") { return String(text[..<newline]) }
+            if !process.isRunning { return nil }
+            usleep(2_000)
+        }
+        return nil
+    }
+
+    /// Sends `signal` to the child (SIGSTOP, SIGTERM, ...), if it still runs.
+    public func signal(_ signal: Int32) {
+        if process.isRunning { Glibc.kill(process.processIdentifier, signal) }
+    }
+
+    /// SIGKILL, and waits until the child is gone; returns what it left.
+    @discardableResult
+    public func kill() -> ProcessResult {
+        signal(SIGKILL)
+        return wait()
+    }
+
+    /// Waits for the child to exit, killing it (or with `killingGroup` its process group) after
+    /// `timeout` seconds. The status is 128 + the signal number when a signal ended it.
+    @discardableResult
+    public func wait(timeout: Double? = nil, killingGroup: Bool = false) -> ProcessResult {
+        let deadline = timeout.map { Date().addingTimeInterval($0) } ?? .distantFuture
+        while process.isRunning && Date() < deadline { usleep(2_000) }
+        if process.isRunning { Glibc.kill(killingGroup ? -process.processIdentifier : process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        if killingGroup { Glibc.kill(-process.processIdentifier, SIGKILL) }
+        let status =
+            process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        return ProcessResult(status: status, stdout: stdout, stderr: stderr)
+    }
 }
 
 /// The absolute path of the executable `name` in `PATH` (plus `/usr/sbin` and `/sbin`, where

@@ -36,32 +36,17 @@ public struct RepositoryBuilder: Sendable {
     /// Writes archives for `packages` and a manifest with `sequence` that lists exactly them, with the
     /// stock-tool helpers of `SiteBuilder.swift` (bsdtar, sha256sum, the coreutils tree hash).
     public func publish(sequence: Int, packages: [Package]) throws {
-        var entries = [[String: Any]]()
-        for package in packages {
-            let name = "archives/\(package.id)-\(package.version).tar.gz"
-            let archive = directory + "/" + name
-            try makeArchive(of: package.site, to: archive, format: .tarGz)
-            entries.append(
-                try makeManifestEntry(
-                    id: package.id, version: package.version, routes: package.routes, archivePath: archive, archiveURL: name,
-                    tree: try treeHash(of: package.site), entry: package.entry, fallback: package.fallback))
+        let entries = try packages.map { package in
+            try packSite(
+                package.site, id: package.id, version: package.version, routes: package.routes, repo: directory,
+                entry: package.entry, fallback: package.fallback)
         }
         try writeManifest(packages: entries, sequence: sequence, to: directory + "/manifest.json")
     }
 }
 
-/// Writes files into a folder, creating parents: the generated sites tests and benchmarks publish.
+/// Generated sites for tests and benchmarks (written with `writeFile`, as `writeSite` writes).
 public enum SiteWriter {
-    public static func write(_ files: [String: String], into folder: String) throws {
-        for (path, text) in files { try write(Data(text.utf8), to: folder + "/" + path) }
-    }
-
-    public static func write(_ data: Data, to path: String) throws {
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try data.write(to: URL(fileURLWithPath: path))
-    }
-
     /// A site of about `count` files spread over nested folders (about 40 per folder), with an
     /// `index.html` in each folder: what a large bundle with assets looks like to a lookup table.
     public static func generateLargeSite(into folder: String, count: Int) throws -> [String] {
@@ -72,7 +57,7 @@ public enum SiteWriter {
             let directory = "assets/section-\(index / 400)/group-\(index / 40 % 10)"
             let name = index % 40 == 0 ? "index.html" : "file-\(index).\(extensions[index % extensions.count])"
             let path = directory + "/" + name
-            try write(Data("content of \(path)\n".utf8), to: folder + "/" + path)
+            try writeFile(Data("content of \(path)\n".utf8), to: folder + "/" + path)
             paths.append(path)
             index += 1
         }

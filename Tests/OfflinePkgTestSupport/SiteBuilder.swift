@@ -21,15 +21,29 @@ public struct SiteFile: Sendable, Equatable {
     }
 }
 
-/// Writes `files` under `directory` (created if needed), with parent folders.
+/// Writes `files` under `directory` (created if needed), with parent folders: the one site writer of
+/// the tests and benchmarks.
 public func writeSite(_ files: [SiteFile], to directory: String) throws {
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    for file in files {
-        let target = directory + "/" + file.path
-        try FileManager.default.createDirectory(
-            atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data(file.contents).write(to: URL(fileURLWithPath: target))
-    }
+    for file in files { try writeFile(file.contents, to: directory + "/" + file.path) }
+}
+
+/// Writes a site given as relative path → text (see `writeSite(_:to:)`).
+public func writeSite(_ files: [String: String], to directory: String) throws {
+    try writeSite(files.sorted { $0.key < $1.key }.map { SiteFile($0.key, $0.value) }, to: directory)
+}
+
+/// Writes a site given as relative path → bytes (see `writeSite(_:to:)`).
+public func writeSite(_ files: [String: [UInt8]], to directory: String) throws {
+    try writeSite(files.sorted { $0.key < $1.key }.map { SiteFile($0.key, bytes: $0.value) }, to: directory)
+}
+
+/// Writes `bytes` to the file `path`, creating its parent folders; with `modified`, sets its mtime.
+public func writeFile(_ bytes: some DataProtocol, to path: String, modified: Date? = nil) throws {
+    try FileManager.default.createDirectory(
+        atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+    if let modified { try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: path) }
 }
 
 /// The archive formats `makeArchive` writes.
@@ -140,10 +154,20 @@ public func buildPackage(
     format: BsdtarFormat = .tarGz
 ) throws -> [String: Any] {
     try writeSite(files, to: site)
+    return try packSite(site, id: id, version: version, routes: routes, repo: repo, format: format)
+}
+
+/// Archives the site folder `site` to `<repo>/archives/<id>-<version>.<ext>` and returns its manifest
+/// entry (archive URL relative to a manifest at the top of `repo`, tree hash from coreutils): what
+/// `buildPackage` and `RepositoryBuilder` publish.
+public func packSite(
+    _ site: String, id: String, version: String, routes: [String], repo: String, format: BsdtarFormat = .tarGz,
+    entry: String? = nil, fallback: String? = nil
+) throws -> [String: Any] {
     try FileManager.default.createDirectory(atPath: repo + "/archives", withIntermediateDirectories: true)
     let name = "archives/\(id)-\(version).\(format.fileExtension)"
     try makeArchive(of: site, to: "\(repo)/\(name)", format: format)
     return try makeManifestEntry(
         id: id, version: version, routes: routes, archivePath: "\(repo)/\(name)", archiveURL: name,
-        tree: try treeHash(of: site))
+        tree: try treeHash(of: site), entry: entry, fallback: fallback)
 }

@@ -42,10 +42,13 @@ public final class TemporaryDirectory: Sendable {
     @discardableResult
     public func write(_ bytes: [UInt8], to relativePath: String) throws -> String {
         let target = path(relativePath)
-        try FileManager.default.createDirectory(
-            atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data(bytes).write(to: URL(fileURLWithPath: target))
+        try writeFile(bytes, to: target)
         return target
+    }
+
+    /// The bytes of the file `relativePath`.
+    public func read(_ relativePath: String) throws -> [UInt8] {
+        [UInt8](try Data(contentsOf: URL(fileURLWithPath: path(relativePath))))
     }
 
     /// Creates the folder `relativePath` (and its parents); returns the absolute path.

@@ -21,10 +21,9 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     case archiveRefused(archive: String, entry: PackagePath?, reason: String)
     /// An unpacked tree does not hash to the manifest's `tree`.
     case treeMismatch(package: String, expected: String, actual: String)
-    /// A transfer failed: connection, timeout, or an HTTP status that is not success.
-    case transfer(url: String, reason: String, retryable: Bool)
-    /// The server has no such file: HTTP 404 or 410, or a `file:` URL naming nothing.
-    case notFound(url: String, reason: String)
+    /// A transfer failed: connection, timeout, TLS, an HTTP status that is not success, no such file
+    /// (`TransferFailure.notFound`). Retrying is decided from `failure`, never from the message.
+    case transfer(url: String, failure: TransferFailure)
     /// A slow-retrieval protection ended the transfer (a stall, a trickle under the rate floor, or the
     /// manifest's deadline), and the retries ran out on it: the last attempt was cut off too.
     case slowRetrieval(url: String, protection: SlowRetrieval)
@@ -58,7 +57,7 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
 
     public var category: Category {
         switch self {
-        case .io, .transfer, .notFound, .insufficientSpace, .corruptState, .unavailable: .failure
+        case .io, .transfer, .insufficientSpace, .corruptState, .unavailable: .failure
         case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused,
             .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused, .slowRetrieval:
             .refused
@@ -99,10 +98,8 @@ extension OfflinePkgError: CustomStringConvertible {
             }
         case .treeMismatch(let package, let expected, let actual):
             "tree hash mismatch for package \(package): expected \(expected), got \(actual)"
-        case .transfer(let url, let reason, _):
-            "download \(url) failed: \(reason)"
-        case .notFound(let url, let reason):
-            "download \(url) failed: \(reason)"
+        case .transfer(let url, let failure):
+            "download \(url) failed: \(failure)"
         case .slowRetrieval(let url, let protection):
             "slow retrieval protection refused \(url): \(protection)"
         case .locked(let root):

@@ -62,7 +62,7 @@ private final class CurlTransfer: @unchecked Sendable {
 
     func perform() -> Result<TransferResponseHead, Error> {
         guard let curl = curl_easy_init() else {
-            return .failure(OfflinePkgError.transfer(url: urlText, reason: "libcurl could not start", retryable: false))
+            return .failure(OfflinePkgError.transfer(url: urlText, failure: .other(detail: "libcurl could not start")))
         }
         handle = curl
         defer { curl_easy_cleanup(curl) }
@@ -200,8 +200,7 @@ private final class CurlTransfer: @unchecked Sendable {
             let hop = URL(string: String(cString: current)), hop.scheme?.lowercased() == "https",
             URL(string: location, relativeTo: hop)?.scheme?.lowercased() == "http"
         else { return false }
-        callbackError = OfflinePkgError.transfer(
-            url: urlText, reason: "redirect to a disallowed scheme (https never goes to http): \(location)", retryable: false)
+        callbackError = OfflinePkgError.transfer(url: urlText, failure: .disallowedRedirect(location: location))
         return true
     }
 
@@ -219,23 +218,26 @@ private final class CurlTransfer: @unchecked Sendable {
         }
     }
 
+    /// The one place a libcurl result becomes a `TransferFailure` (or the slow-retrieval protection that
+    /// cut the transfer off).
     func error(for code: CURLcode) -> OfflinePkgError {
-        let text = String(cString: curl_easy_strerror(code))
         if code == CURLE_ABORTED_BY_CALLBACK, let cutOff { return .slowRetrieval(url: urlText, protection: cutOff) }
+        return .transfer(url: urlText, failure: Self.failure(for: code))
+    }
+
+    static func failure(for code: CURLcode) -> TransferFailure {
+        let text = String(cString: curl_easy_strerror(code))
         switch code {
-        case CURLE_OPERATION_TIMEDOUT:
-            return .transfer(url: urlText, reason: "timed out (\(text))", retryable: true)
-        case CURLE_ABORTED_BY_CALLBACK:
-            return .transfer(url: urlText, reason: "cancelled", retryable: false)
-        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
-            CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_SSL_CONNECT_ERROR, CURLE_HTTP2, CURLE_HTTP2_STREAM:
-            return .transfer(url: urlText, reason: text, retryable: true)
-        case CURLE_UNSUPPORTED_PROTOCOL:
-            return .transfer(url: urlText, reason: "redirect to a disallowed scheme (https never goes to http)", retryable: false)
-        case CURLE_FILE_COULDNT_READ_FILE:
-            return .notFound(url: urlText, reason: "no such file")
-        default:
-            return .transfer(url: urlText, reason: text, retryable: false)
+        case CURLE_OPERATION_TIMEDOUT: return .timedOut(detail: text)
+        case CURLE_ABORTED_BY_CALLBACK: return .cancelled
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE,
+            CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+            return .connection(detail: text)
+        case CURLE_SSL_CONNECT_ERROR: return .tlsHandshake(detail: text)
+        case CURLE_PEER_FAILED_VERIFICATION: return .certificateRefused(detail: text)
+        case CURLE_UNSUPPORTED_PROTOCOL: return .disallowedRedirect(location: nil)
+        case CURLE_FILE_COULDNT_READ_FILE: return .notFound(status: nil)
+        default: return .other(detail: text)
         }
     }
 }

@@ -43,11 +43,7 @@ package struct Downloader: Sendable {
         }
         var fetched: Int64 = 0
         try await retry.run { _ in
-            do {
-                fetched += try await attempt(file, url: url, name: name, part: part, meta: meta, progress: progress)
-            } catch {
-                throw RetryableFailure.classify(error)
-            }
+            fetched += try await attempt(file, url: url, name: name, part: part, meta: meta, progress: progress)
         }
         return Outcome(path: part, bytesFetched: fetched)
     }
@@ -71,9 +67,9 @@ package struct Downloader: Sendable {
                 // The bytes on disk no longer fit the file on the server: start over on the next try.
                 FileSystem.removeFile(meta)
                 FileSystem.removeFile(part)
-                throw OfflinePkgError.transfer(url: urlText, reason: "range not satisfiable", retryable: true)
+                throw OfflinePkgError.transfer(url: urlText, failure: .rangeNotSatisfiable)
             }
-            if !head.isSuccess { throw RetryableFailure.status(head, url: urlText) }
+            if !head.isSuccess { throw OfflinePkgError.transfer(url: urlText, failure: head.failure) }
             if let total = head.declaredTotalLength, total != file.size {
                 // The file on the server is not the one the manifest describes: no retry will change that.
                 throw OfflinePkgError.sizeMismatch(
@@ -88,8 +84,7 @@ package struct Downloader: Sendable {
         }
         let (digest, written, fetched) = try sink.finish()
         guard written == file.size else {
-            throw OfflinePkgError.transfer(
-                url: urlText, reason: "body ended after \(written) of \(file.size) bytes", retryable: true)
+            throw OfflinePkgError.transfer(url: urlText, failure: .truncated(received: written, expected: file.size))
         }
         guard digest == file.sha256 else {
             FileSystem.removeFile(part)

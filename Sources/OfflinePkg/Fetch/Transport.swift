@@ -1,10 +1,11 @@
 import Foundation
 
-/// Moves bytes from a URL to the caller. The engine sees only this protocol, so tests and hosts can put
-/// their own transport in; `CurlTransport` is the real one (http, https and file URLs).
+/// Moves bytes from a URL to the caller. The engine sees only this protocol, so tests can put their own
+/// transport in (it is `package`: a host app always gets `CurlTransport`, for http, https and file URLs).
 package protocol Transport: Sendable {
     /// Performs one GET. Response headers reach `onResponse` before the first body byte, with the
-    /// status; `onBody` gets the body in chunks and returns false to abort the transfer.
+    /// status; `onBody` gets the body in chunks. Either callback aborts the transfer by throwing, and
+    /// the transfer then fails with that error.
     func get(
         _ request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
         onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void
@@ -91,6 +92,9 @@ package struct TransferResponseHead: Sendable {
     }
 
     package var isSuccess: Bool { (200..<300).contains(status) }
+
+    /// Why this response is a failed transfer, for a status that is not success.
+    package var failure: TransferFailure { TransferFailure(status: status, retryAfter: retryAfter) }
 
     /// The length of the whole resource as the response declares it: `Content-Length` of a 200, the
     /// total of a 206's `Content-Range` (`bytes 0-99/1234`); nil when it is not declared, or when a

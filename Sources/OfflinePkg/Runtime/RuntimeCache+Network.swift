@@ -126,7 +126,7 @@ extension RuntimeCache {
         let idempotent = request.method == "GET" || request.method == "HEAD"
         do {
             return try await fetchOnce(request, upstream: upstream, stored: stored, storing: storing)
-        } catch OfflinePkgError.transfer(_, _, let retryable) where retryable && idempotent {
+        } catch OfflinePkgError.transfer(_, let failure) where failure.isRetryable && idempotent {
             return try await fetchOnce(request, upstream: upstream, stored: stored, storing: storing)
         }
     }
@@ -135,7 +135,7 @@ extension RuntimeCache {
         -> FetchOutcome
     {
         guard let url = URL(string: upstream) else {
-            throw OfflinePkgError.transfer(url: upstream, reason: "not a URL", retryable: false)
+            throw OfflinePkgError.transfer(url: upstream, failure: .invalidURL)
         }
         let isRead = request.method == "GET" || request.method == "HEAD"
         var headers = Self.forwardedFields(request.fields)

@@ -2,7 +2,9 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// A cache root opened for reading: answers URL lookups from the active set, instantly and in process.
+/// A cache root opened for reading: answers URL lookups from the active set, instantly and in process,
+/// and reports its status and every switch (`activations`). It changes nothing in the root but its own
+/// reader lease; what writes a root is `CacheRoot` (syncs through `Updater`, rollback, launch records).
 ///
 /// `resolve` reads an immutable snapshot swapped under a `Mutex`; it never touches the network and
 /// never waits on a sync. A switch made by another process (a cron `sync`) is picked up within
@@ -13,11 +15,6 @@ public final class PackageStore: Sendable {
         public var watchInterval: TimeInterval
         /// When a newly activated set takes effect for this reader (SPEC §9, launch policy).
         public var activation: Activation
-        /// Limits applied when a sync through this store unpacks archives.
-        public var unpackLimits: UnpackLimits
-        /// Reverts a newly activated set that the host has not confirmed (`confirmLaunch`) within this
-        /// many launches (`recordLaunch`); 0 turns launch confirmation off.
-        public var launchesBeforeRevert: Int
         /// Bytes of small files `data(for:)` keeps in memory (0: none). Files larger than an eighth of
         /// it are read each time.
         public var memoryCacheCapacity: Int
@@ -31,13 +28,11 @@ public final class PackageStore: Sendable {
         public var runtime: RuntimeCache.Options = .init()
 
         public init(
-            watchInterval: TimeInterval = 0.5, activation: Activation = .immediately, unpackLimits: UnpackLimits = .init(),
-            launchesBeforeRevert: Int = 0, memoryCacheCapacity: Int = 4 << 20, customSchemes: [String: String] = [:]
+            watchInterval: TimeInterval = 0.5, activation: Activation = .immediately, memoryCacheCapacity: Int = 4 << 20,
+            customSchemes: [String: String] = [:]
         ) {
             self.watchInterval = watchInterval
             self.activation = activation
-            self.unpackLimits = unpackLimits
-            self.launchesBeforeRevert = launchesBeforeRevert
             self.memoryCacheCapacity = memoryCacheCapacity
             self.customSchemes = customSchemes
         }
@@ -51,7 +46,7 @@ public final class PackageStore: Sendable {
         case nextLaunch
     }
 
-    public let layout: CacheLayout
+    package let layout: CacheLayout
     public let options: Options
     private let snapshot: Mutex<LookupIndex>
     /// Nil when the root is not writable for this process (a read-only user of a shared root): lookups
@@ -169,7 +164,8 @@ public final class PackageStore: Sendable {
         if swapped { subscribers.withLock { $0.yield(index.set) } }
     }
 
-    /// Called by the updater of this process right after it switched the active set.
+    /// Called by a `CacheRoot` of this process (opened on this store) right after it switched the
+    /// active set.
     package func activated() {
         if options.activation == .immediately { reloadIgnoringErrors() }
     }

@@ -46,7 +46,7 @@ package struct DeltaApplier {
             throw OfflinePkgError.corruptState(path: baseIndex, reason: conflict.reason)
         }
 
-        let unpacked = try ArchiveUnpacker(limits: limits, archiveName: name, isDelta: true, content: content).unpack(
+        let unpacked = try ArchiveUnpacker(limits: limits, archiveName: name, isDelta: true, keepFile: content?.keepFile).unpack(
             archivePath: archive, into: staging)
         // The unpacker insists on the control member for a delta.
         let control = try DeltaControl.decode(unpacked.deltaControl ?? [], archive: name)

@@ -40,7 +40,7 @@ package struct ManifestFetcher: Sendable {
     package func fetchSignature(at url: URL, uncached: Bool = false) async throws -> [UInt8]? {
         do {
             return try await get(url, headers: uncached ? Self.noCacheHeaders : [], limit: 64 << 10, what: "signature").1
-        } catch OfflinePkgError.notFound {
+        } catch OfflinePkgError.transfer(_, .notFound) {
             return nil
         }
     }
@@ -74,23 +74,19 @@ package struct ManifestFetcher: Sendable {
             // A backoff may have used up what was left: no attempt starts past the deadline.
             if deadline.hasPassed { throw OfflinePkgError.slowRetrieval(url: urlText, protection: deadline.protection) }
             let body = Mutex<[UInt8]>([])
-            do {
-                let head = try await transport.get(
-                    TransferRequest(url: url, headers: headers, limits: limits, deadline: deadline, caBundle: caBundle)
-                ) { head in
-                    if !head.isSuccess && head.status != 304 { throw RetryableFailure.status(head, url: urlText) }
-                } onBody: { buffer in
-                    try body.withLock { bytes in
-                        guard bytes.count + buffer.count <= limit else {
-                            throw OfflinePkgError.sizeMismatch(what: "\(what) \(urlText)", reason: "larger than \(limit) bytes")
-                        }
-                        bytes.append(contentsOf: buffer)
+            let head = try await transport.get(
+                TransferRequest(url: url, headers: headers, limits: limits, deadline: deadline, caBundle: caBundle)
+            ) { head in
+                if !head.isSuccess && head.status != 304 { throw OfflinePkgError.transfer(url: urlText, failure: head.failure) }
+            } onBody: { buffer in
+                try body.withLock { bytes in
+                    guard bytes.count + buffer.count <= limit else {
+                        throw OfflinePkgError.sizeMismatch(what: "\(what) \(urlText)", reason: "larger than \(limit) bytes")
                     }
+                    bytes.append(contentsOf: buffer)
                 }
-                return (head, body.withLock { $0 })
-            } catch {
-                throw RetryableFailure.classify(error)
             }
+            return (head, body.withLock { $0 })
         }
     }
 }

@@ -7,7 +7,7 @@ package struct ReleasePlan: Sendable {
     package var packages: [InstalledPackage]
     /// Packages of the new set whose trees are not on disk yet.
     package var toInstall: [PackageEntry]
-    package var heldBack: [SyncReport.HeldBack]
+    package var heldBack: [HeldBackRelease]
 }
 
 package struct ReleasePlanner {

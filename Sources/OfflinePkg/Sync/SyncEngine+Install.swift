@@ -14,14 +14,14 @@ extension SyncEngine {
     }
 
     /// What the install stage brought: how each package came, and what it cost on the network.
-    struct InstallResults {
+    struct InstalledPackages {
         var via: [String: String] = [:]
         var bytes: Int64 = 0
         var requests = 0
     }
 
     /// `current` is the active set: the versions deltas can start from.
-    func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstallResults {
+    func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstalledPackages {
         let installer = PackageInstaller(
             layout: layout,
             downloader: Downloader(
@@ -29,7 +29,7 @@ extension SyncEngine {
                 caBundle: options.caBundle),
             limits: limits, events: options.events)
         let manifestURL = self.manifestURL
-        var results = InstallResults()
+        var results = InstalledPackages()
         var failures = [String: OfflinePkgError]()
         var staged = [StagedTree]()
         func record(_ id: String, _ result: Result<PackageInstaller.Outcome, OfflinePkgError>) {

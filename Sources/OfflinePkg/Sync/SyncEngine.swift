@@ -4,17 +4,34 @@ import Foundation
 import Glibc
 #endif
 
-/// One sync, as named stages: lock → check → accept → plan → fetch and install → switch → clean up.
+/// One sync, as named stages, each a method that returns what the next one needs:
+///
+///     lock → begin → check and accept (CheckedManifest, AcceptedRelease) → plan (PlannedRelease)
+///       → install (InstalledPackages) → switch (SwitchedSet) → clean up → report
+///
 /// Every stage before the switch leaves the active set untouched; the switch is one atomic rename.
+/// The root's state is saved where a stage commits, once each: the accepted manifest and the plan
+/// before anything is downloaded (rollback protection), or the unchanged check; the finished evaluation
+/// after the switch; a failure's monitoring fields when a stage throws.
 package struct SyncEngine: Sendable {
     package var layout: CacheLayout
     package var manifestURL: URL
     package var options: Updater.Options
-    package var limits: UnpackLimits
     package var transport: any Transport
     package var now: @Sendable () -> Date = { Date() }
 
+    package init(layout: CacheLayout, manifestURL: URL, options: Updater.Options, transport: any Transport) {
+        self.layout = layout
+        self.manifestURL = manifestURL
+        self.options = options
+        self.transport = transport
+    }
+
+    /// The unpack limits of this sync.
+    var limits: UnpackLimits { options.unpackLimits }
+
     package func run() async throws -> SyncReport {
+        // Lock: the root's folders are made here, once per sync, then the one-sync-at-a-time lock.
         try layout.prepare()
         let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
@@ -35,100 +52,15 @@ package struct SyncEngine: Sendable {
     }
 
     private func runLocked() async throws -> SyncReport {
-        // Staging left by a crashed sync is garbage: only a lock holder writes there.
-        try clearStaging()
-        StrayTemporaries.remove(in: layout)
-
-        var state = try StoreState.load(layout)
-        let record = try ActiveRecord.load(layout)
-        let inputs = evaluationInputs()
-        let source = manifestURL.absoluteString
-        let sameSource = state.manifestURL == source
-        if sameSource, options.minInterval > 0, let lastCheck = state.lastCheck,
-            now().timeIntervalSince(lastCheck) < options.minInterval, state.evaluatedInputs == inputs
-        {
-            options.events?(.skippedRecentCheck)
-            return report(.skipped, record.current)
-        }
-        state.lastAttempt = now()
-
-        // Check and accept: signature, format, freeze, rollback (with one uncached retry).
-        let checked = try await checkAndAccept(state: state, sameSource: sameSource)
-        let (response, bytes, signature, manifest) = (checked.response, checked.bytes, checked.signature, checked.manifest)
-        var requests = checked.requests
-        if case .fetched(_, let etag, let lastModified) = response {
-            state.etag = etag
-            state.lastModified = lastModified
-        }
-        FailPoint.afterManifest.hit()
-        let digest = SHA256.hash(bytes).hex
-        let unchanged = sameSource && digest == state.acceptedManifestSHA256 && state.evaluatedInputs == inputs
-        state.accept(AcceptedManifest(sequence: manifest.sequence, sha256: digest), from: source)
-        state.lastCheck = now()
-        if checked.signatureFromNetwork, let signature {
-            try FileSystem.writeAtomically(signature, to: layout.storedSignature)
-        } else if signature == nil {
-            // A signature left from an older manifest would not match the new one.
-            FileSystem.removeFile(layout.storedSignature)
-        }
-        if case .fetched = response { try FileSystem.writeAtomically(bytes, to: layout.storedManifest) }
-        if unchanged {
-            // Same bytes, same local inputs, and the last evaluation finished: nothing to do.
-            state.noteSuccess(at: now())
-            try state.save(layout)
-            return report(response.isNotModified ? .notModified : .upToDate, record.current, requests: requests)
-        }
-        // Until this release is fully active, a 304 must not count as "evaluated".
-        state.evaluatedInputs = nil
-
-        // Plan.
-        let plan = planner(deviceID: try Rollout.deviceID(layout), state: state).plan(manifest, current: record.current)
-        announce(plan, manifest: manifest, current: record.current)
-        state.heldBack = plan.heldBack
-        // A reverted release stays blocked only while the manifest still offers that very version.
-        state.reverted = state.reverted?.filter { id, version in
-            manifest.packages.contains { $0.id == id && $0.version == version }
-        }
-        // The accepted sequence (rollback protection) is on disk before anything is downloaded.
-        try state.save(layout)
-        try checkFreeSpace(for: plan.toInstall)
-
-        // Fetch and install, in parallel; a failure of one does not stop the others.
-        let installed = try await install(plan.toInstall, current: record.current)
-        requests += installed.requests
-
-        // Switch (unless SIGINT/SIGTERM came while fetching: then the active set stays as it was).
-        try Task.checkCancellation()
-        var outcome = SyncReport.Outcome.upToDate
-        var current = record.current
-        let candidate = ActiveSet(
-            generation: record.current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)
-        if !candidate.hasSameContent(as: record.current) {
-            // Every tree it names was flushed and renamed into place by the install stage's commit.
-            FailPoint.beforeSwitch.hit()
-            try ActiveRecord(current: candidate, previous: record.current.generation == 0 ? record.previous : record.current)
-                .save(layout)
-            FailPoint.afterSwitch.hit()
-            History.record(candidate, limit: options.historyLimit, in: layout)
-            current = candidate
-            outcome = .activated
-            options.events?(.activated(generation: candidate.generation))
-        }
-        state.evaluatedInputs = inputs
-        state.noteSuccess(at: now())
-        // The switch is done: failing to note that the evaluation finished only costs a re-evaluation
-        // at the next 304, and must not turn a switched release into a non-zero exit.
-        try? state.save(layout)
-
-        // Clean up: only after success, so a failed sync keeps what it verified.
-        _ = try? GarbageCollector(layout: layout).collect()
-
-        var report = report(outcome, current, requests: requests)
-        report.changes = Self.changes(from: record.current, to: current, via: installed.via)
-        report.mandatory = report.changes.contains { $0.mandatory == true }
-        report.heldBack = plan.heldBack
-        report.bytesFetched = installed.bytes
-        return report
+        let start = try begin()
+        if let skipped = skipIfCheckedRecently(start) { return skipped }
+        let accepted = try await accept(start)
+        if accepted.unchanged { return try finishUnchanged(accepted) }
+        let planned = try plan(accepted)
+        let installed = try await install(planned.plan.toInstall, current: planned.current)
+        let switched = try switchSet(planned)
+        cleanUp()
+        return report(switched, planned, installed)
     }
 
     /// `sync --dry-run` (SPEC §12): everything up to the plan — the manifest fetched and verified — and
@@ -137,8 +69,7 @@ package struct SyncEngine: Sendable {
         let state = (try? StoreState.load(layout)) ?? StoreState()
         let record = (try? ActiveRecord.load(layout)) ?? .empty
         let source = manifestURL.absoluteString
-        let checked = try await checkAndAccept(state: state, sameSource: state.manifestURL == source)
-        let manifest = checked.manifest
+        let (_, manifest) = try await checkAndAccept(state: state, sameSource: state.manifestURL == source)
         // A root without a device ID gets one at its first real sync; until then rollout is judged with
         // a throwaway ID, which is what that first sync will do with its new one.
         let deviceID = Rollout.existingDeviceID(layout) ?? UUID().uuidString.lowercased()
@@ -171,14 +102,14 @@ package struct SyncEngine: Sendable {
             mandatory: steps.contains { $0.mandatory == true })
     }
 
-    private func planner(deviceID: String, state: StoreState) -> ReleasePlanner {
+    func planner(deviceID: String, state: StoreState) -> ReleasePlanner {
         ReleasePlanner(
             layout: layout, shellVersion: options.shellVersion.flatMap(ShellVersion.init), deviceID: deviceID,
             reverted: state.reverted ?? [:])
     }
 
     /// Events for what the plan holds back and for each release it will install.
-    private func announce(_ plan: ReleasePlan, manifest: Manifest, current: ActiveSet) {
+    func announce(_ plan: ReleasePlan, manifest: Manifest, current: ActiveSet) {
         for held in plan.heldBack {
             options.events?(.heldBack(packageID: held.id, version: held.version, reason: held.reason))
         }
@@ -189,23 +120,35 @@ package struct SyncEngine: Sendable {
         }
     }
 
-    private struct Checked {
+    /// The manifest as the check stage brought it (or the stored copy, after a 304), with its signature.
+    /// Its sha256 is computed here, once per fetch.
+    struct CheckedManifest {
         var response: ManifestFetcher.Response
-        var bytes: [UInt8]
+        let bytes: [UInt8]
+        let sha256: String
         var signature: [UInt8]?
         var signatureFromNetwork: Bool
         var requests: Int
-        var manifest: Manifest
+
+        init(
+            response: ManifestFetcher.Response, bytes: [UInt8], signature: [UInt8]?, signatureFromNetwork: Bool, requests: Int
+        ) {
+            self.response = response
+            self.bytes = bytes
+            sha256 = SHA256.hash(bytes).hex
+            self.signature = signature
+            self.signatureFromNetwork = signatureFromNetwork
+            self.requests = requests
+        }
     }
 
     /// Check, then accept. A manifest refused as a rollback, or a fresh one whose signature does not
     /// verify, may be a CDN edge that holds an old copy of one of the two files: both are fetched once
     /// more with `Cache-Control: no-cache` before the refusal stands (SPEC §12).
-    private func checkAndAccept(state: StoreState, sameSource: Bool) async throws -> Checked {
-        var checked = try await check(conditionally: sameSource ? state : nil, uncached: false)
+    func checkAndAccept(state: StoreState, sameSource: Bool) async throws -> (CheckedManifest, Manifest) {
+        let checked = try await check(conditionally: sameSource ? state : nil, uncached: false)
         do {
-            checked.manifest = try accept(checked.bytes, signature: checked.signature, state: state)
-            return checked
+            return (checked, try accept(checked, state: state))
         } catch let error as OfflinePkgError {
             switch error {
             case .manifestRollback: break
@@ -215,14 +158,13 @@ package struct SyncEngine: Sendable {
             options.events?(.retryingUncached(reason: "\(error)"))
             var again = try await check(conditionally: nil, uncached: true)
             again.requests += checked.requests
-            again.manifest = try accept(again.bytes, signature: again.signature, state: state)
-            return again
+            return (again, try accept(again, state: state))
         }
     }
 
     /// The check stage: the manifest (conditionally, with the validators of `stored`, if any) and, when
     /// keys are configured, its signature. A 304 brings back the stored copy.
-    private func check(conditionally stored: StoreState?, uncached: Bool) async throws -> Checked {
+    private func check(conditionally stored: StoreState?, uncached: Bool) async throws -> CheckedManifest {
         let fetcher = ManifestFetcher(
             transport: transport, retry: options.retry, limits: options.retrievalLimits, deadline: options.manifestDeadline,
             caBundle: options.caBundle)
@@ -246,19 +188,19 @@ package struct SyncEngine: Sendable {
             signature = try await fetcher.fetchSignature(manifestURL, uncached: uncached)
             fromNetwork = true
             requests += 1
+        }
+        var checked = CheckedManifest(
+            response: response, bytes: bytes, signature: signature, signatureFromNetwork: fromNetwork, requests: requests)
+        if fromNetwork && !verifies(bytes, signature) {
             // An edge that cached `.minisig` at another time than the manifest: the copy named after the
             // manifest's own hash cannot be out of step with it.
-            if !verifies(bytes, signature) {
-                let url = ManifestFetcher.immutableSignatureURL(of: manifestURL, manifestSHA256: SHA256.hash(bytes).hex)
-                requests += 1
-                if let immutable = try? await fetcher.fetchSignature(at: url), verifies(bytes, immutable) {
-                    signature = immutable
-                }
+            let url = ManifestFetcher.immutableSignatureURL(of: manifestURL, manifestSHA256: checked.sha256)
+            checked.requests += 1
+            if let immutable = try? await fetcher.fetchSignature(at: url), verifies(bytes, immutable) {
+                checked.signature = immutable
             }
         }
-        return Checked(
-            response: response, bytes: bytes, signature: signature, signatureFromNetwork: fromNetwork, requests: requests,
-            manifest: Manifest(sequence: 1, packages: []))
+        return checked
     }
 
     private func verifies(_ bytes: [UInt8], _ signature: [UInt8]?) -> Bool {
@@ -269,12 +211,13 @@ package struct SyncEngine: Sendable {
     }
 
     /// What the stored manifest was judged with: a change of either re-evaluates it after a 304.
-    private func evaluationInputs() -> String {
+    func evaluationInputs() -> String {
         let keys = options.trustedKeys.map(\.keyID).sorted().joined(separator: ",")
         return "shell=\(options.shellVersion ?? "*");keys=\(keys);limits=\(limits.maxEntries)/\(limits.maxBytes)"
     }
 
-    private func accept(_ bytes: [UInt8], signature: [UInt8]?, state: StoreState) throws -> Manifest {
+    private func accept(_ checked: CheckedManifest, state: StoreState) throws -> Manifest {
+        let (bytes, signature) = (checked.bytes, checked.signature)
         let source = manifestURL.absoluteString
         if !options.trustedKeys.isEmpty {
             guard let signature else {
@@ -293,7 +236,7 @@ package struct SyncEngine: Sendable {
                 throw OfflinePkgError.manifestRollback(
                     source: source, reason: "sequence \(manifest.sequence) is lower than the accepted \(accepted)")
             }
-            if manifest.sequence == accepted, let digest = state.accepted(from: source)?.sha256, digest != SHA256.hash(bytes).hex {
+            if manifest.sequence == accepted, let digest = state.accepted(from: source)?.sha256, digest != checked.sha256 {
                 throw OfflinePkgError.manifestRollback(
                     source: source, reason: "sequence \(accepted) was accepted before with other content")
             }
@@ -301,19 +244,19 @@ package struct SyncEngine: Sendable {
         return manifest
     }
 
-    private func clearStaging() throws {
+    func clearStaging() throws {
         for name in FileSystem.contents(of: layout.staging) {
             try FileSystem.removeTree(layout.stagingDirectory(name))
         }
     }
 
-    private func report(_ outcome: SyncReport.Outcome, _ set: ActiveSet, requests: Int = 0) -> SyncReport {
+    func emptyReport(_ outcome: SyncReport.Outcome, _ set: ActiveSet, requests: Int = 0) -> SyncReport {
         SyncReport(
             outcome: outcome, generation: set.generation, sequence: set.sequence, changes: [], heldBack: [], bytesFetched: 0,
             requests: requests)
     }
 
-    private static func changes(from old: ActiveSet, to new: ActiveSet, via: [String: String]) -> [SyncReport.Change] {
+    static func changes(from old: ActiveSet, to new: ActiveSet, via: [String: String]) -> [SyncReport.Change] {
         var changes = [SyncReport.Change]()
         for package in new.packages {
             let before = old.package(package.id)
@@ -332,7 +275,7 @@ package struct SyncEngine: Sendable {
 }
 
 extension ManifestFetcher.Response {
-    fileprivate var isNotModified: Bool {
+    var isNotModified: Bool {
         if case .notModified = self { return true }
         return false
     }

@@ -24,11 +24,7 @@ public struct SyncReport: Sendable, Codable, Equatable {
     }
 
     /// A package version the manifest offers that this device did not take, and why.
-    public struct HeldBack: Sendable, Codable, Equatable {
-        public var id: String
-        public var version: String
-        public var reason: String
-    }
+    public typealias HeldBack = HeldBackRelease
 
     public var outcome: Outcome
     public var generation: Int

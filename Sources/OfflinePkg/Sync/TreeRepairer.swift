@@ -1,15 +1,25 @@
 import Foundation
 
-extension PackageStore {
-    /// Fetches again every active package with damaged files (`verify --repair`) and swaps each repaired
-    /// tree in atomically: from the stored manifest's entry, or, when the manifest no longer offers the
-    /// version (after a rollback), from the archive the package was installed from, resolved against the
-    /// same manifest URL and checked against the same sha256, size and tree. Returns the repaired ids.
-    public func repair(_ damage: [TreeDamage], options: Updater.Options = .init()) async throws -> [String] {
-        try await repair(damage, options: options, transport: CurlTransport())
+/// Fetches again every active package with damaged files (`verify --repair`) and swaps each repaired
+/// tree in atomically: from the stored manifest's entry, or, when the manifest no longer offers the
+/// version (after a rollback), from the archive the package was installed from, resolved against the
+/// same manifest URL and checked against the same sha256, size and tree.
+package struct TreeRepairer: Sendable {
+    package var root: CacheRoot
+    /// The transfer options (and unpack limits) of the refetch, as a sync's.
+    package var options: Updater.Options
+    package var transport: any Transport
+
+    package init(root: CacheRoot, options: Updater.Options = .init(), transport: any Transport = CurlTransport()) {
+        self.root = root
+        self.options = options
+        self.transport = transport
     }
 
-    package func repair(_ damage: [TreeDamage], options: Updater.Options, transport: any Transport) async throws -> [String] {
+    private var layout: CacheLayout { root.layout }
+
+    /// Repairs what `CacheRoot.verify()` found; returns the repaired package ids.
+    package func repair(_ damage: [TreeDamage]) async throws -> [String] {
         // A broken runtime-cache entry is dropped: the next request fetches it again.
         let runtimeDamage = damage.filter { $0.packageID == TreeDamage.runtimeCache }
         for item in runtimeDamage { RuntimeStore.removeEntry(at: item.path, layout: layout) }
@@ -85,7 +95,7 @@ extension PackageStore {
             downloader: Downloader(
                 transport: transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
                 caBundle: options.caBundle),
-            limits: self.options.unpackLimits, events: options.events)
+            limits: options.unpackLimits, events: options.events)
         var repaired = [String]()
         for package in packages {
             let offered = manifest.packages.first {

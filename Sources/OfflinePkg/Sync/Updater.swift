@@ -3,8 +3,13 @@ import Synchronization
 
 /// Keeps a cache root up to date from one manifest URL (SPEC §9). At most one sync runs at a time per
 /// updater; a `sync()` called while one is in flight joins it.
+///
+/// The one sync path: a host's `Updater(store:)` and the `sync` command's `Updater(root:)` run the same
+/// `sync()`, with the same events (`.failed` included) and the same activation notice to the root's
+/// reader, if it has one in this process.
 public actor Updater {
-    public let store: PackageStore
+    /// The root this updater writes.
+    public nonisolated let root: CacheRoot
     public let manifestURL: URL
     public let options: Options
     private let transport: any Transport
@@ -17,32 +22,50 @@ public actor Updater {
     private let background = Mutex<Task<Void, Never>?>(nil)
 
     public init(store: PackageStore, manifestURL: URL, options: Options = .init()) {
-        self.init(store: store, manifestURL: manifestURL, options: options, transport: CurlTransport())
+        self.init(root: CacheRoot(store: store), manifestURL: manifestURL, options: options, transport: CurlTransport())
     }
 
+    /// An updater of a root that this process does not read (the `sync` command): no lookup index built
+    /// from every tree listing, before and again after a switch, and no reader lease.
     package init(
-        store: PackageStore, manifestURL: URL, options: Options, transport: any Transport,
+        root: CacheRoot, manifestURL: URL, options: Options, transport: any Transport = CurlTransport(),
         minimumPeriod: TimeInterval = 60
     ) {
-        self.store = store
+        self.root = root
         self.manifestURL = manifestURL
         self.options = options
         self.transport = transport
         self.minimumPeriod = minimumPeriod
     }
 
+    package init(
+        store: PackageStore, manifestURL: URL, options: Options, transport: any Transport, minimumPeriod: TimeInterval = 60
+    ) {
+        self.init(
+            root: CacheRoot(store: store), manifestURL: manifestURL, options: options, transport: transport,
+            minimumPeriod: minimumPeriod)
+    }
+
+    /// The reader this updater tells of its switches (the store it was made with), if any.
+    public nonisolated var store: PackageStore? { root.store }
+
     /// Checks the manifest and, if it asks for something new, downloads, verifies and activates it.
-    public func sync() async throws -> SyncReport {
+    /// Cancelling the caller that started the sync cancels it (the active set then stays as it was); a
+    /// caller that joined a sync in flight only stops waiting for it.
+    public func sync() async throws -> SyncReport { try await sync(forwardingCancellation: true) }
+
+    /// The background loop passes false: `stop()` cancels the loop, and a sync in flight finishes.
+    private func sync(forwardingCancellation: Bool) async throws -> SyncReport {
         if let inFlight { return try await inFlight.value }
-        let engine = SyncEngine(
-            layout: store.layout, manifestURL: manifestURL, options: options, limits: store.options.unpackLimits,
-            transport: transport)
-        let task = Task { try await engine.run() }
+        let task = Task { [engine = engine()] in try await engine.run() }
         inFlight = task
         defer { inFlight = nil }
         do {
-            let report = try await task.value
-            if report.outcome == .activated { store.activated() }
+            let report =
+                forwardingCancellation
+                ? try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+                : try await task.value
+            if report.outcome == .activated { root.switched() }
             return report
         } catch let error as OfflinePkgError {
             options.events?(.failed(error))
@@ -53,10 +76,11 @@ public actor Updater {
     /// What a sync would do now (SPEC §12 `--dry-run`): the manifest is fetched and verified, nothing
     /// is downloaded and nothing in the root changes.
     public func plan() async throws -> SyncPlan {
-        try await SyncEngine(
-            layout: store.layout, manifestURL: manifestURL, options: options, limits: store.options.unpackLimits,
-            transport: transport
-        ).plan()
+        try await engine().plan()
+    }
+
+    private func engine() -> SyncEngine {
+        SyncEngine(layout: root.layout, manifestURL: manifestURL, options: options, transport: transport)
     }
 
     /// `plan()` for a process that reads nothing from the root (`sync --dry-run`); the root need not exist.
@@ -64,33 +88,13 @@ public actor Updater {
         root: String, manifestURL: URL, options: Options, transport: any Transport = CurlTransport()
     ) async throws -> SyncPlan {
         let layout = CacheLayout(root: (try? FileSystem.realPath(root)) ?? root)
-        return try await SyncEngine(
-            layout: layout, manifestURL: manifestURL, options: options, limits: .init(), transport: transport
-        ).plan()
+        return try await SyncEngine(layout: layout, manifestURL: manifestURL, options: options, transport: transport).plan()
     }
 
     /// Notes a sync that ended outside the engine (interrupted by a signal, or failed before it started)
     /// in the root's monitoring state; see `StoreState.recordFailure`.
     package static func recordFailure(root: String, exitStatus: Int32, message: String) {
         StoreState.recordFailure(SyncFailure(time: Date(), exitStatus: exitStatus, message: message), in: CacheLayout(root: root))
-    }
-
-    /// One sync of the cache root at `root` for a process that reads nothing from it, such as the
-    /// `sync` command: no `PackageStore`, so no lookup index built from every tree listing (before and
-    /// again after a switch) and no reader lease. That was most of the time of a sync that finds the
-    /// manifest unchanged.
-    package static func syncOnce(
-        root: String, manifestURL: URL, options: Options, limits: UnpackLimits = .init(),
-        transport: any Transport = CurlTransport()
-    ) async throws -> SyncReport {
-        try CacheLayout(root: root).prepare()
-        // As PackageStore does: libarchive's secure-symlink check refuses a target path through a link,
-        // so the root's own links are resolved first.
-        let layout = CacheLayout(root: try FileSystem.realPath(root))
-        return try await SyncEngine(
-            layout: layout, manifestURL: manifestURL, options: options, limits: limits, transport: transport
-        )
-        .run()
     }
 
     /// Starts background updates: a sync now, then every `minInterval` (at least a minute) plus jitter.
@@ -106,7 +110,7 @@ public actor Updater {
                 while !Task.isCancelled {
                     do {
                         guard let updater = self else { return }
-                        _ = try? await updater.sync()
+                        _ = try? await updater.sync(forwardingCancellation: false)
                     }
                     let wait = period + (jitter > 0 ? Double.random(in: 0...jitter) : 0)
                     try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))

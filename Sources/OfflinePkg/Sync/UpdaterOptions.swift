@@ -32,6 +32,8 @@ extension Updater {
         public var events: SyncEventHandler?
         /// Activations kept in the root's history (`status`), oldest dropped first.
         public var historyLimit: Int = 100
+        /// Limits applied when the sync (or a repair) unpacks archives: entries and bytes (SPEC §3).
+        public var unpackLimits: UnpackLimits = .init()
 
         public init(
             trustedKeys: [TrustedKey] = [], minInterval: TimeInterval = 0, jitter: TimeInterval = 0, jobs: Int = 4,

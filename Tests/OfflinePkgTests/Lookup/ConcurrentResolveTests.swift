@@ -16,7 +16,7 @@ import Testing
             let site = scratch.path("site-\(release)")
             var files = [String: String]()
             for name in Self.names { files["dir/" + name] = "\(release):\(name)\n" }
-            try SiteWriter.write(files, into: site)
+            try writeSite(files, to: site)
             sites[release] = site
         }
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))

@@ -23,13 +23,13 @@ actor LookupFixture {
         let home = scratch.path("site/home")
         let docs = scratch.path("site/docs")
         let v6 = scratch.path("site/v6")
-        try SiteWriter.write(
+        try writeSite(
             [
                 "index.html": "home index", "css/site.css": "body{}", "js/app.js": "app()", "a b.html": "space", "100%.txt": "percent",
                 "docs/only-in-home.js": "shadowed", "caf\u{e9}.txt": "accent",
-            ], into: home)
-        try SiteWriter.write(["index.html": "docs index", "guide/index.html": "guide", "page.html": "page"], into: docs)
-        try SiteWriter.write(["index.html": "v6 index"], into: v6)
+            ], to: home)
+        try writeSite(["index.html": "docs index", "guide/index.html": "guide", "page.html": "page"], to: docs)
+        try writeSite(["index.html": "v6 index"], to: v6)
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
         try repository.publish(
             sequence: 1,

@@ -25,7 +25,7 @@ import Testing
         #expect(try FileSystem.read(precomposed.path) == Array("precomposed".utf8))
         #expect(try FileSystem.read(decomposed.path) == Array("decomposed".utf8))
         #expect(precomposed.etag != decomposed.etag)
-        #expect(try store.verify().isEmpty)
+        #expect(try store.writer.verify().isEmpty)
         // The same through the command line, as a host shell asks it.
         for (url, resource) in [("caf%C3%A9.txt", precomposed), ("cafe%CC%81.txt", decomposed)] {
             let cli = try OfflinePkgBinary.run(["lookup", "https://twins.example.com/" + url, "--root", scratch.path("root")])

@@ -9,9 +9,9 @@ import Testing
         let scratch = try TemporaryDirectory()
         let site = scratch.path("site")
         for number in 0..<20 {
-            try SiteWriter.write(Data(repeating: UInt8(65 + number), count: 1024), to: site + "/small-\(number).js")
+            try writeFile(Data(repeating: UInt8(65 + number), count: 1024), to: site + "/small-\(number).js")
         }
-        try SiteWriter.write(Data(repeating: 0x5a, count: 64 << 10), to: site + "/big.bin")
+        try writeFile(Data(repeating: 0x5a, count: 64 << 10), to: site + "/big.bin")
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
         try repository.publish(
             sequence: 1, packages: [.init(id: "app", version: "1", routes: ["https://app.example.test/"], site: site)])

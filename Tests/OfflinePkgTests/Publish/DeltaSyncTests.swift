@@ -1,4 +1,5 @@
 import Foundation
+import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
@@ -8,17 +9,17 @@ import Testing
 @Suite struct DeltaSyncTests {
     @Test(arguments: ArchiveFormat.allCases)
     func deviceFollowsThreeVersionsOverDeltas(format: ArchiveFormat) async throws {
-        let scratch = try TemporaryFolder("delta-sync")
-        let repo = scratch.sub("repo")
-        let root = scratch.sub("root")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-delta-sync")
+        let repo = scratch.path("repo")
+        let root = scratch.path("root")
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
         var previousTree: (version: String, tree: String)?
 
         for version in 1...3 {
-            let site = scratch.sub("site-v\(version)")
-            try writeSite(site, DemoSite.files(version: version))
+            let site = scratch.path("site-v\(version)")
+            try writeSite(DemoSite.files(version: version), to: site)
             let published = try publisher.publish(DemoSite.request(site: site, version: version, format: format))
-            #expect(published.tree == (try coreutilsTreeHash(site)))
+            #expect(published.tree == (try treeHash(of: site)))
             #expect(published.deltas.map(\.from) == ["2.0", "1.0"].suffix(version - 1))
 
             let report = try await syncDevice(root: root, repo: repo)
@@ -39,7 +40,7 @@ import Testing
             }
             let tree = installedTree(root: root, id: "app", version: published.version, tree: published.tree)
             #expect(sameFiles(site, tree))
-            #expect(try coreutilsTreeHash(tree) == published.tree)
+            #expect(try treeHash(of: tree) == published.tree)
             // Installed trees are read-only, whether unpacked from an archive or assembled from a delta.
             #expect(notReadOnly(tree).isEmpty)
             previousTree = (published.version, published.tree)
@@ -60,22 +61,22 @@ import Testing
     }
 
     /// Publishes v1, syncs the device to it, publishes v2; returns what the tests need to tamper with v2.
-    private func deviceOnV1WithV2Published(_ scratch: TemporaryFolder) async throws -> (
+    private func deviceOnV1WithV2Published(_ scratch: TemporaryDirectory) async throws -> (
         repo: String, root: String, v1: PublishReport, v2: PublishReport
     ) {
-        let repo = scratch.sub("repo")
-        let root = scratch.sub("root")
+        let repo = scratch.path("repo")
+        let root = scratch.path("root")
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
-        try writeSite(scratch.sub("site-v1"), DemoSite.files(version: 1))
-        try writeSite(scratch.sub("site-v2"), DemoSite.files(version: 2))
-        let v1 = try publisher.publish(DemoSite.request(site: scratch.sub("site-v1"), version: 1))
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("site-v1"))
+        try writeSite(DemoSite.files(version: 2), to: scratch.path("site-v2"))
+        let v1 = try publisher.publish(DemoSite.request(site: scratch.path("site-v1"), version: 1))
         _ = try await syncDevice(root: root, repo: repo)
-        let v2 = try publisher.publish(DemoSite.request(site: scratch.sub("site-v2"), version: 2))
+        let v2 = try publisher.publish(DemoSite.request(site: scratch.path("site-v2"), version: 2))
         return (repo, root, v1, v2)
     }
 
     @Test func corruptDeltaFailsItsHashAndFallsBackToTheFullArchive() async throws {
-        let scratch = try TemporaryFolder("delta-corrupt")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-delta-corrupt")
         let (repo, root, v1, v2) = try await deviceOnV1WithV2Published(scratch)
         let delta = try #require(v2.deltas.first)
         // Flip one byte in the middle; the manifest still promises the original hash.
@@ -93,18 +94,18 @@ import Testing
             Issue.record("expected a hash mismatch, got \(events.deltaFailures)")
             return
         }
-        #expect(sameFiles(scratch.sub("site-v2"), installedTree(root: root, id: "app", version: "2.0", tree: v2.tree)))
-        #expect(sameFiles(scratch.sub("site-v1"), installedTree(root: root, id: "app", version: "1.0", tree: v1.tree)))
+        #expect(sameFiles(scratch.path("site-v2"), installedTree(root: root, id: "app", version: "2.0", tree: v2.tree)))
+        #expect(sameFiles(scratch.path("site-v1"), installedTree(root: root, id: "app", version: "1.0", tree: v1.tree)))
         #expect(FileSystem.contents(of: CacheLayout(root: root).staging).isEmpty)
     }
 
     @Test func deltaWithCorrectHashButWrongContentFallsBackAndLeavesTheOldTreeIntact() async throws {
-        let scratch = try TemporaryFolder("delta-wrong-tree")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-delta-wrong-tree")
         let (repo, root, v1, v2) = try await deviceOnV1WithV2Published(scratch)
         // A well-formed delta whose content is wrong: it rewrites a file the old tree shares by hard link
         // (which must not write through to v1) and forgets the other changes.
-        let stage = scratch.sub("evil")
-        try writeSite(stage, ["img/photo-0.jpg": Array("not the photo".utf8)])
+        let stage = scratch.path("evil")
+        try writeSite(["img/photo-0.jpg": Array("not the photo".utf8)], to: stage)
         try FileSystem.writeAtomically(
             Array(#"{"from":"1.0","to":"2.0","delete":["robots.txt"]}"#.utf8), to: stage + "/.offlinepkg-delta.json")
         let evil = repo + "/archives/evil.delta.tar.gz"
@@ -121,14 +122,14 @@ import Testing
             return
         }
         let oldTree = installedTree(root: root, id: "app", version: "1.0", tree: v1.tree)
-        #expect(sameFiles(scratch.sub("site-v1"), oldTree))
-        #expect(try coreutilsTreeHash(oldTree) == v1.tree)
-        #expect(sameFiles(scratch.sub("site-v2"), installedTree(root: root, id: "app", version: "2.0", tree: v2.tree)))
+        #expect(sameFiles(scratch.path("site-v1"), oldTree))
+        #expect(try treeHash(of: oldTree) == v1.tree)
+        #expect(sameFiles(scratch.path("site-v2"), installedTree(root: root, id: "app", version: "2.0", tree: v2.tree)))
         #expect(FileSystem.contents(of: CacheLayout(root: root).staging).isEmpty)
     }
 
     @Test func aDamagedBaseTreeIsNotPassedOnByADelta() async throws {
-        let scratch = try TemporaryFolder("delta-damaged-base")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-delta-damaged-base")
         let (repo, root, v1, v2) = try await deviceOnV1WithV2Published(scratch)
         // Damage a file of v1 that v2 keeps unchanged.
         let oldTree = installedTree(root: root, id: "app", version: "1.0", tree: v1.tree)
@@ -142,7 +143,7 @@ import Testing
             Issue.record("expected the damaged base to be found, got \(events.deltaFailures)")
             return
         }
-        #expect(try coreutilsTreeHash(installedTree(root: root, id: "app", version: "2.0", tree: v2.tree)) == v2.tree)
+        #expect(try treeHash(of: installedTree(root: root, id: "app", version: "2.0", tree: v2.tree)) == v2.tree)
     }
 
     @Test(arguments: [
@@ -152,11 +153,11 @@ import Testing
         (#"{"from":"0.9","to":"2.0","delete":[]}"#, "expected 1.0 into 2.0"),
     ])
     func hostileDeltaControlIsRefusedAndFallsBack(control: String, reason: String) async throws {
-        let scratch = try TemporaryFolder("delta-hostile")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-delta-hostile")
         let (repo, root, _, v2) = try await deviceOnV1WithV2Published(scratch)
         try FileSystem.writeAtomically(Array("keep me\n".utf8), to: root + "/outside.txt")
-        let stage = scratch.sub("hostile")
-        try writeSite(stage, [".offlinepkg-delta.json": Array(control.utf8)])
+        let stage = scratch.path("hostile")
+        try writeSite([".offlinepkg-delta.json": Array(control.utf8)], to: stage)
         let hostile = repo + "/archives/hostile.delta.tar"
         try shell("bsdtar -cf '\(hostile)' -C '\(stage)' .")
         try rewriteDelta(in: repo, to: "archives/hostile.delta.tar", file: hostile)
@@ -167,21 +168,21 @@ import Testing
         let failure = try #require(events.deltaFailures.first)
         #expect("\(failure)".contains(reason))
         #expect(FileSystem.exists(root + "/outside.txt"))
-        #expect(sameFiles(scratch.sub("site-v2"), installedTree(root: root, id: "app", version: "2.0", tree: v2.tree)))
+        #expect(sameFiles(scratch.path("site-v2"), installedTree(root: root, id: "app", version: "2.0", tree: v2.tree)))
     }
 
     @Test func handMadeRepositoryWithBsdtarAndSha256sumSyncs() async throws {
-        let scratch = try TemporaryFolder("delta-handmade")
-        try writeSite(scratch.sub("site-v1"), DemoSite.files(version: 1))
-        try writeSite(scratch.sub("site-v2"), DemoSite.files(version: 2))
-        let repo = scratch.sub("repo")
-        let root = scratch.sub("root")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-delta-handmade")
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("site-v1"))
+        try writeSite(DemoSite.files(version: 2), to: scratch.path("site-v2"))
+        let repo = scratch.path("repo")
+        let root = scratch.path("root")
         // The way an outside publisher would do it (compare Fixtures/make-demo-repo.sh): stock tools only,
         // `./`-prefixed members, a delta in another compression than the full archive.
         let script = #"""
             repo=$1 s1=$2 s2=$3
             mkdir -p "$repo/archives" "$repo/delta"
-            tree() { (cd "$1" && find . -type f -printf './%P\0' | LC_ALL=C sort -z | xargs -0 -r sha256sum | sed 's|  \./|  |' | sha256sum | cut -d' ' -f1); }
+            tree() { (cd "$1" && \#(coreutilsTreeHashPipeline) | cut -d' ' -f1); }
             bsdtar --options gzip:!timestamp -czf "$repo/archives/app-1.tar.gz" -C "$s1" .
             bsdtar -czf "$repo/archives/app-2.tar.gz" -C "$s2" .
             (cd "$s2" && cp --parents index.html js/lib/module-3.js fonts/sans.woff2 "$repo/delta/")
@@ -202,7 +203,7 @@ import Testing
             size "$repo/archives/app-1-2.delta.tar.xz"
             """#
         let deltaSize = try shell(
-            "cat > '\(scratch.sub("make.sh"))' <<'EOF'\n\(script)\nEOF\nbash '\(scratch.sub("make.sh"))' '\(repo)' '\(scratch.sub("site-v1"))' '\(scratch.sub("site-v2"))'"
+            "cat > '\(scratch.path("make.sh"))' <<'EOF'\n\(script)\nEOF\nbash '\(scratch.path("make.sh"))' '\(repo)' '\(scratch.path("site-v1"))' '\(scratch.path("site-v2"))'"
         )
 
         try shell("cp '\(repo)/manifest.v1.json' '\(repo)/manifest.json'")
@@ -216,15 +217,15 @@ import Testing
         #expect(second.bytesFetched == Int64(deltaSize.trimmingCharacters(in: .whitespacesAndNewlines)))
         let store = try PackageStore(root: URL(fileURLWithPath: root), options: .init(watchInterval: 0))
         let active = try #require(store.activeSet.package("app"))
-        #expect(sameFiles(scratch.sub("site-v2"), installedTree(root: root, id: "app", version: "2", tree: active.tree)))
+        #expect(sameFiles(scratch.path("site-v2"), installedTree(root: root, id: "app", version: "2", tree: active.tree)))
     }
 
     @Test func twoInstalledVersionsCostOneTreePlusTheChangedFiles() async throws {
-        let scratch = try TemporaryFolder("delta-du")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-delta-du")
         let (_, root, _, _) = try await deviceOnV1WithV2Published(scratch)
         let trees = CacheLayout(root: root).trees
         let before = try shell("du -sk '\(trees)' | cut -f1")
-        _ = try await syncDevice(root: root, repo: scratch.sub("repo"))
+        _ = try await syncDevice(root: root, repo: scratch.path("repo"))
         let after = try shell("du -sk '\(trees)' | cut -f1")
         let one = Int(before.trimmingCharacters(in: .whitespacesAndNewlines))!
         let two = Int(after.trimmingCharacters(in: .whitespacesAndNewlines))!

@@ -5,56 +5,6 @@ import Testing
 
 @testable import OfflinePkg
 
-/// A fresh folder under the system temp dir, removed (read-only trees included) when released.
-final class TemporaryFolder: Sendable {
-    let path: String
-
-    init(_ label: String = "publish") throws {
-        var template = Array((NSTemporaryDirectory() + "/offlinepkg-\(label)-XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else {
-            throw OfflinePkgError.io(path: "mkdtemp", operation: "mkdtemp", Errno.current)
-        }
-        path = try FileSystem.realPath(String(cString: made))
-    }
-
-    func sub(_ name: String) -> String { path + "/" + name }
-
-    deinit { try? FileSystem.removeTree(path) }
-}
-
-/// Runs `script` with bash, failing the test on a non-zero exit; returns stdout.
-@discardableResult
-func shell(_ script: String, environment: [String: String] = [:]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/bash")
-    process.arguments = ["-euo", "pipefail", "-c", script]
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw ShellFailure(script: script, status: process.terminationStatus, stderr: String(decoding: stderr, as: UTF8.self))
-    }
-    return String(decoding: stdout, as: UTF8.self)
-}
-
-struct ShellFailure: Error, CustomStringConvertible {
-    var script: String
-    var status: Int32
-    var stderr: String
-    var description: String { "bash exited \(status): \(stderr)\nscript: \(script)" }
-}
-
-/// SPEC §4's reference pipeline (one copy, in the test support).
-func coreutilsTreeHash(_ folder: String) throws -> String {
-    try OfflinePkgTestSupport.treeHash(of: folder)
-}
-
 /// Whether two folders hold the same files with the same bytes (`diff -r`).
 func sameFiles(_ a: String, _ b: String) -> Bool {
     (try? shell("diff -r '\(a)' '\(b)'")) != nil
@@ -69,16 +19,6 @@ func content(_ seed: String, size: Int) -> [UInt8] {
         block = SHA256.hash(block).bytes
     }
     return Array(out.prefix(size))
-}
-
-/// Writes a site: `files` maps relative paths to contents.
-func writeSite(_ root: String, _ files: [String: [UInt8]]) throws {
-    try FileSystem.makeDirectories(root)
-    for (path, bytes) in files {
-        let target = root + "/" + path
-        try FileSystem.makeDirectories(FileSystem.parentPath(target))
-        try FileSystem.writeAtomically(bytes, to: target)
-    }
 }
 
 /// Three versions of a small web site, 40-odd files in nested folders. v2 changes two files, deletes

@@ -14,37 +14,37 @@ struct PublishNameTests {
 
     @Test(arguments: [ArchiveFormat.tarZstd, .tarGzip, .zip])
     func countsBothNormalisationFormsAndWritesTheCoreutilsTreeHash(_ format: ArchiveFormat) throws {
-        let scratch = try TemporaryFolder("twins")
-        let site = scratch.sub("site")
-        try writeSite(site, ["index.html": Array("home".utf8)])
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-twins")
+        let site = scratch.path("site")
+        try writeSite(["index.html": Array("home".utf8)], to: site)
         // Two writes: as `String` keys of one dictionary the two names would be one.
-        try writeSite(site, [Self.precomposed: Array("precomposed".utf8)])
-        try writeSite(site, [Self.decomposed: Array("decomposed".utf8)])
+        try writeSite([Self.precomposed: Array("precomposed".utf8)], to: site)
+        try writeSite([Self.decomposed: Array("decomposed".utf8)], to: site)
         #expect(FileSystem.entryNames(of: site).count == 3)
 
-        let report = try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(
+        let report = try Publisher(repository: URL(fileURLWithPath: scratch.path("repo"))).publish(
             DemoSite.request(site: site, version: 1, format: format))
         #expect(report.files == 3)
-        #expect(report.tree == (try coreutilsTreeHash(site)))
+        #expect(report.tree == (try treeHash(of: site)))
         // A device reads the publisher's archive back to the same two files.
-        let staging = scratch.sub("staging")
+        let staging = scratch.path("staging")
         try FileSystem.makeDirectories(staging)
         let tree = try ArchiveUnpacker(limits: .init(), archiveName: "published").unpack(
-            archivePath: scratch.sub("repo") + "/" + report.archive.url, into: staging)
+            archivePath: scratch.path("repo") + "/" + report.archive.url, into: staging)
         #expect(Set(tree.files.keys) == ["index.html", PackagePath(Self.precomposed), PackagePath(Self.decomposed)])
         #expect(TreeHash.compute(tree.files) == report.tree)
     }
 
     @Test func refusesASiteNameThatIsNotUTF8NamingItsBytes() throws {
-        let scratch = try TemporaryFolder("latin1")
-        let site = scratch.sub("site")
-        try writeSite(site, ["index.html": Array("home".utf8)])
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-latin1")
+        let site = scratch.path("site")
+        try writeSite(["index.html": Array("home".utf8)], to: site)
         let name = Array("caf".utf8) + [0xe9] + Array(".txt".utf8)
         let fd = FileSystem.withCPath(Array((site + "/").utf8) + name) { open($0, O_WRONLY | O_CREAT, 0o644) }
         #expect(fd >= 0)
         close(fd)
         #expect {
-            try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(DemoSite.request(site: site, version: 1))
+            try Publisher(repository: URL(fileURLWithPath: scratch.path("repo"))).publish(DemoSite.request(site: site, version: 1))
         } throws: { error in
             "\(error)" == #"publish refused: \#(site)/caf\xe9.txt: a device would refuse this path (name is not valid UTF-8)"#
         }
@@ -58,15 +58,15 @@ struct PublishNameTests {
     /// `-` and `-x` are ordinary names: the pipeline of SPEC §4 gives `sha256sum` `./-`, never `-`
     /// (standard input), and the hash is that of the SPEC text built here by hand.
     @Test func filesNamedWithALeadingDashHashLikeAnyOther() throws {
-        let scratch = try TemporaryFolder("dash")
-        let site = scratch.sub("site")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-dash")
+        let site = scratch.path("site")
         let files = ["-": "stdin?", "-x": "option?", "index.html": "home", "d/-": "nested"]
-        try writeSite(site, files.mapValues { Array($0.utf8) })
+        try writeSite(files.mapValues { Array($0.utf8) }, to: site)
         let listing = files.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             .map { "\(SHA256.hash(Array(files[$0]!.utf8)).hex)  \($0)\n" }.joined()
         let expected = SHA256.hash(Array(listing.utf8)).hex
-        #expect(try coreutilsTreeHash(site) == expected)
-        let report = try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(
+        #expect(try treeHash(of: site) == expected)
+        let report = try Publisher(repository: URL(fileURLWithPath: scratch.path("repo"))).publish(
             DemoSite.request(site: site, version: 1))
         #expect(report.tree == expected)
         #expect(report.files == 4)

@@ -1,4 +1,5 @@
 import Foundation
+import OfflinePkgTestSupport
 import Synchronization
 import Testing
 
@@ -7,23 +8,23 @@ import Testing
 @Suite struct PublisherTests {
     @Test(arguments: ArchiveFormat.allCases)
     func sameFolderPublishedTwiceGivesByteIdenticalArchives(format: ArchiveFormat) throws {
-        let scratch = try TemporaryFolder("reproducible")
-        try writeSite(scratch.sub("a/v1"), DemoSite.files(version: 1))
-        try writeSite(scratch.sub("a/v2"), DemoSite.files(version: 2))
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-reproducible")
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("a/v1"))
+        try writeSite(DemoSite.files(version: 2), to: scratch.path("a/v2"))
         // The second copy differs in everything but content: times, modes, owner, creation order.
         try shell(
             """
-            cp -r '\(scratch.sub("a"))' '\(scratch.sub("b"))'
-            find '\(scratch.sub("b"))' -exec touch -d '2001-02-03 04:05:06' {} +
-            chmod 600 '\(scratch.sub("b"))/v1/index.html'; chmod 700 '\(scratch.sub("b"))/v1/img'
-            chown -R 1234:1234 '\(scratch.sub("b"))' 2>/dev/null || true
+            cp -r '\(scratch.path("a"))' '\(scratch.path("b"))'
+            find '\(scratch.path("b"))' -exec touch -d '2001-02-03 04:05:06' {} +
+            chmod 600 '\(scratch.path("b"))/v1/index.html'; chmod 700 '\(scratch.path("b"))/v1/img'
+            chown -R 1234:1234 '\(scratch.path("b"))' 2>/dev/null || true
             """)
         var outputs = [[String: [UInt8]]]()
         for copy in ["a", "b"] {
-            let repo = scratch.sub("repo-\(copy)")
+            let repo = scratch.path("repo-\(copy)")
             let publisher = Publisher(repository: URL(fileURLWithPath: repo))
-            _ = try publisher.publish(DemoSite.request(site: scratch.sub("\(copy)/v1"), version: 1, format: format))
-            let v2 = try publisher.publish(DemoSite.request(site: scratch.sub("\(copy)/v2"), version: 2, format: format))
+            _ = try publisher.publish(DemoSite.request(site: scratch.path("\(copy)/v1"), version: 1, format: format))
+            let v2 = try publisher.publish(DemoSite.request(site: scratch.path("\(copy)/v2"), version: 2, format: format))
             #expect(v2.deltas.count == 1)
             var files = [String: [UInt8]]()
             TreeWalker.regularFiles(in: repo + "/archives") { files[$0.string] = try? FileSystem.read(repo + "/archives/" + $0.string) }
@@ -38,7 +39,7 @@ import Testing
 
         // What the entries carry, as bsdtar reads them: root owner, fixed modes, epoch mtime, sorted.
         let listing = try shell(
-            "bsdtar -tvf '\(scratch.sub("repo-b"))/archives/app/1.0/app-1.0.\(format.rawValue)' | awk '{print $1, $3, $4, $6, $7, $8, $9}'"
+            "bsdtar -tvf '\(scratch.path("repo-b"))/archives/app/1.0/app-1.0.\(format.rawValue)' | awk '{print $1, $3, $4, $6, $7, $8, $9}'"
         )
         let lines = listing.split(separator: "\n")
         #expect(lines.contains("drwxr-xr-x 0 0 Jan 1 1970 img/"))
@@ -46,20 +47,20 @@ import Testing
         let paths = lines.map { String($0.split(separator: " ").last!) }
         #expect(paths == paths.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
         if format != .zip {
-            let raw = try shell("bsdcat '\(scratch.sub("repo-b"))/archives/app/1.0/app-1.0.\(format.rawValue)' | strings")
+            let raw = try shell("bsdcat '\(scratch.path("repo-b"))/archives/app/1.0/app-1.0.\(format.rawValue)' | strings")
             #expect(!raw.contains("atime") && !raw.contains("ctime") && !raw.contains("root"))
         }
         if format == .tarGzip {
             // gzip header bytes 4-7: MTIME, zero when absent.
-            let header = try FileSystem.read(scratch.sub("repo-b") + "/archives/app/1.0/app-1.0.tar.gz").prefix(8)
+            let header = try FileSystem.read(scratch.path("repo-b") + "/archives/app/1.0/app-1.0.tar.gz").prefix(8)
             #expect(Array(header.suffix(4)) == [0, 0, 0, 0])
         }
     }
 
     @Test func publishKeepsTheRestOfTheManifestAsItWas() throws {
-        let scratch = try TemporaryFolder("untouched")
-        let repo = scratch.sub("repo")
-        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-untouched")
+        let repo = scratch.path("repo")
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("site"))
         let original = """
             {
               "format": 1, "sequence": 41, "expires": "2099-01-01T00:00:00Z", "x-publisher": {"team": "web", "build": 7},
@@ -73,9 +74,9 @@ import Testing
               ]
             }
             """
-        try writeSite(repo, ["manifest.json": Array(original.utf8)])
+        try writeSite(["manifest.json": Array(original.utf8)], to: repo)
         let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(
-            DemoSite.request(site: scratch.sub("site"), version: 1))
+            DemoSite.request(site: scratch.path("site"), version: 1))
         #expect(report.sequence == 42)
 
         let before = try JSONSerialization.jsonObject(with: Data(original.utf8)) as! NSDictionary
@@ -97,9 +98,9 @@ import Testing
     /// Two packages released by two CI steps at once: the second publish waits for the first instead of
     /// reading the manifest before the first writes it and dropping its package.
     @Test func aPublishWaitsForTheOneHoldingTheRepository() throws {
-        let scratch = try TemporaryFolder("publish-lock")
-        let repo = scratch.sub("repo")
-        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-publish-lock")
+        let repo = scratch.path("repo")
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("site"))
         try FileSystem.makeDirectories(repo)
         var holder = try FileLock(path: repo + "/.publish.lock", wait: false)
         try #require(holder != nil)
@@ -108,7 +109,7 @@ import Testing
         let finished = DispatchSemaphore(value: 0)
         let result = Mutex<Result<PublishReport, any Error>?>(nil)
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
-        let request = DemoSite.request(site: scratch.sub("site"), version: 1)
+        let request = DemoSite.request(site: scratch.path("site"), version: 1)
         Thread.detachNewThread {
             let outcome = Result { try publisher.publish(request, waiting: { waiting.signal() }) }
             result.withLock { $0 = outcome }
@@ -127,12 +128,12 @@ import Testing
     }
 
     @Test func concurrentPublishesOfTwoPackagesKeepBoth() throws {
-        let scratch = try TemporaryFolder("publish-concurrent")
-        let repo = scratch.sub("repo")
-        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-publish-concurrent")
+        let repo = scratch.path("repo")
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("site"))
         let ids = ["one", "two", "three", "four"]
         DispatchQueue.concurrentPerform(iterations: ids.count) { index in
-            var request = DemoSite.request(site: scratch.sub("site"), version: 1)
+            var request = DemoSite.request(site: scratch.path("site"), version: 1)
             request.id = ids[index]
             request.routes = ["https://m.example.com/\(ids[index])/"]
             #expect(throws: Never.self) { try Publisher(repository: URL(fileURLWithPath: repo)).publish(request) }
@@ -143,12 +144,12 @@ import Testing
     }
 
     @Test func republishingTheSameContentIsAllowedAndChangesOnlyTheEntry() throws {
-        let scratch = try TemporaryFolder("republish")
-        let repo = scratch.sub("repo")
-        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-republish")
+        let repo = scratch.path("repo")
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("site"))
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
-        let first = try publisher.publish(DemoSite.request(site: scratch.sub("site"), version: 1))
-        var request = DemoSite.request(site: scratch.sub("site"), version: 1)
+        let first = try publisher.publish(DemoSite.request(site: scratch.path("site"), version: 1))
+        var request = DemoSite.request(site: scratch.path("site"), version: 1)
         request.rollout = 10
         let again = try publisher.publish(request)
         #expect(again.republished && !first.republished)
@@ -158,13 +159,13 @@ import Testing
     }
 
     @Test func deltaNotSmallerThanTheFullArchiveIsSkipped() throws {
-        let scratch = try TemporaryFolder("skip-delta")
-        let repo = scratch.sub("repo")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-skip-delta")
+        let repo = scratch.path("repo")
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
-        try writeSite(scratch.sub("v1"), ["index.html": content("one", size: 5000)])
-        try writeSite(scratch.sub("v2"), ["index.html": content("two", size: 5000)])
-        _ = try publisher.publish(DemoSite.request(site: scratch.sub("v1"), version: 1))
-        let v2 = try publisher.publish(DemoSite.request(site: scratch.sub("v2"), version: 2))
+        try writeSite(["index.html": content("one", size: 5000)], to: scratch.path("v1"))
+        try writeSite(["index.html": content("two", size: 5000)], to: scratch.path("v2"))
+        _ = try publisher.publish(DemoSite.request(site: scratch.path("v1"), version: 1))
+        let v2 = try publisher.publish(DemoSite.request(site: scratch.path("v2"), version: 2))
         #expect(v2.deltas.isEmpty)
         #expect(v2.skippedDeltas.map(\.from) == ["1.0"])
         #expect(!FileSystem.exists(repo + "/archives/app/2.0/app-1.0-to-2.0.delta.tar.zst"))
@@ -175,16 +176,16 @@ import Testing
     /// SPEC §2: a package without its default entry file (a JS library) is published with a warning; an
     /// entry the publisher named (`requireEntry`, `--entry`) must be there.
     @Test func aMissingDefaultEntryIsAWarningAndANamedOneARefusal() throws {
-        let scratch = try TemporaryFolder("refuse-entry")
-        try writeSite(scratch.sub("site"), ["mathjax.js": Array("x".utf8)])
-        let repo = scratch.sub("repo")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-refuse-entry")
+        try writeSite(["mathjax.js": Array("x".utf8)], to: scratch.path("site"))
+        let repo = scratch.path("repo")
         let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(
-            DemoSite.request(site: scratch.sub("site"), version: 1))
+            DemoSite.request(site: scratch.path("site"), version: 1))
         #expect(report.warnings.count == 1)
         #expect(report.warnings.first?.contains("entry file index.html is not in the site") == true)
         #expect(FileSystem.exists(repo + "/manifest.json"))
 
-        var named = DemoSite.request(site: scratch.sub("site"), version: 2)
+        var named = DemoSite.request(site: scratch.path("site"), version: 2)
         named.requireEntry = true
         #expect {
             try Publisher(repository: URL(fileURLWithPath: repo)).publish(named)
@@ -194,16 +195,16 @@ import Testing
     }
 
     @Test func sameVersionWithOtherContentIsRefused() throws {
-        let scratch = try TemporaryFolder("refuse-version")
-        let repo = scratch.sub("repo")
-        try writeSite(scratch.sub("v1"), DemoSite.files(version: 1))
-        try writeSite(scratch.sub("v2"), DemoSite.files(version: 2))
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-refuse-version")
+        let repo = scratch.path("repo")
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("v1"))
+        try writeSite(DemoSite.files(version: 2), to: scratch.path("v2"))
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
-        let first = try publisher.publish(DemoSite.request(site: scratch.sub("v1"), version: 1))
+        let first = try publisher.publish(DemoSite.request(site: scratch.path("v1"), version: 1))
         let archiveBefore = try FileSystem.read(repo + "/" + first.archive.url)
         let manifestBefore = try FileSystem.read(repo + "/manifest.json")
         #expect {
-            try publisher.publish(DemoSite.request(site: scratch.sub("v2"), version: 1))
+            try publisher.publish(DemoSite.request(site: scratch.path("v2"), version: 1))
         } throws: { error in
             "\(error)".contains("app 1.0 was already published with other content")
         }
@@ -213,25 +214,25 @@ import Testing
 
     @Test(arguments: [("symlink", "is a symbolic link"), ("fifo", "is not a regular file or folder")])
     func siteWithSomethingOtherThanFilesAndFoldersIsRefused(kind: String, message: String) throws {
-        let scratch = try TemporaryFolder("refuse-link")
-        try writeSite(scratch.sub("site"), ["index.html": Array("x".utf8), "js/app.js": Array("y".utf8)])
-        let bad = scratch.sub("site") + "/js/bad"
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-refuse-link")
+        try writeSite(["index.html": Array("x".utf8), "js/app.js": Array("y".utf8)], to: scratch.path("site"))
+        let bad = scratch.path("site") + "/js/bad"
         try shell(kind == "symlink" ? "ln -s /etc/passwd '\(bad)'" : "mkfifo '\(bad)'")
         #expect {
-            try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(
-                DemoSite.request(site: scratch.sub("site"), version: 1))
+            try Publisher(repository: URL(fileURLWithPath: scratch.path("repo"))).publish(
+                DemoSite.request(site: scratch.path("site"), version: 1))
         } throws: { error in
             "\(error)".contains("\(bad) \(message)")
         }
     }
 
     @Test func routeOwnedByAnotherPackageIsRefused() throws {
-        let scratch = try TemporaryFolder("refuse-route")
-        let repo = scratch.sub("repo")
-        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-refuse-route")
+        let repo = scratch.path("repo")
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("site"))
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
-        _ = try publisher.publish(DemoSite.request(site: scratch.sub("site"), version: 1))
-        var other = DemoSite.request(site: scratch.sub("site"), version: 1)
+        _ = try publisher.publish(DemoSite.request(site: scratch.path("site"), version: 1))
+        var other = DemoSite.request(site: scratch.path("site"), version: 1)
         other.id = "other"
         other.routes = ["http://m.example.com/app/"]  // the same prefix as devices compare it (http and https alike)
         #expect {
@@ -245,27 +246,27 @@ import Testing
         ("App", "1.0"), ("-app", "1.0"), ("app", "1.0 beta"), ("app", ""), ("app", String(repeating: "1", count: 65)),
     ])
     func badIDOrVersionIsRefused(id: String, version: String) throws {
-        let scratch = try TemporaryFolder("refuse-id")
-        try writeSite(scratch.sub("site"), DemoSite.files(version: 1))
-        var request = DemoSite.request(site: scratch.sub("site"), version: 1)
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-refuse-id")
+        try writeSite(DemoSite.files(version: 1), to: scratch.path("site"))
+        var request = DemoSite.request(site: scratch.path("site"), version: 1)
         request.id = id
         request.version = version
         #expect(throws: OfflinePkgError.self) {
-            try Publisher(repository: URL(fileURLWithPath: scratch.sub("repo"))).publish(request)
+            try Publisher(repository: URL(fileURLWithPath: scratch.path("repo"))).publish(request)
         }
-        #expect(!FileSystem.exists(scratch.sub("repo")))
+        #expect(!FileSystem.exists(scratch.path("repo")))
     }
 
     @Test func idsAndVersionsThatLookAlikeGetTheirOwnArchives() throws {
-        let scratch = try TemporaryFolder("publish-names")
-        let repo = scratch.sub("repo")
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-publish-names")
+        let repo = scratch.path("repo")
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
-        try writeSite(scratch.sub("a"), ["index.html": Array("app 1-2".utf8)])
-        try writeSite(scratch.sub("b"), ["index.html": Array("app-1 2".utf8)])
+        try writeSite(["index.html": Array("app 1-2".utf8)], to: scratch.path("a"))
+        try writeSite(["index.html": Array("app-1 2".utf8)], to: scratch.path("b"))
         let first = try publisher.publish(
-            PublishRequest(site: scratch.sub("a"), id: "app", version: "1-2", routes: ["https://m.example.com/a/"]))
+            PublishRequest(site: scratch.path("a"), id: "app", version: "1-2", routes: ["https://m.example.com/a/"]))
         let second = try publisher.publish(
-            PublishRequest(site: scratch.sub("b"), id: "app-1", version: "2", routes: ["https://m.example.com/b/"]))
+            PublishRequest(site: scratch.path("b"), id: "app-1", version: "2", routes: ["https://m.example.com/b/"]))
         #expect(first.archive.url != second.archive.url)
         #expect(try FileHasher.sha256(ofFile: repo + "/" + first.archive.url) == first.archive.sha256)
         #expect(try FileHasher.sha256(ofFile: repo + "/" + second.archive.url) == second.archive.sha256)

@@ -93,14 +93,14 @@ struct RuntimeRulesTests {
 
     @Test func publishSetsTheRuntimeObjectAndKeepsItAcrossLaterPublishes() throws {
         let scratch = try TemporaryDirectory()
-        try SiteWriter.write(["index.html": "<p>one</p>"], into: scratch.path("site"))
+        try writeSite(["index.html": "<p>one</p>"], to: scratch.path("site"))
         let publisher = Publisher(repository: URL(fileURLWithPath: scratch.path("repo")))
         var request = PublishRequest(site: scratch.path("site"), id: "app", version: "1", routes: ["https://app.example.com/"])
         request.runtime = RuntimeConfiguration(
             rules: [RuntimeRule(prefix: "https://api.example.com/", strategy: .networkFirst, timeout: 2)],
             limits: RuntimeLimits(entries: 50))
         _ = try publisher.publish(request)
-        try SiteWriter.write(["index.html": "<p>two</p>"], into: scratch.path("site"))
+        try writeSite(["index.html": "<p>two</p>"], to: scratch.path("site"))
         _ = try publisher.publish(
             PublishRequest(site: scratch.path("site"), id: "app", version: "2", routes: ["https://app.example.com/"]))
         let manifest = try Manifest(parsing: FileSystem.read(scratch.path("repo/manifest.json")), source: "manifest.json")
@@ -112,9 +112,9 @@ struct RuntimeRulesTests {
     /// and with the `offline` option without the network at all.
     @Test func cachedResponseForAURLRequestAnswersFromTheStoreAndOffline() async throws {
         let scratch = try TemporaryDirectory()
-        try SiteWriter.write(["v1/user.json": "{\"name\": \"ada\"}"], into: scratch.path("upstream"))
+        try writeSite(["v1/user.json": "{\"name\": \"ada\"}"], to: scratch.path("upstream"))
         let upstream = try NginxServer(documentRoot: scratch.path("upstream"))
-        try SiteWriter.write(["index.html": "<p>app</p>"], into: scratch.path("site"))
+        try writeSite(["index.html": "<p>app</p>"], to: scratch.path("site"))
         let host = "api.hook.test:\(upstream.port)"
         var request = PublishRequest(site: scratch.path("site"), id: "app", version: "1", routes: ["https://app.hook.test/"])
         request.runtime = RuntimeConfiguration(rules: [RuntimeRule(prefix: "http://\(host)/v1/", strategy: .cacheFirst)])
@@ -149,14 +149,14 @@ struct RuntimeRulesTests {
         #expect(missing.status == 504)
 
         // verify checks each entry against its body; --repair drops a broken one.
-        #expect(try offline.verify().isEmpty)
+        #expect(try offline.writer.verify().isEmpty)
         guard case .file(let bodyFile) = stored.body else { throw TestSupportError("expected a stored body file") }
         try Data("{}".utf8).write(to: bodyFile)
-        let damage = try offline.verify()
+        let damage = try offline.writer.verify()
         #expect(damage.count == 1 && damage.first?.packageID == TreeDamage.runtimeCache)
         #expect(damage.first?.problem.contains("expected 15") == true, "\(damage)")
-        #expect(try await offline.repair(damage) == [TreeDamage.runtimeCache])
-        #expect(try offline.verify().isEmpty)
+        #expect(try await TreeRepairer(root: offline.writer).repair(damage) == [TreeDamage.runtimeCache])
+        #expect(try offline.writer.verify().isEmpty)
         #expect(!FileManager.default.fileExists(atPath: bodyFile.path))
     }
 }

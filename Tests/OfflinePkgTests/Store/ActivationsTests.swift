@@ -17,7 +17,7 @@ import Testing
 
         func publish(_ version: String, sequence: Int) throws {
             let site = scratch.path("site-\(version)")
-            try SiteWriter.write(["index.html": "<title>release \(version)</title>"], into: site)
+            try writeSite(["index.html": "<title>release \(version)</title>"], to: site)
             try repository.publish(
                 sequence: sequence,
                 packages: [.init(id: "home", version: version, routes: ["https://m.example.com/home/"], site: site)])

@@ -20,8 +20,13 @@ struct LifecycleTests {
         return repo
     }
 
-    static func store(_ root: TemporaryDirectory, launches: Int = 0) throws -> PackageStore {
-        try PackageStore(root: root.url, options: .init(watchInterval: 0, launchesBeforeRevert: launches))
+    static func store(_ root: TemporaryDirectory) throws -> PackageStore {
+        try PackageStore(root: root.url, options: .init(watchInterval: 0))
+    }
+
+    /// The writer of `root`, as a shell that confirms launches opens it.
+    static func writer(_ root: TemporaryDirectory, launches: Int) throws -> CacheRoot {
+        CacheRoot(store: try store(root), launchesBeforeRevert: launches)
     }
 
     static func sync(_ store: PackageStore, _ url: URL, _ options: Updater.Options = .init()) async throws -> SyncReport {
@@ -151,7 +156,7 @@ struct LifecycleTests {
         try repo.publish()
         _ = try await Self.sync(store, url)
         #expect(try Self.served(store) == "home 2")
-        let restored = try store.rollback()
+        let restored = try store.writer.rollback()
         #expect(restored.generation == 3 && restored.packages.map(\.version) == ["1"])
         #expect(try Self.served(store) == "home 1")
         // The rolled-back release is not installed again...
@@ -171,16 +176,16 @@ struct LifecycleTests {
         let repo = try Self.repo()
         let root = try TemporaryDirectory()
         let url = URL(fileURLWithPath: repo.manifestPath)
-        _ = try await Self.sync(try Self.store(root, launches: 2), url)
+        _ = try await Self.sync(try Self.store(root), url)
         try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")])
         try repo.publish()
-        _ = try await Self.sync(try Self.store(root, launches: 2), url)
+        _ = try await Self.sync(try Self.store(root), url)
         // Launch 1 and 2 of generation 2, never confirmed; a confirmation of another generation does nothing.
-        #expect(try Self.store(root, launches: 2).recordLaunch() == .awaitingConfirmation(generation: 2, launch: 1))
-        try Self.store(root, launches: 2).confirmLaunch(generation: 1)
-        #expect(try Self.store(root, launches: 2).recordLaunch() == .awaitingConfirmation(generation: 2, launch: 2))
-        let third = try Self.store(root, launches: 2)
-        #expect(try third.recordLaunch() == .reverted(from: 2, to: 3))
+        #expect(try Self.writer(root, launches: 2).recordLaunch() == .awaitingConfirmation(generation: 2, launch: 1))
+        try Self.writer(root, launches: 2).confirmLaunch(generation: 1)
+        #expect(try Self.writer(root, launches: 2).recordLaunch() == .awaitingConfirmation(generation: 2, launch: 2))
+        let third = try Self.store(root)
+        #expect(try CacheRoot(store: third, launchesBeforeRevert: 2).recordLaunch() == .reverted(from: 2, to: 3))
         #expect(try Self.served(third) == "home 1")
         #expect(try third.status().reverted == ["home": "2"])
         _ = try await Self.sync(third, url)
@@ -191,14 +196,15 @@ struct LifecycleTests {
         let repo = try Self.repo()
         let root = try TemporaryDirectory()
         let url = URL(fileURLWithPath: repo.manifestPath)
-        _ = try await Self.sync(try Self.store(root, launches: 1), url)
+        _ = try await Self.sync(try Self.store(root), url)
         try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")])
         try repo.publish()
-        _ = try await Self.sync(try Self.store(root, launches: 1), url)
-        let store = try Self.store(root, launches: 1)
-        #expect(try store.recordLaunch() == .awaitingConfirmation(generation: 2, launch: 1))
-        try store.confirmLaunch(generation: 2)
-        for _ in 0..<3 { #expect(try Self.store(root, launches: 1).recordLaunch() == .confirmed) }
+        _ = try await Self.sync(try Self.store(root), url)
+        let store = try Self.store(root)
+        let writer = CacheRoot(store: store, launchesBeforeRevert: 1)
+        #expect(try writer.recordLaunch() == .awaitingConfirmation(generation: 2, launch: 1))
+        try writer.confirmLaunch(generation: 2)
+        for _ in 0..<3 { #expect(try Self.writer(root, launches: 1).recordLaunch() == .confirmed) }
         #expect(try Self.served(store) == "home 2")
     }
 
@@ -209,15 +215,10 @@ struct LifecycleTests {
         let syncer = try Self.store(root)
         _ = try await Self.sync(syncer, url)
         // A reader in another process holds generation 1 (it never reloads).
-        let reader = Process()
-        reader.executableURL = URL(fileURLWithPath: OfflinePkgBinary.path)
-        reader.arguments = ["serve", "--root", root.path, "--port", "0"]
-        let readerOut = Pipe()
-        reader.standardOutput = readerOut
-        try reader.run()
-        defer { if reader.isRunning { kill(reader.processIdentifier, SIGKILL) } }
-        _ = readerOut.fileHandleForReading.availableData  // the listening URL: the lease is taken
-        kill(reader.processIdentifier, SIGSTOP)  // frozen: it cannot move its lease to a newer set
+        let reader = try ChildProcess(OfflinePkgBinary.path, ["serve", "--root", root.path, "--port", "0"])
+        defer { reader.kill() }
+        #expect(reader.firstLine() != nil)  // the listening URL: the lease is taken
+        reader.signal(SIGSTOP)  // frozen: it cannot move its lease to a newer set
         for version in ["2", "3"] {
             try repo.add("home", version, routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home \(version)")])
             try repo.publish()
@@ -228,9 +229,8 @@ struct LifecycleTests {
                 .sorted()
         }
         #expect(try trees().count == 3)  // 1 (leased), 2 (previous), 3 (active)
-        kill(reader.processIdentifier, SIGKILL)
-        reader.waitUntilExit()
-        let removed = try syncer.collectGarbage()
+        reader.kill()
+        let removed = try syncer.writer.collectGarbage()
         #expect(removed.count == 1 && removed[0].contains("/trees/home/1-"))
         #expect(try trees().count == 2)
     }
@@ -246,16 +246,16 @@ struct LifecycleTests {
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)))
         bytes[0] ^= 0x01
         try Data(bytes).write(to: URL(fileURLWithPath: file))
-        let damage = try store.verify()
+        let damage = try store.writer.verify()
         // The tree's file is a link to its held content: the write changed that inode, so the content
         // file is named too, with the tree path that links it.
         #expect(damage.map(\.packageID) == ["docs", TreeDamage.contentStore] && damage[0].path == "index.html")
         #expect(damage.last?.problem.hasSuffix("linked by " + FileSystem.parentPath(file) + "/index.html") == true, "\(damage)")
         let cli = try OfflinePkgBinary.run(["verify", "--root", root.path])
         #expect(cli.status == 4 && cli.stderr.contains("damaged: docs 1: index.html"))
-        let repaired = try await store.repair(damage)
+        let repaired = try await TreeRepairer(root: store.writer).repair(damage)
         #expect(repaired == [TreeDamage.contentStore, "docs"])
-        #expect(try store.verify().isEmpty)
+        #expect(try store.writer.verify().isEmpty)
         #expect(nginx.requestCount(path: "/" + repo.archiveURL("docs")) == 2)
     }
 
@@ -273,16 +273,16 @@ struct LifecycleTests {
             try repo.publish()
             _ = try await Self.sync(store, nginx.url("manifest.json"))
         }
-        try store.rollback()
+        try store.writer.rollback()
         #expect(try Self.served(store) == "home 2")
 
         let file = try #require(store.resolve("https://m.example.com/")).path
         chmod(file, 0o644)
         try Data("home 2, damaged".utf8).write(to: URL(fileURLWithPath: file))
-        let damage = try store.verify()
+        let damage = try store.writer.verify()
         #expect(damage.map(\.packageID) == ["home", TreeDamage.contentStore])
-        #expect(try await store.repair(damage) == [TreeDamage.contentStore, "home"])
-        #expect(try store.verify().isEmpty)
+        #expect(try await TreeRepairer(root: store.writer).repair(damage) == [TreeDamage.contentStore, "home"])
+        #expect(try store.writer.verify().isEmpty)
         #expect(try Self.served(try Self.store(root)) == "home 2")
         #expect(nginx.requestCount(path: firstArchive) == 1)
         #expect(nginx.accessLog().filter { $0.uri.hasSuffix("home-2.tar.gz") }.count == 2)
@@ -387,141 +387,5 @@ struct LifecycleTests {
             return
         }
         #expect("\(error)".contains("/nonexistent/manifest.json"))
-    }
-}
-
-@Suite("Gating and routes")
-struct GatingRouteTests {
-    @Test func aHeldBackPackageDoesNotKeepARouteTheManifestGaveToAnother() async throws {
-        let repo = try TestRepository()
-        try repo.add("a", "1", routes: ["https://x.test/a/"], files: [SiteFile("a.html", "a1")])
-        try repo.publish()
-        let store = try PackageStore(root: try TemporaryDirectory().url, options: .init(watchInterval: 0))
-        let url = URL(fileURLWithPath: repo.manifestPath)
-        _ = try await Updater(store: store, manifestURL: url, options: .init(shellVersion: "1")).sync()
-        try repo.add(
-            "a", "2", routes: ["https://x.test/other/"], files: [SiteFile("a.html", "a2")], extra: ["minShellVersion": "9"])
-        try repo.add("b", "1", routes: ["https://x.test/a/"], files: [SiteFile("b.html", "b1")])
-        try repo.publish()
-        let report = try await Updater(store: store, manifestURL: url, options: .init(shellVersion: "1")).sync()
-        #expect(store.activeSet.packages.map(\.id) == ["b"])
-        #expect(store.resolve("https://x.test/a/a.html") == nil)
-        #expect(store.resolve("https://x.test/a/b.html")?.packageID == "b")
-        #expect(report.heldBack.first?.reason.contains("now belongs to b") == true)
-    }
-}
-
-@Suite("Damaged index")
-struct DamagedIndexTests {
-    @Test func aMissingIndexCostsOnlyItsPackageAndRepairMendsIt() async throws {
-        let repo = try LifecycleTests.repo(["home": "1", "docs": "1"])
-        let root = try TemporaryDirectory()
-        let url = URL(fileURLWithPath: repo.manifestPath)
-        let syncer = try PackageStore(root: root.url, options: .init(watchInterval: 0))
-        _ = try await Updater(store: syncer, manifestURL: url).sync()
-        let docs = try #require(syncer.activeSet.package("docs"))
-        try FileManager.default.removeItem(atPath: syncer.layout.treeIndex(id: "docs", version: "1", treeHash: docs.tree))
-        try FileManager.default.removeItem(atPath: syncer.layout.treeLookup(id: "docs", version: "1", treeHash: docs.tree))
-        let store = try PackageStore(root: root.url, options: .init(watchInterval: 0))
-        #expect(try LifecycleTests.served(store) == "home 1")
-        #expect(store.resolve("https://m.example.com/docs/") == nil)
-        let damage = try store.verify()
-        #expect(damage.map(\.packageID) == ["docs"] && damage[0].problem.contains("tree index is unreadable"))
-        #expect(try await store.repair(damage) == ["docs"])
-        #expect(try store.verify().isEmpty)
-        #expect(
-            try LifecycleTests.served(
-                try PackageStore(root: root.url, options: .init(watchInterval: 0)), "https://m.example.com/docs/") == "docs 1")
-    }
-}
-
-/// The memory-mapped lookup table of a tree (`<tree>.lookup`): a tree without one (installed by an
-/// older build) or with a damaged one answers from its `.index` listing; `verify` names a table that
-/// disagrees with the index, and `--repair` writes it again.
-@Suite("Lookup tables")
-struct LookupTableFileTests {
-    /// The repository comes back too: it is deleted with its last reference, and a repair fetches from it.
-    static func installed() async throws -> (TemporaryDirectory, PackageStore, String, TestRepository) {
-        let repo = try LifecycleTests.repo(["home": "1", "docs": "1"])
-        let root = try TemporaryDirectory()
-        let store = try PackageStore(root: root.url, options: .init(watchInterval: 0))
-        _ = try await Updater(store: store, manifestURL: URL(fileURLWithPath: repo.manifestPath)).sync()
-        let docs = try #require(store.activeSet.package("docs"))
-        return (root, store, store.layout.treeLookup(id: "docs", version: "1", treeHash: docs.tree), repo)
-    }
-
-    @Test(arguments: ["missing", "garbage", "truncated"])
-    func aTreeWithoutAUsableTableAnswersFromItsIndex(_ damage: String) async throws {
-        let (root, _, table, repo) = try await Self.installed()
-        defer { withExtendedLifetime(repo) {} }
-        #expect(FileManager.default.fileExists(atPath: table))
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: table))
-        try FileManager.default.removeItem(atPath: table)
-        switch damage {
-        case "garbage": try Data(repeating: 0x5a, count: bytes.count).write(to: URL(fileURLWithPath: table))
-        case "truncated": try bytes.prefix(40).write(to: URL(fileURLWithPath: table))
-        default: break
-        }
-        let store = try PackageStore(root: root.url, options: .init(watchInterval: 0))
-        #expect(try LifecycleTests.served(store, "https://m.example.com/docs/") == "docs 1")
-        #expect(try LifecycleTests.served(store) == "home 1")
-    }
-
-    @Test func verifyNamesATableThatDisagreesWithItsIndexAndRepairRewritesIt() async throws {
-        let (root, store, table, repo) = try await Self.installed()
-        defer { withExtendedLifetime(repo) {} }
-        // A well-formed table of other content: it answers the wrong size and hash for index.html.
-        let other = TreeLookupTable.encode(["index.html": TreeFile(sha256: String(repeating: "0", count: 64), size: 1)])
-        try FileManager.default.removeItem(atPath: table)
-        try Data(other).write(to: URL(fileURLWithPath: table))
-        let damage = try store.verify()
-        #expect(damage.map(\.packageID) == ["docs"])
-        #expect(damage.first?.problem.contains("lookup table") == true)
-        #expect(try await store.repair(damage) == ["docs"])
-        #expect(try store.verify().isEmpty)
-        let reopened = try PackageStore(root: root.url, options: .init(watchInterval: 0))
-        #expect(reopened.resolve("https://m.example.com/docs/")?.size == Int64("docs 1".utf8.count))
-    }
-}
-
-@Suite("Reader leases")
-struct ReaderLeaseTests {
-    @Test func twoStoresInOneProcessHoldTwoLeases() async throws {
-        let repo = try LifecycleTests.repo()
-        let root = try TemporaryDirectory()
-        let url = URL(fileURLWithPath: repo.manifestPath)
-        _ = try await Updater(store: try PackageStore(root: root.url, options: .init(watchInterval: 0)), manifestURL: url).sync()
-        // A shell that keeps its set until the next launch, and one that follows switches.
-        let pinned = try PackageStore(root: root.url, options: .init(watchInterval: 0, activation: .nextLaunch))
-        var follower: PackageStore? = try PackageStore(root: root.url, options: .init(watchInterval: 0))
-        for version in ["2", "3"] {
-            try repo.add("home", version, routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home \(version)")])
-            try repo.publish()
-            _ = try await Updater(store: follower!, manifestURL: url).sync()
-        }
-        follower = nil  // its lease goes; the pinned store's must stay
-        let removed = try PackageStore(root: root.url, options: .init(watchInterval: 0)).collectGarbage()
-        #expect(removed.isEmpty)
-        #expect(try LifecycleTests.served(pinned) == "home 1")
-        withExtendedLifetime(pinned) {}
-    }
-
-    @Test func aUserWhoCannotWriteTheRootCanStillLookUp() throws {
-        let root = try TemporaryDirectory()
-        chmod(root.path, 0o755)
-        try OfflinePkgBinary.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
-        // The checkout may sit in a folder only root can enter (a fresh clone in a mkdtemp folder):
-        // give the other user a copy of the binary it can reach.
-        let bin = try TemporaryDirectory()
-        chmod(bin.path, 0o755)
-        let binary = bin.path("offlinepkg")
-        try FileManager.default.copyItem(atPath: OfflinePkgBinary.path, toPath: binary)
-        chmod(binary, 0o755)
-        let lookup = try run(
-            "runuser", ["-u", "nobody", "--", binary, "lookup", "https://demo.offlinepkg.test/", "--root", root.path])
-        #expect(lookup.status == 0, "\(lookup.stderr)")
-        #expect(lookup.stdout.hasSuffix("index.html\n"))
-        let status = try run("runuser", ["-u", "nobody", "--", binary, "status", "--root", root.path])
-        #expect(status.status == 0, "\(status.stderr)")
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
@@ -52,13 +53,13 @@ struct MinisignCommentLimitTests {
 
     @Test(arguments: cases)
     func offlinepkgAndStockMinisignAgree(_ limit: Case) throws {
-        let dir = try TrustTempDir()
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
         let key = SigningKey.generate()
-        try key.write(prefix: dir.file("k"))
+        try key.write(prefix: dir.path("k"))
         let message: [UInt8] = Array("manifest".utf8)
-        try dir.write("m", message)
+        try dir.write(message, to: "m")
         let file = Self.signatureFile(key: key, message: message, untrusted: limit.untrusted, trusted: limit.trusted, ending: limit.ending)
-        try dir.write("m.minisig", file)
+        try dir.write(file, to: "m.minisig")
 
         let stock = try TrustMinisignTool.run(["-V", "-q", "-p", "k.pub", "-m", "m"], in: dir)
         #expect((stock.status == 0) == limit.accepted, "minisign -V: \(stock.status) \(stock.output)")
@@ -78,13 +79,13 @@ struct MinisignCommentLimitTests {
     /// `-c` of 1004 bytes that it writes with a warning but its own `-V` refuses; offlinepkg agrees on each.
     @Test(arguments: [("-t", 4077, true), ("-c", 1003, true), ("-c", 1004, false)])
     func stockSignaturesAgree(_ option: String, _ length: Int, _ accepted: Bool) throws {
-        let dir = try TrustTempDir()
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
         try TrustMinisignTool.generateKeyPair("k", in: dir)
-        try dir.write("m", Array("manifest".utf8))
+        try dir.write(Array("manifest".utf8), to: "m")
         try TrustMinisignTool.succeed(["-S", "-s", "k.key", "-m", "m", option, String(repeating: "x", count: length)], in: dir)
         let stock = try TrustMinisignTool.run(["-V", "-q", "-p", "k.pub", "-m", "m"], in: dir)
         #expect((stock.status == 0) == accepted, "minisign -V: \(stock.output)")
-        let key = try TrustedKey(contentsOfFile: dir.file("k.pub"))
+        let key = try TrustedKey(contentsOfFile: dir.path("k.pub"))
         let reason = trustRefusalReason {
             _ = try SignatureVerifier.verify(
                 message: try dir.read("m"), signature: try dir.read("m.minisig"), keys: [key], source: "test-source")
@@ -96,19 +97,19 @@ struct MinisignCommentLimitTests {
     /// fit as the key line, so a longer one is refused by both.
     @Test(arguments: [(1022, true), (1023, false), (3000, false)])
     func keyFileCommentLine(_ length: Int, _ accepted: Bool) throws {
-        let dir = try TrustTempDir()
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
         let key = SigningKey.generate()
         let message: [UInt8] = Array("manifest".utf8)
-        try dir.write("m", message)
-        try dir.write("m.minisig", try key.sign(message, trustedComment: "t"))
+        try dir.write(message, to: "m")
+        try dir.write(try key.sign(message, trustedComment: "t"), to: "m.minisig")
         let prefix = "untrusted comment: "
         let comment = prefix + String(repeating: "k", count: length - prefix.utf8.count)
-        try dir.write("k.pub", Array("\(comment)\n\(key.publicKey.minisignPublicKey)\n".utf8))
+        try dir.write(Array("\(comment)\n\(key.publicKey.minisignPublicKey)\n".utf8), to: "k.pub")
 
         let stock = try TrustMinisignTool.run(["-V", "-q", "-p", "k.pub", "-m", "m"], in: dir)
         #expect((stock.status == 0) == accepted, "minisign -V: \(stock.output)")
         do {
-            let parsed = try TrustedKey(contentsOfFile: dir.file("k.pub"))
+            let parsed = try TrustedKey(contentsOfFile: dir.path("k.pub"))
             #expect(accepted && parsed == key.publicKey)
         } catch OfflinePkgError.invalidArgument(let message) {
             #expect(!accepted, "\(message)")
@@ -118,12 +119,12 @@ struct MinisignCommentLimitTests {
 
     /// The secret key file's comment line follows the same limit (minisign -S reads it the same way).
     @Test func secretKeyFileCommentLine() throws {
-        let dir = try TrustTempDir()
-        try SigningKey.generate().write(prefix: dir.file("k"))
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
+        try SigningKey.generate().write(prefix: dir.path("k"))
         var lines = String(decoding: try dir.read("k.key"), as: UTF8.self).split(separator: "\n").map(String.init)
         lines[0] = "untrusted comment: " + String(repeating: "s", count: 1004)
-        try dir.write("k.key", Array((lines.joined(separator: "\n") + "\n").utf8))
-        let message = trustInvalidArgumentMessage { _ = try SigningKey(contentsOfFile: dir.file("k.key")) }
+        try dir.write(Array((lines.joined(separator: "\n") + "\n").utf8), to: "k.key")
+        let message = trustInvalidArgumentMessage { _ = try SigningKey(contentsOfFile: dir.path("k.key")) }
         #expect(message?.contains("the comment (line 1) is 1023 bytes; stock minisign reads at most 1022") == true, "\(message ?? "")")
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
@@ -15,17 +16,17 @@ struct TrustSigningKeyTests {
 
     @Test("write(prefix:) writes a 0600 secret key and a public key that read back as the same key")
     func writeAndRead() throws {
-        let dir = try TrustTempDir()
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
         let key = SigningKey.generate()
-        try key.write(prefix: dir.file("release"))
+        try key.write(prefix: dir.path("release"))
 
         var info = stat()
-        #expect(stat(dir.file("release.key"), &info) == 0)
+        #expect(stat(dir.path("release.key"), &info) == 0)
         #expect(info.st_mode & 0o777 == 0o600)
-        let reread = try SigningKey(contentsOfFile: dir.file("release.key"))
+        let reread = try SigningKey(contentsOfFile: dir.path("release.key"))
         #expect(reread.keyIDBytes == key.keyIDBytes)
         #expect(reread.seed == key.seed)
-        #expect(try TrustedKey(contentsOfFile: dir.file("release.pub")) == key.publicKey)
+        #expect(try TrustedKey(contentsOfFile: dir.path("release.pub")) == key.publicKey)
 
         let publicText = String(decoding: try dir.read("release.pub"), as: UTF8.self)
         #expect(publicText == "untrusted comment: minisign public key \(key.keyID)\n\(key.publicKey.minisignPublicKey)\n")
@@ -49,22 +50,22 @@ struct TrustSigningKeyTests {
 
     @Test("existing key files are not replaced unless asked")
     func noOverwrite() throws {
-        let dir = try TrustTempDir()
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
         let first = SigningKey.generate()
-        try first.write(prefix: dir.file("k"))
-        let message = trustInvalidArgumentMessage { try SigningKey.generate().write(prefix: dir.file("k")) }
-        #expect(message == "\(dir.file("k.key")) already exists; remove it or choose another key prefix")
-        #expect(try SigningKey(contentsOfFile: dir.file("k.key")).seed == first.seed)
+        try first.write(prefix: dir.path("k"))
+        let message = trustInvalidArgumentMessage { try SigningKey.generate().write(prefix: dir.path("k")) }
+        #expect(message == "\(dir.path("k.key")) already exists; remove it or choose another key prefix")
+        #expect(try SigningKey(contentsOfFile: dir.path("k.key")).seed == first.seed)
 
         let second = SigningKey.generate()
-        try second.write(prefix: dir.file("k"), overwrite: true)
-        #expect(try SigningKey(contentsOfFile: dir.file("k.key")).seed == second.seed)
+        try second.write(prefix: dir.path("k"), overwrite: true)
+        #expect(try SigningKey(contentsOfFile: dir.path("k.key")).seed == second.seed)
     }
 
     @Test("a password-protected stock key is refused with how to make a usable one")
     func encryptedKeyRefused() throws {
-        let dir = try TrustTempDir()
-        let path = try dir.write("encrypted.key", Array(Self.stockEncryptedKey.utf8))
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
+        let path = try dir.write(Array(Self.stockEncryptedKey.utf8), to: "encrypted.key")
         let message = trustInvalidArgumentMessage { _ = try SigningKey(contentsOfFile: path) }
         #expect(message?.hasPrefix("secret key \(path) is encrypted with a password") == true, "message: \(message ?? "none")")
         #expect(message?.contains("`offlinepkg keygen` or `minisign -G -W`") == true)
@@ -83,9 +84,9 @@ struct TrustSigningKeyTests {
             ("base64", "line 2 is not valid base64"),
         ])
     func damagedKeyRefused(damage: String, expected: String) throws {
-        let dir = try TrustTempDir()
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
         let key = SigningKey.generate()
-        try key.write(prefix: dir.file("k"))
+        try key.write(prefix: dir.path("k"))
         var lines = MinisignFormat.lines(try dir.read("k.key"))
         var record = Base64.decode(lines[1])!
         switch damage {
@@ -100,7 +101,7 @@ struct TrustSigningKeyTests {
         default: Issue.record("unknown damage \(damage)")
         }
         if !["public key file", "one line", "base64"].contains(damage) { lines[1] = Base64.encode(record) }
-        let path = try dir.write("damaged.key", lines.flatMap { $0 + [UInt8(ascii: "\n")] })
+        let path = try dir.write(lines.flatMap { $0 + [UInt8(ascii: "\n")] }, to: "damaged.key")
         let message = trustInvalidArgumentMessage { _ = try SigningKey(contentsOfFile: path) }
         #expect(message?.hasPrefix("invalid minisign secret key file \(path): ") == true, "message: \(message ?? "none")")
         #expect(message?.contains(expected) == true, "message: \(message ?? "none")")
@@ -117,12 +118,12 @@ struct TrustSigningKeyTests {
 
     @Test("the longest trusted comment minisign reads still verifies with stock minisign")
     func longestTrustedComment() throws {
-        let dir = try TrustTempDir()
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
         let key = SigningKey.generate()
-        try key.write(prefix: dir.file("k"))
+        try key.write(prefix: dir.path("k"))
         let comment = String(repeating: "c", count: SigningKey.trustedCommentLimit - 1)
-        try dir.write("m", [42])
-        try dir.write("m.minisig", try key.sign([42], trustedComment: comment))
+        try dir.write([42], to: "m")
+        try dir.write(try key.sign([42], trustedComment: comment), to: "m.minisig")
         let output = try TrustMinisignTool.succeed(["-V", "-p", "k.pub", "-m", "m"], in: dir)
         #expect(output.contains(comment))
     }

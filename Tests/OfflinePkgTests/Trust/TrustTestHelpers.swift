@@ -1,37 +1,11 @@
 import Foundation
+import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
 
-// Helpers private to the Trust tests. The names carry a `Trust` prefix so they never clash with the
-// shared test-support module, which is being written separately.
-
-/// A fresh directory under the system temp folder, removed when the value goes away.
-final class TrustTempDir {
-    let path: String
-
-    init() throws {
-        let template = NSTemporaryDirectory() + "/offlinepkg-trust-XXXXXX"
-        var buffer = Array(template.utf8CString)
-        guard let created = mkdtemp(&buffer) else {
-            throw OfflinePkgError.io(path: template, operation: "mkdtemp", Errno.current)
-        }
-        path = String(cString: created)
-    }
-
-    deinit { try? FileSystem.removeTree(path) }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    @discardableResult
-    func write(_ name: String, _ bytes: [UInt8]) throws -> String {
-        let destination = file(name)
-        try FileSystem.writeAtomically(bytes, to: destination)
-        return destination
-    }
-
-    func read(_ name: String) throws -> [UInt8] { try FileSystem.read(file(name)) }
-}
+// Helpers private to the Trust tests (the temporary folders and the process runner are the shared
+// test support's).
 
 /// The stock minisign tool, run as a child process.
 enum TrustMinisignTool {
@@ -40,38 +14,19 @@ enum TrustMinisignTool {
         var output: String
     }
 
-    static var executable: String {
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":") {
-            let candidate = "\(directory)/minisign"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        return "/usr/bin/minisign"
-    }
+    static var executable: String { which("minisign") ?? "/usr/bin/minisign" }
 
     /// Runs minisign in `directory` with stdin at /dev/null, so that a password prompt fails at once
-    /// instead of hanging; every key these tests make is unencrypted (`-W`).
-    static func run(_ arguments: [String], in directory: TrustTempDir) throws -> Result {
-        let outputPath = directory.file("minisign-output-\(UUID().uuidString)")
-        try FileSystem.writeAtomically([], to: outputPath)
-        defer { FileSystem.removeFile(outputPath) }
-        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        defer { try? output.close() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory.path)
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        process.waitUntilExit()
-        let text = String(decoding: try FileSystem.read(outputPath), as: UTF8.self)
-        return Result(status: process.terminationStatus, output: text)
+    /// instead of hanging; every key these tests make is unencrypted (`-W`). `output` is its stdout
+    /// followed by its stderr.
+    static func run(_ arguments: [String], in directory: TemporaryDirectory) throws -> Result {
+        let result = try OfflinePkgTestSupport.run(executable, arguments, currentDirectory: directory.path, timeout: 30)
+        return Result(status: result.status, output: result.stdout + result.stderr)
     }
 
     /// Runs minisign and records an issue with its output when it does not exit 0.
     @discardableResult
-    static func succeed(_ arguments: [String], in directory: TrustTempDir, sourceLocation: SourceLocation = #_sourceLocation)
+    static func succeed(_ arguments: [String], in directory: TemporaryDirectory, sourceLocation: SourceLocation = #_sourceLocation)
         throws -> String
     {
         let result = try run(arguments, in: directory)
@@ -82,7 +37,7 @@ enum TrustMinisignTool {
     }
 
     /// `minisign -G -W`: a stock key pair without a password, as `<name>.pub` and `<name>.key`.
-    static func generateKeyPair(_ name: String, in directory: TrustTempDir) throws {
+    static func generateKeyPair(_ name: String, in directory: TemporaryDirectory) throws {
         try succeed(["-G", "-W", "-p", "\(name).pub", "-s", "\(name).key"], in: directory)
     }
 }

@@ -1,3 +1,4 @@
+import OfflinePkgTestSupport
 import Testing
 
 @testable import OfflinePkg
@@ -54,23 +55,23 @@ struct TrustedKeyTests {
 
     @Test("a secret key file given as a public key gets a hint")
     func secretKeyGivenAsPublic() throws {
-        let dir = try TrustTempDir()
-        try SigningKey.generate().write(prefix: dir.file("k"))
-        let message = trustInvalidArgumentMessage { _ = try TrustedKey(contentsOfFile: dir.file("k.key")) }
-        #expect(message?.contains("invalid minisign public key file \(dir.file("k.key")):") == true)
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
+        try SigningKey.generate().write(prefix: dir.path("k"))
+        let message = trustInvalidArgumentMessage { _ = try TrustedKey(contentsOfFile: dir.path("k.key")) }
+        #expect(message?.contains("invalid minisign public key file \(dir.path("k.key")):") == true)
         #expect(message?.contains("this looks like a secret key") == true, "message: \(message ?? "none")")
     }
 
     @Test("a missing key file is an i/o error, an oversized one is refused")
     func fileErrors() throws {
-        let dir = try TrustTempDir()
+        let dir = try TemporaryDirectory(prefix: "offlinepkg-trust")
         #expect {
-            _ = try TrustedKey(contentsOfFile: dir.file("missing.pub"))
+            _ = try TrustedKey(contentsOfFile: dir.path("missing.pub"))
         } throws: { error in
-            if case OfflinePkgError.io(let path, _, _) = error { path == dir.file("missing.pub") } else { false }
+            if case OfflinePkgError.io(let path, _, _) = error { path == dir.path("missing.pub") } else { false }
         }
-        try dir.write("big.pub", [UInt8](repeating: UInt8(ascii: "A"), count: TrustedKey.fileSizeLimit + 1))
-        let message = trustInvalidArgumentMessage { _ = try TrustedKey(contentsOfFile: dir.file("big.pub")) }
+        try dir.write([UInt8](repeating: UInt8(ascii: "A"), count: TrustedKey.fileSizeLimit + 1), to: "big.pub")
+        let message = trustInvalidArgumentMessage { _ = try TrustedKey(contentsOfFile: dir.path("big.pub")) }
         #expect(message?.hasSuffix("larger than 65536 bytes") == true, "message: \(message ?? "none")")
     }
 

@@ -172,9 +172,11 @@ struct ArchiveDamageTests {
         try repo.publish()
         let root = try TemporaryDirectory()
         let limits = bound == "deadline" ? UnpackLimits(deadline: 0.2) : UnpackLimits(maxMemoryGrowth: 32 << 20)
-        let store = try PackageStore(root: root.url, options: .init(watchInterval: 0, unpackLimits: limits))
+        let store = try PackageStore(root: root.url, options: .init(watchInterval: 0))
+        var options = Updater.Options()
+        options.unpackLimits = limits
         let manifest = URL(fileURLWithPath: repo.manifestPath)
-        _ = try await Updater(store: store, manifestURL: manifest).sync()
+        _ = try await Updater(store: store, manifestURL: manifest, options: options).sync()
         let before = try FileSystem.read(root.path("active.json"))
 
         let dir = try TemporaryDirectory()
@@ -191,7 +193,7 @@ struct ArchiveDamageTests {
         try repo.publish()
         let expected = bound == "deadline" ? "unpack deadline of 0.2 s passed" : "unpack memory bound of 32 MiB exceeded"
         await #expect {
-            _ = try await Updater(store: store, manifestURL: manifest).sync()
+            _ = try await Updater(store: store, manifestURL: manifest, options: options).sync()
         } throws: { error in
             (error as? OfflinePkgError)?.category == .refused && "\(error)".contains(expected)
         }

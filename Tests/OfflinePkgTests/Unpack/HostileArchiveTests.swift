@@ -170,9 +170,11 @@ struct HostileArchiveTests {
         try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "v1")])
         try repo.publish()
         let root = try TemporaryDirectory()
-        let store = try PackageStore(root: root.url, options: .init(watchInterval: 0, unpackLimits: hostile.limits))
+        let store = try PackageStore(root: root.url, options: .init(watchInterval: 0))
+        var options = Updater.Options()
+        options.unpackLimits = hostile.limits
         let manifest = URL(fileURLWithPath: repo.manifestPath)
-        _ = try await Updater(store: store, manifestURL: manifest).sync()
+        _ = try await Updater(store: store, manifestURL: manifest, options: options).sync()
         let before = try FileSystem.read(root.path("active.json"))
         let treesBefore = try FileManager.default.contentsOfDirectory(atPath: root.path("trees/home"))
 
@@ -189,7 +191,7 @@ struct HostileArchiveTests {
         }
         try repo.publish()
         await #expect {
-            _ = try await Updater(store: store, manifestURL: manifest).sync()
+            _ = try await Updater(store: store, manifestURL: manifest, options: options).sync()
         } throws: { error in
             let message = "\(error)"
             let namesEntry = hostile.entry.map { message.contains("entry \"\(OfflinePkgError.escaped($0))\"") } ?? true

@@ -1,25 +1,5 @@
 import Foundation
 
-/// Launch confirmation (CodePush's notifyAppReady): after a switch, the host confirms that the new set
-/// launched. A set still unconfirmed after `launchesBeforeRevert` launches is reverted to the set before
-/// it, and its release is held back until the manifest offers another version.
-///
-/// `launch.json` counts launches of the active generation; it is written atomically like the rest.
-package struct LaunchRecord: Codable, Sendable, Equatable {
-    package var generation: Int
-    package var launches: Int
-    package var confirmed: Bool
-
-    /// Nil when there is none yet, or it cannot be read (then counting starts again).
-    package static func load(_ layout: CacheLayout) -> LaunchRecord? {
-        (try? JSONCoding.load(LaunchRecord.self, from: layout.launches)) ?? nil
-    }
-
-    package func save(_ layout: CacheLayout) throws {
-        try FileSystem.writeAtomically(JSONCoding.encode(self), to: layout.launches)
-    }
-}
-
 /// What `recordLaunch` decided.
 public enum LaunchDecision: Sendable, Equatable {
     /// The active set is confirmed (or nothing is installed): nothing to do.
@@ -30,12 +10,12 @@ public enum LaunchDecision: Sendable, Equatable {
     case reverted(from: Int, to: Int)
 }
 
-extension PackageStore {
+extension CacheRoot {
     /// Call once per shell launch, before loading content. Counts the launch of an unconfirmed set and
-    /// reverts it when it has had `options.launchesBeforeRevert` launches without a confirmation.
+    /// reverts it when it has had `launchesBeforeRevert` launches without a confirmation.
     @discardableResult
     public func recordLaunch() throws -> LaunchDecision {
-        let limit = options.launchesBeforeRevert
+        let limit = launchesBeforeRevert
         let record = try ActiveRecord.load(layout)
         let generation = record.current.generation
         guard limit > 0, generation > 0 else { return .confirmed }

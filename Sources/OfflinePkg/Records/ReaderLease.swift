@@ -21,14 +21,14 @@ package final class ReaderLease: Sendable {
         var attempt = 0
         while true {
             let name = "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-            let hidden = layout.leases + "/." + name
+            let hidden = layout.lease(name, hidden: true)
             let fd = try FileDescriptor.open(hidden, O_RDWR | O_CREAT | O_EXCL, mode: 0o644)
             if flock(fd.rawValue, LOCK_SH) != 0 {
                 fd.close()
                 unlink(hidden)
                 throw OfflinePkgError.io(path: hidden, operation: "flock", Errno.current)
             }
-            let final = layout.leases + "/" + name
+            let final = layout.lease(name)
             if rename(hidden, final) == 0 {
                 path = final
                 descriptor = fd
@@ -63,7 +63,7 @@ package final class ReaderLease: Sendable {
     package static func liveTrees(layout: CacheLayout) -> Set<String>? {
         var trees = Set<String>()
         for name in FileSystem.contents(of: layout.leases) {
-            let path = layout.leases + "/" + name
+            let path = layout.lease(name)
             guard let fd = try? FileDescriptor.open(path, O_RDONLY) else { continue }
             defer { fd.close() }
             if flock(fd.rawValue, LOCK_EX | LOCK_NB) == 0 {

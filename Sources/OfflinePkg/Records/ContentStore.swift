@@ -16,9 +16,13 @@ import Glibc
 /// `contains` does not count it and the next insert of its sha256 replaces it.
 package struct ContentStore: Sendable {
     package let layout: CacheLayout
+    /// Runs right after a file is first linked into `content/` (the sync's `content-link` fail point:
+    /// fail points belong to the layer above).
+    package var afterLink: (@Sendable () -> Void)?
 
-    package init(layout: CacheLayout) {
+    package init(layout: CacheLayout, afterLink: (@Sendable () -> Void)? = nil) {
         self.layout = layout
+        self.afterLink = afterLink
     }
 
     /// Whether a file with this sha256 is held and linked by some tree, so a new tree can link it
@@ -79,6 +83,11 @@ package struct ContentStore: Sendable {
         }
     }
 
+    /// `insert(sha256:writtenBy:at:)` as the unpacker's `keepFile`.
+    package var keepFile: (TreeWriter, PackagePath, String) throws -> Void {
+        { writer, path, sha256 in try insert(sha256: sha256, writtenBy: writer, at: path) }
+    }
+
     /// A fresh name in `content/.tmp/` to write a file at before `insert(temporary:sha256:)` (the folder
     /// exists once the root is prepared).
     package func temporaryPath() -> String {
@@ -101,7 +110,7 @@ package struct ContentStore: Sendable {
         for attempt in 0..<2 {
             do throws(Errno) {
                 _ = try valueOrErrno { linkat(fd, name, AT_FDCWD, held, 0) }
-                FailPoint.contentLink.hit()
+                afterLink?()
                 return true
             } catch {
                 switch error.rawValue {

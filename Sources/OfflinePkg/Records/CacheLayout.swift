@@ -1,6 +1,8 @@
 import Foundation
 
-/// The one authority on where things live in a cache root. Nothing else builds on-disk paths.
+/// The one authority on where things live in a cache root: no code in Store, Sync or Fetch joins a
+/// path of the root's layout itself. (Inside a tree it was handed, the unpacker and `DeltaApplier`
+/// join package paths to the tree's folder; `file(_:inTree:)` is that join for everyone else.)
 ///
 ///     root/
 ///       active.json             the active set (and the one before it), switched by atomic rename
@@ -71,13 +73,44 @@ public struct CacheLayout: Sendable, Equatable {
     }
 
     package func treeIndex(id: String, version: String, treeHash: String) -> String {
-        tree(id: id, version: version, treeHash: treeHash) + ".index"
+        index(ofTree: tree(id: id, version: version, treeHash: treeHash))
     }
 
     /// The memory-mapped lookup table of an installed tree (`TreeLookupTable`).
     package func treeLookup(id: String, version: String, treeHash: String) -> String {
-        tree(id: id, version: version, treeHash: treeHash) + ".lookup"
+        lookupTable(ofTree: tree(id: id, version: version, treeHash: treeHash))
     }
+
+    /// The suffixes of the files that go with an installed tree (`.index`, `.lookup`), for the collector.
+    package static let treeCompanionSuffixes = [indexSuffix, lookupSuffix]
+    private static let indexSuffix = ".index"
+    private static let lookupSuffix = ".lookup"
+
+    /// The index and lookup table beside a tree folder (installed or staged).
+    package func index(ofTree tree: String) -> String { tree + Self.indexSuffix }
+    package func lookupTable(ofTree tree: String) -> String { tree + Self.lookupSuffix }
+
+    /// One name listed in `trees/<id>/` (a tree, or a tree's companion file).
+    package func packageTreesEntry(_ id: String, _ name: String) -> String { packageTrees(id) + "/" + name }
+
+    /// The tree folder a name listed in `trees/<id>/` belongs to: itself, or the tree its `.index` or
+    /// `.lookup` goes with; `isCompanion` tells which.
+    package func owningTree(ofEntry path: String) -> (tree: String, isCompanion: Bool) {
+        guard let suffix = Self.treeCompanionSuffixes.first(where: { path.hasSuffix($0) }) else { return (path, false) }
+        return (String(path.dropLast(suffix.count)), true)
+    }
+
+    /// A file of an installed tree, by its package path.
+    package func file(_ path: PackagePath, inTree tree: String) -> String { tree + "/" + path.string }
+
+    /// A name listed in the root itself (an atomic writer's temporary, say).
+    package func rootEntry(_ name: String) -> String { root + "/" + name }
+
+    /// One lease file; `hidden` is the name it has until its lock is taken.
+    package func lease(_ name: String, hidden: Bool = false) -> String { leases + (hidden ? "/." : "/") + name }
+
+    /// A name listed in `downloads/`.
+    package func download(_ name: String) -> String { downloads + "/" + name }
 
     package func partialDownload(sha256: String) -> String { downloads + "/" + sha256 + ".part" }
     package func partialDownloadMeta(sha256: String) -> String { downloads + "/" + sha256 + ".meta" }

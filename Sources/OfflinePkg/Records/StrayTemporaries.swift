@@ -12,13 +12,15 @@ package enum StrayTemporaries {
     @discardableResult
     package static func remove(in layout: CacheLayout) -> [String] {
         var removed = [String]()
-        let folders = [layout.root] + FileSystem.contents(of: layout.trees).map { layout.packageTrees($0) }
-        for folder in folders {
+        let folders: [(folder: String, path: (String) -> String)] =
+            [(layout.root, layout.rootEntry)]
+            + FileSystem.contents(of: layout.trees).map { id in (layout.packageTrees(id), { layout.packageTreesEntry(id, $0) }) }
+        for (folder, pathOf) in folders {
             for name in FileSystem.contents(of: folder) {
                 guard let pid = FileSystem.atomicWriter(ofTemporary: name), pid != getpid(),
                     !FileSystem.processIsAlive(pid)
                 else { continue }
-                let path = folder + "/" + name
+                let path = pathOf(name)
                 guard FileSystem.fileSize(path) != nil else { continue }
                 FileSystem.removeFile(path)
                 removed.append(path)

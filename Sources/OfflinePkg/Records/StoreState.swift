@@ -14,7 +14,7 @@ package struct StoreState: Codable, Sendable, Equatable {
     /// The local inputs the stored manifest was last evaluated with; a 304 re-evaluates when they change.
     package var evaluatedInputs: String?
     /// What the last evaluated manifest offered that this device did not take, and why.
-    package var heldBack: [SyncReport.HeldBack]?
+    package var heldBack: [HeldBackRelease]?
     /// Releases rolled back (by hand or for want of a launch confirmation): package id → version.
     /// A sync holds these back until the manifest offers another version of the package.
     package var reverted: [String: String]?

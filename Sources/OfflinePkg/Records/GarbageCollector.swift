@@ -25,26 +25,24 @@ package struct GarbageCollector {
         // An unreadable lease means a reader we cannot account for: keep every tree this time.
         guard let leased = ReaderLease.liveTrees(layout: layout) else { return result }
         for id in FileSystem.contents(of: layout.trees) {
-            let folder = layout.packageTrees(id)
-            for name in FileSystem.contents(of: folder) {
-                let path = folder + "/" + name
+            for name in FileSystem.contents(of: layout.packageTrees(id)) {
+                let path = layout.packageTreesEntry(id, name)
                 // A tree's index and lookup table go with it.
-                let companion = [".index", ".lookup"].first { name.hasSuffix($0) }
-                let tree = companion.map { String(path.dropLast($0.count)) } ?? path
+                let (tree, isCompanion) = layout.owningTree(ofEntry: path)
                 if keep.contains(tree) {
                     // A crash between an install's rename and its seal leaves the top folder writable.
-                    if companion == nil { try? FileSystem.seal(path) }
+                    if !isCompanion { try? FileSystem.seal(path) }
                     continue
                 }
                 if leased.contains(tree) {
-                    if companion == nil { result.keptForLeases.append(tree) }
+                    if !isCompanion { result.keptForLeases.append(tree) }
                     continue
                 }
                 try FileSystem.removeTree(path)
-                if companion == nil { result.removedTrees.append(tree) }
+                if !isCompanion { result.removedTrees.append(tree) }
             }
         }
-        for name in FileSystem.contents(of: layout.downloads) { FileSystem.removeFile(layout.downloads + "/" + name) }
+        for name in FileSystem.contents(of: layout.downloads) { FileSystem.removeFile(layout.download(name)) }
         // After the trees: content that only a removed tree linked is down to its own name now. A kept
         // or leased tree's files are links to their content, so that content has two names or more.
         for removed in ContentStore(layout: layout).removeUnlinked() {

@@ -1,0 +1,87 @@
+import Foundation
+
+/// A cache root opened for writing: the one owner of what changes in a root — its lock, its state,
+/// syncs (an `Updater` runs them through it), rollback, garbage collection, verify and repair (see
+/// `TreeRepairer`), launch records. A `PackageStore` only reads.
+///
+/// A switch made through a root opened on a reader (`init(store:)`, which is what `Updater(store:)`
+/// does) reaches that reader at once: its `activations` stream yields before the call returns. Every
+/// other reader, in this process or another, sees it within its `watchInterval`.
+public struct CacheRoot: Sendable {
+    package let layout: CacheLayout
+    /// The reader of this process told of each switch at once; nil for a process that reads nothing
+    /// (the `sync` command).
+    private let reader: PackageStore?
+    /// Reverts a newly activated set that the host has not confirmed (`confirmLaunch`) within this
+    /// many launches (`recordLaunch`); 0 turns launch confirmation off.
+    public var launchesBeforeRevert: Int
+
+    /// Opens (and creates, if need be) the root at `root`, for a process that writes it without reading
+    /// from it: no lookup index, no reader lease. Its folders are made by the first sync.
+    public init(root: URL, launchesBeforeRevert: Int = 0) throws {
+        try FileSystem.makeDirectories(root.path)
+        // libarchive's secure-symlink check walks the whole target path: resolve the root's own links,
+        // as PackageStore does.
+        self.init(layout: CacheLayout(root: try FileSystem.realPath(root.path)), launchesBeforeRevert: launchesBeforeRevert)
+    }
+
+    /// The root `store` reads, written from this process: each switch made here reaches `store` at once.
+    public init(store: PackageStore, launchesBeforeRevert: Int = 0) {
+        self.init(layout: store.layout, reader: store, launchesBeforeRevert: launchesBeforeRevert)
+    }
+
+    package init(layout: CacheLayout, reader: PackageStore? = nil, launchesBeforeRevert: Int = 0) {
+        self.layout = layout
+        self.reader = reader
+        self.launchesBeforeRevert = launchesBeforeRevert
+    }
+
+    /// The reader this root tells of its switches, if any.
+    package var store: PackageStore? { reader }
+
+    /// The active set and the one before it, as on disk now.
+    package func activeRecord() throws -> ActiveRecord { try ActiveRecord.load(layout) }
+
+    /// The activation notice: called right after this process switched the active set.
+    package func switched() { reader?.activated() }
+
+    /// Switches back to the previous active set (SPEC §8 `rollback`). The release rolled back from is
+    /// not installed again until the manifest offers another version of its packages.
+    @discardableResult
+    package func rollback(wait: Bool = false) throws -> ActiveSet {
+        let lock = try RootLock(layout: layout, wait: wait)
+        defer { withExtendedLifetime(lock) {} }
+        let record = try ActiveRecord.load(layout)
+        guard let previous = record.previous, record.current.generation > 0 else {
+            throw OfflinePkgError.unavailable("no previous active set to roll back to in \(layout.root)")
+        }
+        var state = try StoreState.load(layout)
+        var reverted = state.reverted ?? [:]
+        for package in record.current.packages where previous.package(package.id)?.version != package.version {
+            reverted[package.id] = package.version
+        }
+        var restored = previous
+        restored.generation = record.current.generation + 1
+        restored.activatedAt = Date()
+        // The hold-back lands before the switch: if the switch then fails, a sync merely keeps what is
+        // active; the other order could switch back and lose the hold-back, reinstalling the bad release.
+        state.reverted = reverted
+        try state.save(layout)
+        try ActiveRecord(current: restored, previous: record.current).save(layout)
+        History.record(restored, in: layout)
+        switched()
+        return restored
+    }
+
+    /// Removes trees no set needs (see `GarbageCollector`); returns the trees removed.
+    @discardableResult
+    package func collectGarbage(wait: Bool = false) throws -> [String] {
+        let lock = try RootLock(layout: layout, wait: wait)
+        defer { withExtendedLifetime(lock) {} }
+        for name in FileSystem.contents(of: layout.staging) { try FileSystem.removeTree(layout.stagingDirectory(name)) }
+        StrayTemporaries.remove(in: layout)
+        let runtimeGarbage = RuntimeStore.garbage(in: layout)
+        for path in runtimeGarbage { FileSystem.removeFile(path) }
+        return try GarbageCollector(layout: layout).collect().removedTrees + runtimeGarbage
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+
+/// What `status` shows: the active set, the one before it, recent history and the last check.
+public struct StoreStatus: Sendable, Codable {
+    public var root: String
+    public var active: ActiveSet
+    public var previous: ActiveSet?
+    /// The last activations, oldest first (at most `Updater.Options.historyLimit`).
+    public var history: [HistoryEntry]
+    /// Why some or all of the history could not be read; nil when it was read whole.
+    public var historyProblem: String?
+    public var manifestURL: String?
+    public var lastCheck: Date?
+    public var acceptedSequence: Int?
+    public var heldBack: [HeldBackRelease]
+    public var reverted: [String: String]
+    public var deviceID: String?
+    /// Monitoring (SPEC §12): the last sync that reached the network, the last that succeeded, how many
+    /// failed since, and the last failure.
+    public var lastAttempt: Date?
+    public var lastSuccess: Date?
+    public var consecutiveFailures: Int = 0
+    public var lastError: SyncFailure?
+    /// `serve --tls`'s certificate and its pin; nil until `serve --tls` first ran on this root.
+    public var tls: TLSStatus? = nil
+    /// The runtime cache's entries, bytes and counters (SPEC §11).
+    public var runtime: RuntimeCacheStatus? = nil
+    /// The files held once by content (`content/`) and their bytes: what the installed trees take on disk,
+    /// apart from files a tree from before the content store holds alone.
+    public var content: ContentStatus? = nil
+}
+
+/// How much `content/` holds.
+public struct ContentStatus: Sendable, Codable, Equatable {
+    public var files: Int
+    public var bytes: Int64
+}
+
+/// Where `serve --tls`'s certificate is and the pin of its key (SPEC §10).
+public struct TLSStatus: Sendable, Codable, Equatable {
+    /// Path of the PEM certificate (WebKitGTK's `allow_tls_certificate_for_host`, an Android network
+    /// security config).
+    public var certificate: String
+    /// Base64 SHA-256 of the key's SubjectPublicKeyInfo: Chromium's `--ignore-certificate-errors-spki-list`.
+    public var spkiSHA256: String
+}
+
+extension PackageStore {
+    public func status() throws -> StoreStatus {
+        let record = try ActiveRecord.load(layout)
+        let state = try StoreState.load(layout)
+        let deviceID = (try? FileSystem.read(layout.deviceID, limit: 1024)).map {
+            String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let history = History.load(layout)
+        var status = StoreStatus(
+            root: layout.root, active: record.current, previous: record.previous, history: history.entries,
+            historyProblem: history.problem,
+            manifestURL: state.manifestURL, lastCheck: state.lastCheck, acceptedSequence: state.acceptedSequence,
+            heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID, lastAttempt: state.lastAttempt,
+            lastSuccess: state.lastSuccess, consecutiveFailures: state.consecutiveFailures ?? 0, lastError: state.lastError,
+            runtime: RuntimeStore.status(layout))
+        let usage = ContentStore(layout: layout).usage()
+        status.content = ContentStatus(files: usage.files, bytes: usage.bytes)
+        status.tls = LoopbackCertificate.stored(layout: layout).map { TLSStatus(certificate: $0.certificatePath, spkiSHA256: $0.spkiSHA256) }
+        return status
+    }
+}

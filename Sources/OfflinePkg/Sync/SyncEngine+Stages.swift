@@ -1,0 +1,158 @@
+import Foundation
+
+/// The stages of one sync, in the order `SyncEngine.runLocked` runs them; each returns the typed value the
+/// next one takes.
+extension SyncEngine {
+    /// What a locked sync starts from: the root's state and active record as they are on disk.
+    struct Start {
+        var state: StoreState
+        var record: ActiveRecord
+        /// What the stored manifest is judged with now (`evaluationInputs()`).
+        var inputs: String
+        /// Whether the last manifest came from this same URL (conditional requests, "unchanged").
+        var sameSource: Bool
+    }
+
+    /// Begin: leftovers of a crashed sync go (staging is garbage: only a lock holder writes there), then
+    /// the state and the active record are read.
+    func begin() throws -> Start {
+        try clearStaging()
+        StrayTemporaries.remove(in: layout)
+        let state = try StoreState.load(layout)
+        return Start(
+            state: state, record: try ActiveRecord.load(layout), inputs: evaluationInputs(),
+            sameSource: state.manifestURL == manifestURL.absoluteString)
+    }
+
+    /// `--min-interval`: no request when the last successful check is young and nothing local changed.
+    func skipIfCheckedRecently(_ start: Start) -> SyncReport? {
+        guard start.sameSource, options.minInterval > 0, let lastCheck = start.state.lastCheck,
+            now().timeIntervalSince(lastCheck) < options.minInterval, start.state.evaluatedInputs == start.inputs
+        else { return nil }
+        options.events?(.skippedRecentCheck)
+        return emptyReport(.skipped, start.record.current)
+    }
+
+    /// A manifest that passed every check (signature, format, freeze, rollback), and the state that
+    /// accepting it makes (validators, accepted sequence, check time), not saved yet.
+    struct AcceptedRelease {
+        var start: Start
+        var checked: CheckedManifest
+        var manifest: Manifest
+        var state: StoreState
+        /// Same bytes, same local inputs, and the last evaluation finished: nothing to do.
+        var unchanged: Bool
+    }
+
+    /// Check and accept, then keep the manifest and its signature in the root (the copy a 304 brings back).
+    func accept(_ start: Start) async throws -> AcceptedRelease {
+        var state = start.state
+        state.lastAttempt = now()
+        let (checked, manifest) = try await checkAndAccept(state: state, sameSource: start.sameSource)
+        if case .fetched(_, let etag, let lastModified) = checked.response {
+            state.etag = etag
+            state.lastModified = lastModified
+        }
+        FailPoint.afterManifest.hit()
+        let unchanged =
+            start.sameSource && checked.sha256 == state.acceptedManifestSHA256 && state.evaluatedInputs == start.inputs
+        state.accept(AcceptedManifest(sequence: manifest.sequence, sha256: checked.sha256), from: manifestURL.absoluteString)
+        state.lastCheck = now()
+        if checked.signatureFromNetwork, let signature = checked.signature {
+            try FileSystem.writeAtomically(signature, to: layout.storedSignature)
+        } else if checked.signature == nil {
+            // A signature left from an older manifest would not match the new one.
+            FileSystem.removeFile(layout.storedSignature)
+        }
+        if case .fetched = checked.response { try FileSystem.writeAtomically(checked.bytes, to: layout.storedManifest) }
+        return AcceptedRelease(start: start, checked: checked, manifest: manifest, state: state, unchanged: unchanged)
+    }
+
+    /// The commit of an unchanged manifest: the check noted as a success, and the sync ends.
+    func finishUnchanged(_ accepted: AcceptedRelease) throws -> SyncReport {
+        var state = accepted.state
+        state.noteSuccess(at: now())
+        try state.save(layout)
+        let outcome: SyncReport.Outcome = accepted.checked.response.isNotModified ? .notModified : .upToDate
+        return emptyReport(outcome, accepted.start.record.current, requests: accepted.checked.requests)
+    }
+
+    /// The release as planned, and the state committed with it.
+    struct PlannedRelease {
+        var accepted: AcceptedRelease
+        var plan: ReleasePlan
+        var state: StoreState
+        var current: ActiveSet { accepted.start.record.current }
+    }
+
+    /// Plan: gating and what to fetch. Commits the accepted sequence (rollback protection) and the
+    /// hold-backs before anything is downloaded, with the evaluation marked unfinished (a 304 must not
+    /// count as evaluated until this release is fully active); then the free-space check.
+    func plan(_ accepted: AcceptedRelease) throws -> PlannedRelease {
+        let manifest = accepted.manifest
+        let current = accepted.start.record.current
+        let plan = planner(deviceID: try Rollout.deviceID(layout), state: accepted.state).plan(manifest, current: current)
+        announce(plan, manifest: manifest, current: current)
+        var state = accepted.state
+        state.evaluatedInputs = nil
+        state.heldBack = plan.heldBack
+        // A reverted release stays blocked only while the manifest still offers that very version.
+        state.reverted = state.reverted?.filter { id, version in
+            manifest.packages.contains { $0.id == id && $0.version == version }
+        }
+        try state.save(layout)
+        try checkFreeSpace(for: plan.toInstall)
+        return PlannedRelease(accepted: accepted, plan: plan, state: state)
+    }
+
+    /// The active set after the switch stage, and whether it changed.
+    struct SwitchedSet {
+        var previous: ActiveSet
+        var current: ActiveSet
+        var outcome: SyncReport.Outcome
+    }
+
+    /// Switch (unless SIGINT/SIGTERM came while fetching: then the active set stays as it was), then
+    /// commit the finished evaluation. Runs only after the install stage returned: every package verified.
+    func switchSet(_ planned: PlannedRelease) throws -> SwitchedSet {
+        try Task.checkCancellation()
+        let record = planned.accepted.start.record
+        var switched = SwitchedSet(previous: record.current, current: record.current, outcome: .upToDate)
+        let candidate = ActiveSet(
+            generation: record.current.generation + 1, sequence: planned.accepted.manifest.sequence, activatedAt: now(),
+            packages: planned.plan.packages)
+        if !candidate.hasSameContent(as: record.current) {
+            // Every tree it names was flushed and renamed into place by the install stage's commit.
+            FailPoint.beforeSwitch.hit()
+            try ActiveRecord(current: candidate, previous: record.current.generation == 0 ? record.previous : record.current)
+                .save(layout)
+            FailPoint.afterSwitch.hit()
+            History.record(candidate, limit: options.historyLimit, in: layout)
+            switched.current = candidate
+            switched.outcome = .activated
+            options.events?(.activated(generation: candidate.generation))
+        }
+        var state = planned.state
+        state.evaluatedInputs = planned.accepted.start.inputs
+        state.noteSuccess(at: now())
+        // The switch is done: failing to note that the evaluation finished only costs a re-evaluation
+        // at the next 304, and must not turn a switched release into a non-zero exit.
+        try? state.save(layout)
+        return switched
+    }
+
+    /// Clean up: only after success, so a failed sync keeps what it verified.
+    func cleanUp() {
+        _ = try? GarbageCollector(layout: layout).collect()
+    }
+
+    func report(_ switched: SwitchedSet, _ planned: PlannedRelease, _ installed: InstalledPackages) -> SyncReport {
+        var report = emptyReport(
+            switched.outcome, switched.current, requests: planned.accepted.checked.requests + installed.requests)
+        report.changes = Self.changes(from: switched.previous, to: switched.current, via: installed.via)
+        report.mandatory = report.changes.contains { $0.mandatory == true }
+        report.heldBack = planned.plan.heldBack
+        report.bytesFetched = installed.bytes
+        return report
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import OfflinePkgTestSupport
+import Testing
+
+@testable import OfflinePkg
+
+@Suite("Reader leases")
+struct ReaderLeaseTests {
+    @Test func twoStoresInOneProcessHoldTwoLeases() async throws {
+        let repo = try LifecycleTests.repo()
+        let root = try TemporaryDirectory()
+        let url = URL(fileURLWithPath: repo.manifestPath)
+        _ = try await Updater(store: try PackageStore(root: root.url, options: .init(watchInterval: 0)), manifestURL: url).sync()
+        // A shell that keeps its set until the next launch, and one that follows switches.
+        let pinned = try PackageStore(root: root.url, options: .init(watchInterval: 0, activation: .nextLaunch))
+        var follower: PackageStore? = try PackageStore(root: root.url, options: .init(watchInterval: 0))
+        for version in ["2", "3"] {
+            try repo.add("home", version, routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home \(version)")])
+            try repo.publish()
+            _ = try await Updater(store: follower!, manifestURL: url).sync()
+        }
+        follower = nil  // its lease goes; the pinned store's must stay
+        let removed = try PackageStore(root: root.url, options: .init(watchInterval: 0)).writer.collectGarbage()
+        #expect(removed.isEmpty)
+        #expect(try LifecycleTests.served(pinned) == "home 1")
+        withExtendedLifetime(pinned) {}
+    }
+
+    @Test func aUserWhoCannotWriteTheRootCanStillLookUp() throws {
+        let root = try TemporaryDirectory()
+        chmod(root.path, 0o755)
+        try OfflinePkgBinary.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
+        // The checkout may sit in a folder only root can enter (a fresh clone in a mkdtemp folder):
+        // give the other user a copy of the binary it can reach.
+        let bin = try TemporaryDirectory()
+        chmod(bin.path, 0o755)
+        let binary = bin.path("offlinepkg")
+        try FileManager.default.copyItem(atPath: OfflinePkgBinary.path, toPath: binary)
+        chmod(binary, 0o755)
+        let lookup = try run(
+            "runuser", ["-u", "nobody", "--", binary, "lookup", "https://demo.offlinepkg.test/", "--root", root.path])
+        #expect(lookup.status == 0, "\(lookup.stderr)")
+        #expect(lookup.stdout.hasSuffix("index.html\n"))
+        let status = try run("runuser", ["-u", "nobody", "--", binary, "status", "--root", root.path])
+        #expect(status.status == 0, "\(status.stderr)")
+    }
+}
