@@ -68,7 +68,7 @@ struct CrashSafetyTests {
         return packages
     }
 
-    @Test(arguments: ["after-manifest", "mid-download", "after-unpack", "before-seal", "before-switch", "after-switch"])
+    @Test(arguments: ["after-manifest", "mid-download", "content-link", "after-unpack", "before-seal", "before-switch", "after-switch"])
     func killedAtAStageLeavesOneWholeSetAndTheNextSyncCompletes(_ failpoint: String) throws {
         let repo = try TestRepository()
         try Self.publish(repo, "1")
@@ -115,6 +115,12 @@ struct CrashSafetyTests {
         try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the crash")
         // No staging is left behind, and no download of an archive the active set already has.
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.path("staging")).isEmpty)
+        // Content the killed sync linked in but no tree took is gone; every active file is held content.
+        for sha256 in ContentStoreTests.held(layout) {
+            #expect(ContentStoreTests.inode(layout.content(sha256: sha256)).links > 1, "\(sha256) is held by no tree")
+        }
+        // home and docs of 22 and of 1 (the previous set): two files each; both 22s share one noise.bin.
+        #expect(ContentStoreTests.held(layout).count == (failpoint == "mid-download" ? 9 : 8))
         let downloads = try FileManager.default.contentsOfDirectory(atPath: layout.downloads)
         for (id, archive) in archives {
             #expect(!downloads.contains { $0.hasPrefix(archive.sha256) }, "\(id)'s download is left in \(downloads)")

@@ -103,6 +103,15 @@ struct UnprivilegedUserTests {
         let changes = try #require(update["changes"] as? [[String: Any]])
         #expect(changes.first?["via"] as? String == "delta", "\(update)")
         #expect(try await device.served() == "home 2")
+        // Both trees' asset is the one held inode in content/, linked by nobody (fs.protected_hardlinks
+        // lets a user link the files it owns).
+        let trees = try device.trees()
+        let asset = try FileSystem.read(device.scratch.path("site/asset.bin"), limit: 1 << 20)
+        let held = CacheLayout(root: device.root).content(sha256: SHA256.hash(asset).hex)
+        for tree in trees {
+            #expect(ContentStoreTests.inode(device.scratch.path("root/trees/home/\(tree)/asset.bin")).ino == ContentStoreTests.inode(held).ino)
+        }
+        #expect(trees.count == 2 && ContentStoreTests.inode(held).links == 3)
 
         try device.publish("3")
         _ = try await device.sync()

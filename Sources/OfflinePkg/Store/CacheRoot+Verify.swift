@@ -4,6 +4,9 @@ import Foundation
 /// `TreeDamage.runtimeCache`, a broken runtime-cache entry).
 package struct TreeDamage: Sendable, Codable, Equatable {
     package static let runtimeCache = "(runtime cache)"
+    /// The `packageID` of a damaged file of `content/` (its `path`); each active tree path linking it is
+    /// reported under its own package too.
+    package static let contentStore = "(content store)"
 
     package var packageID: String
     package var version: String
@@ -15,6 +18,7 @@ extension CacheRoot {
     /// Re-hashes every file of the active trees against what was installed; returns what differs.
     package func verify() throws -> [TreeDamage] {
         var damage = [TreeDamage]()
+        var content = ContentCheck(store: ContentStore(layout: layout))
         for package in try ActiveRecord.load(layout).current.packages {
             let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
             let indexPath = layout.treeIndex(id: package.id, version: package.version, treeHash: package.tree)
@@ -38,10 +42,19 @@ extension CacheRoot {
                     report(path.string, "missing")
                     continue
                 }
+                let expected = files[path]!.sha256
+                // A link to held content is checked through it, once for all the trees sharing it.
+                if let held = try content.check(layout.file(path, inTree: tree), sha256: expected) {
+                    if let actual = held.actual { report(path.string, "sha256 \(actual), expected \(expected), in its content \(held.path)") }
+                    continue
+                }
                 let actual = try FileHasher.sha256(ofFile: layout.file(path, inTree: tree))
-                if actual != files[path]!.sha256 { report(path.string, "sha256 \(actual), expected \(files[path]!.sha256)") }
+                if actual != expected { report(path.string, "sha256 \(actual), expected \(expected)") }
             }
             for path in onDisk.subtracting(files.keys).sorted() { report(path.description, "not part of the package") }
+        }
+        for item in try content.remainingDamage(layout: layout) {
+            damage.append(TreeDamage(packageID: TreeDamage.contentStore, version: "", path: item.path, problem: item.problem))
         }
         for item in RuntimeStore.verify(layout) {
             damage.append(TreeDamage(packageID: TreeDamage.runtimeCache, version: "", path: item.path, problem: item.problem))

@@ -25,6 +25,15 @@ public struct StoreStatus: Sendable, Codable {
     public var tls: TLSStatus? = nil
     /// The runtime cache's entries, bytes and counters (SPEC §11).
     public var runtime: RuntimeCacheStatus? = nil
+    /// The files held once by content (`content/`) and their bytes: what the installed trees take on disk,
+    /// apart from files a tree from before the content store holds alone.
+    public var content: ContentStatus? = nil
+}
+
+/// How much `content/` holds.
+public struct ContentStatus: Sendable, Codable, Equatable {
+    public var files: Int
+    public var bytes: Int64
 }
 
 /// Where `serve --tls`'s certificate is and the pin of its key (SPEC §10).
@@ -51,6 +60,8 @@ extension PackageStore {
             heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID, lastAttempt: state.lastAttempt,
             lastSuccess: state.lastSuccess, consecutiveFailures: state.consecutiveFailures ?? 0, lastError: state.lastError,
             runtime: RuntimeStore.status(layout))
+        let usage = ContentStore(layout: layout).usage()
+        status.content = ContentStatus(files: usage.files, bytes: usage.bytes)
         status.tls = LoopbackCertificate.stored(layout: layout).map { TLSStatus(certificate: $0.certificatePath, spkiSHA256: $0.spkiSHA256) }
         return status
     }

@@ -81,7 +81,8 @@ package struct PackageInstaller: Sendable {
         }
         defer { FileSystem.discardFile(download.path) }
         let layout = self.layout
-        let applier = DeltaApplier(limits: limits, baseVersion: base.version, baseTree: base.tree, baseIndex: base.index)
+        let applier = DeltaApplier(
+            limits: limits, baseVersion: base.version, baseTree: base.tree, baseIndex: base.index, content: Self.contentStore(layout))
         let staged = try await runBlocking {
             let staging = layout.stagingDirectory("\(entry.id)-delta-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
@@ -97,6 +98,11 @@ package struct PackageInstaller: Sendable {
         return Outcome(via: "delta", bytesFetched: download.bytesFetched, staged: staged)
     }
 
+    /// Where installs keep their files by content, killed at the `content-link` fail point when armed.
+    static func contentStore(_ layout: CacheLayout) -> ContentStore {
+        ContentStore(layout: layout, afterLink: { FailPoint.contentLink.hit() })
+    }
+
     /// Unpacks a verified archive into staging and checks the tree hash.
     private func unpackAndStage(_ entry: PackageEntry, archive: String, archiveName: String) async throws -> StagedTree {
         let layout = self.layout
@@ -105,7 +111,7 @@ package struct PackageInstaller: Sendable {
             let staging = layout.stagingDirectory("\(entry.id)-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
             do {
-                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName)
+                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName, keepFile: Self.contentStore(layout).keepFile)
                     .unpack(archivePath: archive, into: staging)
                 return try Self.stage(unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout)
             } catch {

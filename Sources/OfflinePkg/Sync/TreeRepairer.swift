@@ -23,10 +23,68 @@ package struct TreeRepairer: Sendable {
         // A broken runtime-cache entry is dropped: the next request fetches it again.
         let runtimeDamage = damage.filter { $0.packageID == TreeDamage.runtimeCache }
         for item in runtimeDamage { RuntimeStore.removeEntry(at: item.path, layout: layout) }
-        let ids = Set(damage.map(\.packageID)).subtracting([TreeDamage.runtimeCache])
-        guard !ids.isEmpty else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
+        let contentDamage = damage.filter { $0.packageID == TreeDamage.contentStore }
+        let ids = Set(damage.map(\.packageID)).subtracting([TreeDamage.runtimeCache, TreeDamage.contentStore])
+        guard !ids.isEmpty || !contentDamage.isEmpty else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
         let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
+        // Damaged held content stops being held first, so the reinstalls below write sound copies rather
+        // than link the damaged inode again; every tree still linking it is rebuilt after them.
+        let content = ContentStore(layout: layout)
+        let record = try ActiveRecord.load(layout)
+        var damagedContent = Set(contentDamage.map { String($0.path.split(separator: "/").last ?? "") })
+        // A damaged tree file that is a link to held content damages that content too, also when the
+        // caller passed only the tree's entry.
+        for package in record.current.packages where ids.contains(package.id) {
+            let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
+            let index = layout.treeIndex(id: package.id, version: package.version, treeHash: package.tree)
+            guard let files = try? TreeIndexFile.decode(FileSystem.read(index, limit: 1 << 30), path: index) else { continue }
+            for item in damage where item.packageID == package.id {
+                guard let sha256 = files[PackagePath(item.path)]?.sha256, let own = ContentStore.status(of: tree + "/" + item.path),
+                    let held = ContentStore.status(of: content.path(sha256: sha256)), held.st_ino == own.st_ino
+                else { continue }
+                damagedContent.insert(sha256)
+            }
+        }
+        let linking = content.trees(linking: damagedContent)
+        for sha256 in damagedContent { FileSystem.discardFile(content.path(sha256: sha256)) }
+        var repaired = try await reinstall(record.current.packages.filter { ids.contains($0.id) }, options: options, transport: transport)
+        // Damaged content that only trees outside the active set linked comes back through the previous
+        // set's package, from the manifest or the archive its record names; it may no longer be offered.
+        let unrefilled = linking.filter { tree in
+            FileSystem.exists(tree.folder) && !tree.paths.allSatisfy { content.contains(sha256: $0.sha256) }
+        }
+        for package in record.previous?.packages ?? [] where record.current.package(package.id)?.tree != package.tree {
+            let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
+            guard unrefilled.contains(where: { $0.folder == tree }) else { continue }
+            repaired += (try? await reinstall([package], options: options, transport: transport)) ?? []
+        }
+        var relinked = false
+        for tree in linking where FileSystem.exists(tree.folder) {
+            // A tree the reinstalls replaced links sound content already.
+            let stillDamaged = tree.paths.contains { path, sha256 in
+                ContentStore.status(of: tree.folder + "/" + path.string).map { own in
+                    ContentStore.status(of: content.path(sha256: sha256)).map { $0.st_ino != own.st_ino } ?? true
+                } ?? false
+            }
+            guard stillDamaged else { continue }
+            guard tree.paths.allSatisfy({ content.contains(sha256: $0.sha256) }) else {
+                // No sound copy came back: the damaged inode is held again, so verify keeps naming it.
+                for (path, sha256) in tree.paths where !FileSystem.exists(content.path(sha256: sha256)) {
+                    try? FileSystem.hardLink(tree.folder + "/" + path.string, to: content.path(sha256: sha256))
+                }
+                continue
+            }
+            try PackageInstaller.commit([content.relinkedCopy(of: tree)], layout: layout)
+            relinked = true
+        }
+        if !contentDamage.isEmpty && (relinked || !repaired.isEmpty) { repaired.append(TreeDamage.contentStore) }
+        return Array(Set(repaired)).sorted()
+    }
+
+    /// Fetches `packages` (installed ones) again and swaps their trees in; returns their ids.
+    private func reinstall(_ packages: [InstalledPackage], options: Updater.Options, transport: any Transport) async throws -> [String] {
+        guard !packages.isEmpty else { return [] }
         let state = try StoreState.load(layout)
         guard let source = state.manifestURL, let manifestURL = URL(string: source) else {
             throw OfflinePkgError.unavailable("cannot repair: \(layout.root) has no manifest URL recorded (run sync first)")
@@ -39,7 +97,7 @@ package struct TreeRepairer: Sendable {
                 caBundle: options.caBundle),
             limits: options.unpackLimits, events: options.events)
         var repaired = [String]()
-        for package in try ActiveRecord.load(layout).current.packages where ids.contains(package.id) {
+        for package in packages {
             let offered = manifest.packages.first {
                 $0.id == package.id && $0.version == package.version && $0.tree == package.tree
             }
@@ -52,7 +110,7 @@ package struct TreeRepairer: Sendable {
             try PackageInstaller.commit([outcome.staged], layout: layout)
             repaired.append(package.id)
         }
-        return repaired.sorted()
+        return repaired
     }
 }
 

@@ -14,11 +14,18 @@ package struct ArchiveUnpacker {
     package var archiveName: String
     /// Deltas carry `.offlinepkg-delta.json` at their root; full archives may not.
     package var isDelta: Bool = false
+    /// Runs for each file once written and hashed, with its writer, path and sha256: the sync keeps it
+    /// by content there (`ContentStore.insert`, a layer above). Nil writes plain files only (the
+    /// publisher, tests of the format rules).
+    package var keepFile: ((TreeWriter, PackagePath, String) throws -> Void)?
 
-    package init(limits: UnpackLimits, archiveName: String, isDelta: Bool = false) {
+    package init(
+        limits: UnpackLimits, archiveName: String, isDelta: Bool = false, keepFile: ((TreeWriter, PackagePath, String) throws -> Void)? = nil
+    ) {
         self.limits = limits
         self.archiveName = archiveName
         self.isDelta = isDelta
+        self.keepFile = keepFile
     }
 
     /// Linux's PATH_MAX less its NUL, and NAME_MAX.
@@ -222,7 +229,9 @@ package struct ArchiveUnpacker {
         }
         // A trailing hole, or data that stopped short of what the header promised.
         if let declared, size != declared { throw refuse(raw, "holds \(size) bytes, its header declares \(declared)") }
-        return TreeFile(sha256: hasher.finalize().hex, size: size)
+        let file = TreeFile(sha256: hasher.finalize().hex, size: size)
+        try keepFile?(writer, path, file.sha256)
+        return file
     }
 
     /// Refuses an entry that is not from the tar or zip reader, or a zip that came through a compression

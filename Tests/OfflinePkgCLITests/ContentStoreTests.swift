@@ -1,0 +1,253 @@
+import Foundation
+import OfflinePkg
+import OfflinePkgTestSupport
+import Testing
+
+/// Every installed file held once by content (`content/<2 hex>/<sha256>`), trees of hard links to it:
+/// shared across packages and versions, collected when no tree links it, checked and repaired by verify.
+@Suite("Content store")
+struct ContentStoreTests {
+    static let vendor = (0..<8).map { SiteFile("vendor/lib\($0).js", bytes: pattern(40_000, seed: $0)) }
+
+    static func pattern(_ count: Int, seed: Int) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: ($0 &+ seed &* 7_919) &* 2_654_435_761 >> 13) }
+    }
+
+    /// Inode and link count of `path` (0, 0 when missing).
+    static func inode(_ path: String) -> (ino: UInt, links: UInt) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return (0, 0) }
+        return (UInt(info.st_ino), UInt(info.st_nlink))
+    }
+
+    /// Every held file's name (its sha256).
+    static func held(_ layout: CacheLayout) -> Set<String> {
+        var names = Set<String>()
+        for shard in FileSystem.contents(of: layout.content) where shard.count == 2 {
+            names.formUnion(FileSystem.contents(of: layout.contentShard(shard)))
+        }
+        return names
+    }
+
+    /// Damages a held (read-only) file in place, through its inode: every tree linking it sees the change.
+    static func overwrite(_ path: String, at offset: UInt64, with bytes: [UInt8]) throws {
+        #expect(chmod(path, 0o644) == 0)
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        try handle.seek(toOffset: offset)
+        try handle.write(contentsOf: bytes)
+        try handle.close()
+        #expect(chmod(path, 0o444) == 0)
+    }
+
+    static func status(_ root: String) throws -> [String: Any] {
+        let result = try OfflinePkgBinary.run(["status", "--root", root, "--json"]).checked("status")
+        return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+    }
+
+    struct Device {
+        let repo: TestRepository
+        let nginx: NginxServer
+        let root: TemporaryDirectory
+        var layout: CacheLayout { CacheLayout(root: root.path) }
+        var manifest: String { nginx.url("manifest.json").absoluteString }
+
+        init() throws {
+            repo = try TestRepository()
+            try repo.add("a", "1", routes: ["https://a.example.com/"], files: [SiteFile("index.html", "a 1")] + ContentStoreTests.vendor)
+            try repo.add("b", "1", routes: ["https://b.example.com/"], files: [SiteFile("index.html", "b 1")] + ContentStoreTests.vendor)
+            try repo.publish()
+            nginx = try NginxServer(documentRoot: repo.path)
+            root = try TemporaryDirectory(prefix: "offlinepkg-content")
+        }
+
+        @discardableResult
+        func sync(_ environment: [String: String]? = nil) throws -> ProcessResult {
+            try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"], environment: environment)
+        }
+
+        func tree(_ id: String, _ version: String) throws -> String {
+            let published = try CrashSafetyTests.published(repo)
+            return layout.tree(id: id, version: version, treeHash: try #require(published[id]).tree)
+        }
+
+        /// Publishes and syncs `a 2`: a new page and a new `vendor/lib0.js`, the other 7 files as in 1.
+        func updateTwoFilesOfA() throws -> (files: [SiteFile], tree: String) {
+            var files = [SiteFile("index.html", "a 2")] + ContentStoreTests.vendor
+            files[1] = SiteFile("vendor/lib0.js", "lib0 of 2")
+            try repo.add("a", "2", routes: ["https://a.example.com/"], files: files)
+            try repo.publish()
+            try sync().checked("sync 2")
+            return (files, try tree("a", "2"))
+        }
+
+        /// The bytes of the file `lookup` answers `url` with.
+        func lookup(_ url: String) throws -> [UInt8] {
+            let result = try OfflinePkgBinary.run(["lookup", url, "--root", root.path]).checked("lookup \(url)")
+            return try FileSystem.read(String(result.stdout.dropLast()), limit: 1 << 20)
+        }
+    }
+
+    @Test func twoPackagesSharingFilesStoreThemOnce() throws {
+        let device = try Device()
+        try device.sync().checked("sync")
+        let a = try device.tree("a", "1")
+        let b = try device.tree("b", "1")
+        for file in Self.vendor {
+            let sha256 = SHA256.hash(file.contents).hex
+            let held = device.layout.content(sha256: sha256)
+            let (inA, inB, inContent) = (Self.inode(a + "/" + file.path), Self.inode(b + "/" + file.path), Self.inode(held))
+            #expect(inA.ino != 0 && inA.ino == inB.ino && inB.ino == inContent.ino, "\(file.path) is not one inode")
+            #expect(inContent.links == 3, "\(file.path): content, a's tree and b's tree link it")
+            var info = stat()
+            #expect(lstat(held, &info) == 0 && info.st_mode & 0o7777 == 0o444)
+        }
+        // Each package's own page is held too, alone.
+        #expect(Self.inode(a + "/index.html").links == 2 && Self.inode(a + "/index.html").ino != Self.inode(b + "/index.html").ino)
+        // The lookup path answers each package's files through its own tree.
+        #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))
+        #expect(try device.lookup("https://b.example.com/vendor/lib3.js") == Self.vendor[3].contents)
+        // status counts the held files once: 8 shared, 2 pages.
+        let content = try #require(try Self.status(device.root.path)["content"] as? [String: Any])
+        #expect(content["files"] as? Int == 10)
+        #expect(content["bytes"] as? Int == 8 * 40_000 + 6)
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+    }
+
+    @Test func anUpdateSharesItsUnchangedFilesAndGCRemovesExactlyWhatOnlyTheOldVersionUsed() throws {
+        let device = try Device()
+        try device.sync().checked("sync 1")
+        let one = try device.tree("a", "1")
+        // Version 2 changes 2 of the 9 files; version 3 changes another one.
+        let (two, second) = try device.updateTwoFilesOfA()
+        for file in two {
+            let shared = Self.inode(one + "/" + file.path).ino == Self.inode(second + "/" + file.path).ino
+            #expect(shared == (file.path != "index.html" && file.path != "vendor/lib0.js"), "\(file.path)")
+        }
+        let onlyOne: Set = [SHA256.hash(Array("a 1".utf8)).hex, SHA256.hash(Self.vendor[0].contents).hex]
+        // lib0's old bytes are still in b, so only a's first page is content that only version 1 used.
+        let removable: Set = [SHA256.hash(Array("a 1".utf8)).hex]
+        let before = Self.held(device.layout)
+        #expect(before.isSuperset(of: onlyOne))
+
+        var three = two
+        three[2] = SiteFile("vendor/lib1.js", "lib1 of 3")
+        try device.repo.add("a", "3", routes: ["https://a.example.com/"], files: three)
+        try device.repo.publish()
+        try device.sync().checked("sync 3")
+        // Version 1 is neither active nor previous: gc (the sync's last stage) removed its tree, then
+        // exactly the content no other tree links.
+        #expect(!FileSystem.exists(one))
+        let after = Self.held(device.layout)
+        #expect(before.subtracting(after) == removable)
+        #expect(after.subtracting(before) == [SHA256.hash(Array("lib1 of 3".utf8)).hex])
+        #expect(try device.lookup("https://a.example.com/vendor/lib1.js") == Array("lib1 of 3".utf8))
+        // No held file is left that no tree links.
+        for sha256 in after { #expect(Self.inode(device.layout.content(sha256: sha256)).links > 1, "\(sha256) is an orphan") }
+    }
+
+    @Test func verifyNamesADamagedContentFileAndEveryTreePathLinkingItAndRepairFixesIt() throws {
+        let device = try Device()
+        try device.sync().checked("sync")
+        let sha256 = SHA256.hash(Self.vendor[2].contents).hex
+        let held = device.layout.content(sha256: sha256)
+        try Self.overwrite(held, at: 100, with: [Self.vendor[2].contents[100] ^ 0xff])
+
+        let verify = try OfflinePkgBinary.run(["verify", "--root", device.root.path, "--json"])
+        #expect(verify.status == 4, "\(verify.stdout) \(verify.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(verify.stdout.utf8)) as? [String: Any])
+        let damaged = try #require(report["damaged"] as? [[String: Any]])
+        let content = try #require(damaged.first { $0["packageID"] as? String == TreeDamage.contentStore })
+        #expect(content["path"] as? String == held)
+        let problem = try #require(content["problem"] as? String)
+        for id in ["a", "b"] {
+            #expect(problem.contains(try device.tree(id, "1") + "/vendor/lib2.js"), "\(problem)")
+            #expect(damaged.contains { $0["packageID"] as? String == id && $0["path"] as? String == "vendor/lib2.js" }, "\(damaged)")
+        }
+        #expect(damaged.count == 3, "\(damaged)")
+
+        let repair = try OfflinePkgBinary.run(["verify", "--repair", "--root", device.root.path])
+        #expect(repair.status == 0, "\(repair.stderr)")
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify after repair")
+        #expect(try FileHasher.sha256(ofFile: held) == sha256)
+        // Both trees link the one sound inode again, and the damaged one is gone from every tree.
+        let sound = Self.inode(held)
+        for id in ["a", "b"] { #expect(Self.inode(try device.tree(id, "1") + "/vendor/lib2.js").ino == sound.ino) }
+        #expect(sound.links == 3)
+    }
+
+    @Test func repairGivenOnlyATreesEntryStillReplacesTheDamagedContentItLinks() async throws {
+        let device = try Device()
+        try device.sync().checked("sync")
+        let sha256 = SHA256.hash(Self.vendor[5].contents).hex
+        let held = device.layout.content(sha256: sha256)
+        try Self.overwrite(held, at: 0, with: [Self.vendor[5].contents[0] ^ 1])
+        let store = try PackageStore(root: URL(fileURLWithPath: device.root.path))
+        let treeEntries = try CacheRoot(store: store).verify().filter { $0.packageID == "a" }
+        #expect(treeEntries.map(\.path) == ["vendor/lib5.js"])
+        // Without the content entry, a reinstall of a would link the damaged held inode again.
+        #expect(try await TreeRepairer(root: CacheRoot(store: store)).repair(treeEntries).contains("a"))
+        #expect(try FileHasher.sha256(ofFile: held) == sha256)
+        #expect(try CacheRoot(store: store).verify().isEmpty)
+        #expect(Self.inode(try device.tree("b", "1") + "/vendor/lib5.js").ino == Self.inode(held).ino)
+    }
+
+    @Test func repairBringsBackDamagedContentThatOnlyThePreviousSetLinks() throws {
+        let device = try Device()
+        try device.sync().checked("sync 1")
+        let one = try device.tree("a", "1")
+        try device.repo.add("a", "2", routes: ["https://a.example.com/"], files: [SiteFile("index.html", "a 2")] + Self.vendor)
+        try device.repo.publish()
+        try device.sync().checked("sync 2")
+        let held = device.layout.content(sha256: SHA256.hash(Array("a 1".utf8)).hex)
+        try Self.overwrite(held, at: 0, with: Array("a !".utf8))
+
+        let verify = try OfflinePkgBinary.run(["verify", "--root", device.root.path, "--json"])
+        #expect(verify.status == 4)
+        #expect(verify.stdout.contains(one + "/index.html"), "\(verify.stdout)")
+        try OfflinePkgBinary.run(["verify", "--repair", "--root", device.root.path]).checked("repair")
+        #expect(try FileHasher.sha256(ofFile: held) == SHA256.hash(Array("a 1".utf8)).hex)
+        #expect(Self.inode(one + "/index.html").ino == Self.inode(held).ino)
+        try OfflinePkgBinary.run(["rollback", "--root", device.root.path]).checked("rollback")
+        #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))
+    }
+
+    @Test func aRootFromBeforeTheContentStoreKeepsWorkingAndItsNextSyncLinksIntoContent() throws {
+        let device = try Device()
+        try device.sync().checked("sync")
+        // What today's release leaves: trees of plain files, each its own inode, and no content/.
+        for id in ["a", "b"] {
+            let tree = try device.tree(id, "1")
+            try FileSystem.unseal(tree)
+            try FileSystem.makeDirectories(tree + "/vendor")
+            #expect(chmod(tree + "/vendor", 0o755) == 0)
+            for file in [SiteFile("index.html", "")] + Self.vendor {
+                let path = tree + "/" + file.path
+                let bytes = try FileSystem.read(path)
+                try FileSystem.removeFile(path)
+                try FileSystem.write(bytes, to: path, mode: 0o444)
+            }
+            #expect(chmod(tree + "/vendor", 0o555) == 0)
+            try FileSystem.seal(tree)
+        }
+        try FileSystem.removeTree(device.layout.content)
+        let one = try device.tree("a", "1")
+        #expect(Self.inode(one + "/vendor/lib0.js").links == 1)
+        #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify of the old root")
+
+        let (two, second) = try device.updateTwoFilesOfA()
+        for file in two {
+            #expect(Self.inode(second + "/" + file.path).ino == Self.inode(device.layout.content(sha256: SHA256.hash(file.contents).hex)).ino)
+        }
+        #expect(try device.lookup("https://a.example.com/vendor/lib0.js") == Array("lib0 of 2".utf8))
+        // gc handles both kinds: the old plain tree of a goes with version 3, content stays for the trees using it.
+        try device.repo.add("a", "3", routes: ["https://a.example.com/"], files: two + [SiteFile("new.txt", "3")])
+        try device.repo.publish()
+        try device.sync().checked("sync 3")
+        let three = try device.tree("a", "3")
+        #expect(!FileSystem.exists(one) && FileSystem.exists(three))
+        #expect(Self.inode(device.layout.content(sha256: SHA256.hash(Self.vendor[1].contents).hex)).links == 3)
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify after the migration")
+        #expect(try device.lookup("https://b.example.com/vendor/lib1.js") == Self.vendor[1].contents)
+    }
+}
