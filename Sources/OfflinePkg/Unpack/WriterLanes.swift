@@ -123,14 +123,20 @@ final class WriterLanes: @unchecked Sendable {
         while lane.head == lane.queue.count && !closed && failure == nil { condition.wait() }
         guard failure == nil, lane.head < lane.queue.count else { return nil }
         let item = lane.queue[lane.head]
+        // The slot lets go of the bytes now: a reader that keeps the queue from ever draining (a 1 GiB
+        // file) would otherwise keep every piece it sent alive until the end of the file.
+        lane.queue[lane.head] = .end
         lane.head += 1
         switch item {
         case .file(_, _, let data), .chunk(let data): lane.queuedBytes -= data.count
         default: break
         }
-        // Drop what was taken once the queue has drained, so the array does not grow for the whole unpack.
+        // Drop the taken slots once the queue has drained, or once they are many, so the array stays small.
         if lane.head == lane.queue.count {
             lane.queue.removeAll(keepingCapacity: true)
+            lane.head = 0
+        } else if lane.head >= 4096 {
+            lane.queue.removeFirst(lane.head)
             lane.head = 0
         }
         condition.broadcast()
