@@ -11,7 +11,3 @@ int csystemshims_syncfs(int fd) {
 int csystemshims_exchange(const char *first, const char *second) {
     return renameat2(AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE);
 }
-
-int csystemshims_start_writeback(int fd) {
-    return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-}

@@ -10,9 +10,4 @@ int csystemshims_syncfs(int fd);
 // one in a single step, with no moment where the path is missing. Also GNU-only in glibc's headers.
 int csystemshims_exchange(const char *first, const char *second);
 
-// sync_file_range(2) with SYNC_FILE_RANGE_WRITE: starts writing a file's dirty pages without waiting
-// (GNU-only in glibc's headers), so an unpacked tree's data is on its way to the disk while the rest of
-// the archive unpacks and the sync's one syncfs has less left to wait for. Returns 0 or -1 (errno).
-int csystemshims_start_writeback(int fd);
-
 #endif
