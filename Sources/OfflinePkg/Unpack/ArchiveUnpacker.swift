@@ -47,11 +47,40 @@ package struct ArchiveUnpacker {
         let bounds = UnpackBounds(archiveName: archiveName, limits: limits)
         let source = try ArchiveSource(path: archivePath, bounds: bounds)
         if let reason = try source.open(reader) { throw refuse(nil, reason) }
-        let writer = try TreeWriter(root: destination, replacesFiles: isDelta)
+        let lanes = try WriterLanes(
+            root: destination, replacesFiles: isDelta, count: laneCount, archiveName: archiveName, bounds: bounds,
+            keepFile: keepFile)
         let filters = archive_filter_count(reader)
 
         var state = UnpackState()
+        do {
+            try readEntries(reader, source: source, lanes: lanes, archivePath: archivePath, filters: filters, state: &state)
+        } catch {
+            // No lane may still be creating in the folder the caller is about to remove.
+            lanes.stop()
+            throw error
+        }
+        let files = try lanes.finish()
+        if let end = state.extendedTarHeadersEnd {
+            try TarExtendedHeaders.check(archivePath, upTo: end, archiveName: archiveName)
+        }
+        if isDelta && state.deltaControl == nil {
+            throw refuse(nil, "a delta must hold \(ArchivePath.deltaControlName) at its root")
+        }
+        if state.entries == 0 { throw refuse(nil, "not an archive, or an empty one") }
+        return UnpackedTree(files: files, folders: state.made, deltaControl: state.deltaControl)
+    }
+
+    /// The lanes that write files (`WriterLanes`); settable so a test can pin one.
+    package var laneCount = WriterLanes.defaultCount
+
+    /// Reads, checks and hands over every entry of the archive in order.
+    private func readEntries(
+        _ reader: OpaquePointer, source: ArchiveSource, lanes: WriterLanes, archivePath: String, filters: Int32,
+        state: inout UnpackState
+    ) throws {
         var names = ArchiveEntryName(archivePath: archivePath, archiveName: archiveName)
+        defer { state.extendedTarHeadersEnd = names.extendedTarHeadersEnd }
         while true {
             var entryPointer: OpaquePointer?
             let status = archive_read_next_header(reader, &entryPointer)
@@ -73,22 +102,18 @@ package struct ArchiveUnpacker {
             guard let path else { continue }  // the archive root "./"
 
             if archive_entry_filetype(entry) == EntryType.directory {
-                try makeFolder(path, writer, entry: raw, state: &state)
+                if !state.made.contains(path) {
+                    noteFolder(path, state: &state)
+                    try lanes.send(.folder(path, raw: raw), to: lanes.lane(for: path))
+                }
                 continue
             }
             if path == ArchivePath.deltaControlPath {
                 state.deltaControl = try readControl(reader, source: source, entry: raw)
                 continue
             }
-            let file = try writeFile(reader, writer, entry: entry, raw: raw, path: path, source: source, state: &state)
-            state.files[path] = file
+            try sendFile(reader, lanes, entry: entry, raw: raw, path: path, source: source, state: &state)
         }
-        if let end = names.extendedTarHeadersEnd { try TarExtendedHeaders.check(archivePath, upTo: end, archiveName: archiveName) }
-        if isDelta && state.deltaControl == nil {
-            throw refuse(nil, "a delta must hold \(ArchivePath.deltaControlName) at its root")
-        }
-        if state.entries == 0 { throw refuse(nil, "not an archive, or an empty one") }
-        return UnpackedTree(files: state.files, folders: state.made, deltaControl: state.deltaControl)
     }
 
     /// Applies every per-entry rule; returns the clean path, or nil for the archive's root folder.
@@ -160,11 +185,10 @@ package struct ArchiveUnpacker {
         return path
     }
 
-    /// Creates the folder `path` and its parents, once: archives list a folder's files together, so
-    /// remembering what was made saves a syscall per file.
-    private func makeFolder(_ path: PackagePath, _ writer: TreeWriter, entry: PackagePath, state: inout UnpackState) throws {
+    /// Remembers that `path` and its parents exist (or will, once its lane reaches it), for
+    /// `makeFoldersReadOnly`: a lane creates a file's missing parents as it opens them.
+    private func noteFolder(_ path: PackagePath, state: inout UnpackState) {
         if path.isEmpty || state.made.contains(path) { return }
-        do { try writer.makeFolder(path.string) } catch let conflict as TreeWriter.Conflict { throw refuse(entry, conflict.reason) }
         var folder = path
         while state.made.insert(folder).inserted, let parent = folder.parent {
             folder = parent
@@ -183,55 +207,64 @@ package struct ArchiveUnpacker {
         }
     }
 
-    private func writeFile(
-        _ reader: OpaquePointer, _ writer: TreeWriter, entry: OpaquePointer, raw: PackagePath, path: PackagePath, source: ArchiveSource,
-        state: inout UnpackState
-    ) throws -> TreeFile {
-        // Parents may be implied rather than listed; create them as plain folders.
-        try makeFolder(path.parent ?? "", writer, entry: raw, state: &state)
+    /// Reads one file's data, checking it block by block, and hands it to the lane of its folder: whole
+    /// when it is small, else in pieces as it is read.
+    private func sendFile(
+        _ reader: OpaquePointer, _ lanes: WriterLanes, entry: OpaquePointer, raw: PackagePath, path: PackagePath,
+        source: ArchiveSource, state: inout UnpackState
+    ) throws {
+        let folder = path.parent ?? ""
+        noteFolder(folder, state: &state)
+        let lane = lanes.lane(for: folder)
         let declared: Int64? = archive_entry_size_is_set(entry) != 0 ? archive_entry_size(entry) : nil
-        let target = writer.root + "/" + path.string
-        let hasher = SHA256()
+        let pieceLimit = WriterLanes.wholeFileLimit
+        var pending = [UInt8]()
+        pending.reserveCapacity(Int(min(declared ?? 0, Int64(pieceLimit))))
+        var streaming = false
         var size: Int64 = 0
-        do {
-            try writer.writeFile(path.string) { file in
-                var block: UnsafeRawPointer?
-                var blockSize = 0
-                var offset: la_int64_t = 0
-                var blocks = 0
-                while true {
-                    let status = archive_read_data_block(reader, &block, &blockSize, &offset)
-                    if status == ARCHIVE_EOF { break }
-                    guard status == ARCHIVE_OK else {
-                        throw source.failure ?? refuse(raw, "damaged data: \(Self.errorString(reader))")
-                    }
-                    // A decompressor can grow without reading (zstd's window fills as it inflates), so
-                    // the memory bound is checked here too, every 16 blocks.
-                    blocks += 1
-                    if let reason = source.bounds.exceeded(checkMemory: blocks % 16 == 0) { throw refuse(nil, reason) }
-                    // Sparse members carry holes: the offset jumps ahead. Unpacked files are plain, so refuse them.
-                    guard offset == size else { throw refuse(raw, "sparse file") }
-                    size += Int64(blockSize)
-                    if let declared, size > declared {
-                        throw refuse(raw, "more data than the \(declared) bytes its header declares")
-                    }
-                    state.bytes += Int64(blockSize)
-                    if state.bytes > limits.maxBytes {
-                        throw refuse(raw, "unpacks to more than \(limits.maxBytes) bytes")
-                    }
-                    let buffer = UnsafeRawBufferPointer(start: block, count: blockSize)
-                    hasher.update(buffer)
-                    do throws(Errno) { try file.writeAll(buffer) } catch { throw OfflinePkgError.io(path: target, operation: "write", error) }
-                }
+        var block: UnsafeRawPointer?
+        var blockSize = 0
+        var offset: la_int64_t = 0
+        var blocks = 0
+        while true {
+            let status = archive_read_data_block(reader, &block, &blockSize, &offset)
+            if status == ARCHIVE_EOF { break }
+            guard status == ARCHIVE_OK else {
+                throw source.failure ?? refuse(raw, "damaged data: \(Self.errorString(reader))")
             }
-        } catch let conflict as TreeWriter.Conflict {
-            throw refuse(raw, conflict.reason)
+            // A decompressor can grow without reading (zstd's window fills as it inflates), so
+            // the memory bound is checked here too, every 16 blocks.
+            blocks += 1
+            if let reason = source.bounds.exceeded(checkMemory: blocks % 16 == 0) { throw refuse(nil, reason) }
+            // Sparse members carry holes: the offset jumps ahead. Unpacked files are plain, so refuse them.
+            guard offset == size else { throw refuse(raw, "sparse file") }
+            size += Int64(blockSize)
+            if let declared, size > declared {
+                throw refuse(raw, "more data than the \(declared) bytes its header declares")
+            }
+            state.bytes += Int64(blockSize)
+            if state.bytes > limits.maxBytes {
+                throw refuse(raw, "unpacks to more than \(limits.maxBytes) bytes")
+            }
+            pending.append(contentsOf: UnsafeRawBufferPointer(start: block, count: blockSize))
+            if pending.count >= pieceLimit {
+                if !streaming {
+                    try lanes.send(.begin(path, raw: raw), to: lane)
+                    streaming = true
+                }
+                try lanes.send(.chunk(pending), to: lane)
+                pending = []
+                pending.reserveCapacity(pieceLimit)
+            }
         }
         // A trailing hole, or data that stopped short of what the header promised.
         if let declared, size != declared { throw refuse(raw, "holds \(size) bytes, its header declares \(declared)") }
-        let file = TreeFile(sha256: hasher.finalize().hex, size: size)
-        try keepFile?(writer, path, file.sha256)
-        return file
+        if streaming {
+            if !pending.isEmpty { try lanes.send(.chunk(pending), to: lane) }
+            try lanes.send(.end, to: lane)
+        } else {
+            try lanes.send(.file(path, raw: raw, pending), to: lane)
+        }
     }
 
     /// Refuses an entry that is not from the tar or zip reader, or a zip that came through a compression
@@ -267,10 +300,10 @@ private struct UnpackState {
     var bytes: Int64 = 0
     /// What each path seen is: finds duplicates and file/folder conflicts in one pass.
     var kinds: [PackagePath: PathKind] = [:]
-    var files: [PackagePath: TreeFile] = [:]
     /// Folders created on disk (relative paths), listed or implied by a file's path.
     var made: Set<PackagePath> = []
     var deltaControl: [UInt8]?
+    var extendedTarHeadersEnd: Int64?
 }
 
 /// libarchive's `AE_IF*` file types. They are macros with a cast, which Swift does not import.

@@ -1,0 +1,62 @@
+import Foundation
+import OfflinePkgTestSupport
+import Testing
+
+@testable import OfflinePkg
+
+/// The unpacker writes files on lanes of their own (`WriterLanes`, issue 13): the tree is the same
+/// whatever the number of lanes, and a large file streams
+/// through a lane in pieces instead of being held whole in memory (`UnpackThreadTests` watches the
+/// lanes run on threads of their own).
+@Suite("Writer lanes")
+struct WriterLanesTests {
+    /// 30 folders of 10 files, and a 600 KiB file that crosses the whole-file limit.
+    static func site(in dir: TemporaryDirectory) throws -> String {
+        var files = [SiteFile]()
+        for folder in 0..<30 {
+            for n in 0..<10 { files.append(SiteFile("a/d\(folder)/f\(n).txt", "folder \(folder) file \(n)\n")) }
+        }
+        files.append(SiteFile("big/blob.bin", bytes: (0..<(600 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 9) }))
+        try writeSite(files, to: dir.path("site"))
+        return dir.path("site")
+    }
+
+    @Test(arguments: ["-z", "--zstd", "--format=zip"])
+    func everyLaneCountUnpacksTheSameTree(option: String) throws {
+        let dir = try TemporaryDirectory()
+        let site = try Self.site(in: dir)
+        let archive = dir.path("a")
+        try run("bsdtar", ["-c", option, "-f", archive, "-C", site, "."]).checked()
+        var trees = [[PackagePath: TreeFile]]()
+        for lanes in [1, 2, 4] {
+            let staging = try dir.makeDirectory("staging-\(lanes)")
+            var unpacker = ArchiveUnpacker(limits: .init(), archiveName: "a")
+            unpacker.laneCount = lanes
+            let tree = try unpacker.unpack(archivePath: archive, into: staging)
+            trees.append(tree.files)
+            #expect(tree.files.count == 301)
+            #expect(tree.folders.contains("a/d29") && tree.folders.contains("big"))
+            // What is on disk is what was hashed, byte for byte the site.
+            for (path, file) in tree.files {
+                #expect(try FileHasher.sha256(ofFile: staging + "/" + path.string) == file.sha256, "\(path)")
+                #expect(try FileHasher.sha256(ofFile: site + "/" + path.string) == file.sha256, "\(path)")
+            }
+        }
+        #expect(trees.allSatisfy { $0 == trees[0] })
+    }
+
+    /// A file five times the memory bound unpacks: it went through its lane in pieces, each let go of once
+    /// written, even while the reader keeps the queue from draining.
+    @Test func aFileLargerThanTheMemoryBoundStreamsThroughItsLane() throws {
+        let dir = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: dir.path("site"), withIntermediateDirectories: true)
+        try run("sh", ["-c", "head -c \(160 << 20) /dev/zero > \(dir.path("site/zeros.bin"))"]).checked()
+        try run("bsdtar", ["-czf", dir.path("a.tar.gz"), "-C", dir.path("site"), "."]).checked()
+        let staging = try dir.makeDirectory("staging")
+        var unpacker = ArchiveUnpacker(limits: UnpackLimits(maxMemoryGrowth: 32 << 20), archiveName: "a")
+        unpacker.laneCount = 2
+        let tree = try unpacker.unpack(archivePath: dir.path("a.tar.gz"), into: staging)
+        #expect(tree.files["zeros.bin"]?.size == 160 << 20)
+        #expect(tree.files["zeros.bin"]?.sha256 == (try FileHasher.sha256(ofFile: dir.path("site/zeros.bin"))))
+    }
+}
