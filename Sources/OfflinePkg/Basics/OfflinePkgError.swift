@@ -25,6 +25,9 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     case transfer(url: String, reason: String, retryable: Bool)
     /// The server has no such file: HTTP 404 or 410, or a `file:` URL naming nothing.
     case notFound(url: String, reason: String)
+    /// A `Range` request was not answered with the asked ranges: a 200 instead of 206, a part missing,
+    /// garbled or outside what was asked. The caller falls back to a whole download.
+    case rangesRefused(url: String, reason: String)
     /// A slow-retrieval protection ended the transfer (a stall, a trickle under the rate floor, or the
     /// manifest's deadline), and the retries ran out on it: the last attempt was cut off too.
     case slowRetrieval(url: String, protection: SlowRetrieval)
@@ -58,7 +61,7 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
 
     public var category: Category {
         switch self {
-        case .io, .transfer, .notFound, .insufficientSpace, .corruptState, .unavailable: .failure
+        case .io, .transfer, .notFound, .rangesRefused, .insufficientSpace, .corruptState, .unavailable: .failure
         case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused,
             .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused, .slowRetrieval:
             .refused
@@ -103,6 +106,8 @@ extension OfflinePkgError: CustomStringConvertible {
             "download \(url) failed: \(reason)"
         case .notFound(let url, let reason):
             "download \(url) failed: \(reason)"
+        case .rangesRefused(let url, let reason):
+            "range request \(url) failed: \(reason)"
         case .slowRetrieval(let url, let protection):
             "slow retrieval protection refused \(url): \(protection)"
         case .locked(let root):
