@@ -13,6 +13,8 @@ import Foundation
 ///       trees/<id>/<version>-<tree prefix>/          installed trees, read-only
 ///       trees/<id>/<version>-<tree prefix>.index     "<sha256> <size> <path>" per file
 ///       trees/<id>/<version>-<tree prefix>.lookup    the tree's lookup table, memory-mapped by readers
+///       content/<2 hex>/<sha256>                     every installed file once by content (0444); trees' files link it
+///       content/.tmp/<pid>-<random>                  content being inserted or relinked, same file system
 ///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable
 ///       staging/<name>/         unpacking in progress, same file system as trees/
 ///       leases/<pid>-<random>   one per open reader store, flock'd while it lives
@@ -45,6 +47,8 @@ public struct CacheLayout: Sendable, Equatable {
     package var downloads: String { root + "/downloads" }
     package var staging: String { root + "/staging" }
     package var leases: String { root + "/leases" }
+    package var content: String { root + "/content" }
+    package var contentTemporary: String { content + "/.tmp" }
     package var tls: String { root + "/tls" }
     package var tlsKey: String { tls + "/key.pem" }
     package var tlsCertificate: String { tls + "/certificate.pem" }
@@ -79,6 +83,12 @@ public struct CacheLayout: Sendable, Equatable {
     package func partialDownloadMeta(sha256: String) -> String { downloads + "/" + sha256 + ".meta" }
     package func stagingDirectory(_ name: String) -> String { staging + "/" + name }
 
+    /// The folder of held content whose sha256 starts with `prefix` (two hex digits).
+    package func contentShard(_ prefix: some StringProtocol) -> String { content + "/" + prefix }
+    /// The one held file with this sha256 (lowercase hex), shared by every tree that has such a file.
+    package func content(sha256: String) -> String { contentShard(sha256.prefix(2)) + "/" + sha256 }
+    package func contentTemporaryFile(_ name: String) -> String { contentTemporary + "/" + name }
+
     /// The default root: `$OFFLINEPKG_ROOT`, else `$XDG_DATA_HOME/offlinepkg`, else `~/.local/share/offlinepkg`.
     public static func defaultRoot(environment: [String: String]) -> String {
         if let root = environment["OFFLINEPKG_ROOT"], !root.isEmpty { return root }
@@ -89,6 +99,6 @@ public struct CacheLayout: Sendable, Equatable {
 
     /// Creates the folders of a fresh root.
     package func prepare() throws {
-        for path in [root, trees, downloads, staging, leases] { try FileSystem.makeDirectories(path) }
+        for path in [root, trees, downloads, staging, leases, content, contentTemporary] { try FileSystem.makeDirectories(path) }
     }
 }

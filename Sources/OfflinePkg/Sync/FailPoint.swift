@@ -13,6 +13,8 @@ package enum FailPoint: String, Sendable {
     case afterUnpack = "after-unpack"
     /// A tree renamed into `trees/`, its top folder not yet read-only.
     case beforeSeal = "before-seal"
+    /// A file of an unpacking tree just linked into `content/`, the tree still in staging.
+    case contentLink = "content-link"
     case beforeSwitch = "before-switch"
     case afterSwitch = "after-switch"
     /// `publish`: every archive and delta written under `.tmp/`, none renamed to its published name yet.

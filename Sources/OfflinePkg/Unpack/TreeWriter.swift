@@ -9,23 +9,23 @@ import Glibc
 ///
 /// The descriptors of the last folder chain stay open: archives list a folder's files together, so a
 /// file costs one `openat`, its writes, one `fchmod` and one `close`.
-final class TreeWriter {
+package final class TreeWriter {
     /// The staging folder, for messages.
-    let root: String
+    package let root: String
     /// A delta unpacks over hard links to the old tree: unlink the name first, then create, so an
     /// installed tree's inode is never written through.
-    let replacesFiles: Bool
+    package let replacesFiles: Bool
     private let rootFD: FileDescriptor
     private var chainNames: [Substring] = []
     private var chainFDs: [FileDescriptor] = []
 
     /// An entry that cannot be written where the tree already has something else (a delta's file over
     /// an old folder, or a folder over an old file): a refusal of the archive, not a disk failure.
-    struct Conflict: Error {
-        var reason: String
+    package struct Conflict: Error {
+        package var reason: String
     }
 
-    init(root: String, replacesFiles: Bool) throws {
+    package init(root: String, replacesFiles: Bool) throws {
         self.root = root
         self.replacesFiles = replacesFiles
         do { rootFD = try FileDescriptor.openFolder(path: root) } catch {
@@ -39,24 +39,14 @@ final class TreeWriter {
     }
 
     /// Makes the folder `path` (relative, clean) and its parents.
-    func makeFolder(_ path: String) throws {
+    package func makeFolder(_ path: String) throws {
         _ = try folder(path.split(separator: "/")[...], for: path)
     }
 
     /// Creates the file `path` (relative, clean), runs `write` with its descriptor, then makes it 0444.
-    func writeFile<R>(_ path: String, _ write: (FileDescriptor) throws -> R) throws -> R {
-        let components = path.split(separator: "/")
-        let parent = try folder(components.dropLast(), for: path)
-        let name = String(components.last!)
-        if replacesFiles {
-            do { try parent.unlink(name) } catch {
-                switch error.rawValue {
-                case ENOENT: break
-                case EISDIR, EPERM: throw Conflict(reason: "path is both a file and a folder")
-                default: throw OfflinePkgError.io(path: root + "/" + path, operation: "unlink", error)
-                }
-            }
-        }
+    package func writeFile<R>(_ path: String, _ write: (FileDescriptor) throws -> R) throws -> R {
+        let (parent, name) = try parentAndName(path)
+        try clearName(name, in: parent, for: path)
         let file: FileDescriptor
         do { file = try parent.createFile(name, mode: 0o600) } catch {
             if error.rawValue == EEXIST { throw Conflict(reason: "path is both a file and a folder") }
@@ -72,6 +62,41 @@ final class TreeWriter {
             throw OfflinePkgError.io(path: root + "/" + path, operation: "close", Errno.current)
         }
         return result
+    }
+
+    /// Makes the file `path` (relative, clean) a hard link to the existing file `source` (an absolute
+    /// path the store controls, e.g. held content): a tree built from what is already on disk.
+    package func linkFile(_ path: String, to source: String) throws {
+        let (parent, name) = try parentAndName(path)
+        try clearName(name, in: parent, for: path)
+        do throws(Errno) { _ = try valueOrErrno { linkat(AT_FDCWD, source, parent.rawValue, name, 0) } } catch {
+            if error.rawValue == EEXIST { throw Conflict(reason: "path is both a file and a folder") }
+            throw OfflinePkgError.io(path: "\(source) -> \(root)/\(path)", operation: "link", error)
+        }
+    }
+
+    /// Runs `body` with the descriptor of the folder holding `path` and the last component: the content
+    /// store links a written file's name from there without a path walk that could follow a link.
+    package func withParent<R>(of path: String, _ body: (FileDescriptor, String) throws -> R) throws -> R {
+        let (parent, name) = try parentAndName(path)
+        return try body(parent, name)
+    }
+
+    private func parentAndName(_ path: String) throws -> (FileDescriptor, String) {
+        let components = path.split(separator: "/")
+        return (try folder(components.dropLast(), for: path), String(components.last!))
+    }
+
+    /// A delta's target name is unlinked before it is written or linked anew.
+    private func clearName(_ name: String, in parent: FileDescriptor, for path: String) throws {
+        guard replacesFiles else { return }
+        do { try parent.unlink(name) } catch {
+            switch error.rawValue {
+            case ENOENT: break
+            case EISDIR, EPERM: throw Conflict(reason: "path is both a file and a folder")
+            default: throw OfflinePkgError.io(path: root + "/" + path, operation: "unlink", error)
+            }
+        }
     }
 
     /// The descriptor of the folder named by `components`, opening (and making) what the cached chain
