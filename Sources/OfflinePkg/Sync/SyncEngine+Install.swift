@@ -16,6 +16,8 @@ extension SyncEngine {
     /// What the install stage brought: how each package came, and what it cost on the network.
     struct InstallResults {
         var via: [String: String] = [:]
+        /// What each package cost on the network.
+        var bytesByPackage: [String: Int64] = [:]
         var bytes: Int64 = 0
         var requests = 0
     }
@@ -37,6 +39,7 @@ extension SyncEngine {
             case .success(let outcome):
                 staged.append(outcome.staged)
                 results.via[id] = outcome.via
+                results.bytesByPackage[id] = outcome.bytesFetched
                 results.bytes += outcome.bytesFetched
                 results.requests += 1
             case .failure(let error):

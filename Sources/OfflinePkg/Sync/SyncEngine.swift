@@ -125,6 +125,9 @@ package struct SyncEngine: Sendable {
 
         var report = report(outcome, current, requests: requests)
         report.changes = Self.changes(from: record.current, to: current, via: installed.via)
+        for index in report.changes.indices where report.changes[index].to != nil {
+            report.changes[index].bytes = installed.bytesByPackage[report.changes[index].id] ?? 0
+        }
         report.mandatory = report.changes.contains { $0.mandatory == true }
         report.heldBack = plan.heldBack
         report.bytesFetched = installed.bytes

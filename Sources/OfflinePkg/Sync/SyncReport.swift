@@ -16,11 +16,15 @@ public struct SyncReport: Sendable, Codable, Equatable {
         public var id: String
         public var from: String?
         public var to: String?
-        /// How the new tree arrived: "archive", "delta", "cache" (already on disk) or nil when removed.
+        /// How the new tree arrived: "archive", "delta", "files" (only the files the device lacked,
+        /// SPEC §13), "cache" (already on disk) or nil when removed.
         public var via: String?
         /// The new release's notes and whether its publisher marked it mandatory (SPEC §12).
         public var notes: String?
         public var mandatory: Bool?
+        /// What this package cost on the network in this sync: the file index and ranges, the delta or
+        /// the archive, and what a failed way spent before its fallback; nil for a removal.
+        public var bytes: Int64? = nil
     }
 
     /// A package version the manifest offers that this device did not take, and why.
@@ -51,9 +55,10 @@ public struct SyncPlan: Sendable, Codable, Equatable {
         public var from: String?
         /// Nil: the package would stop being served.
         public var to: String?
-        /// "archive", "delta", "cache" (already on disk), or nil for a removal.
+        /// "archive", "delta", "files" (SPEC §13), "cache" (already on disk), or nil for a removal.
         public var via: String?
-        /// Bytes the download would take (the archive's or delta's size, before any resume).
+        /// Bytes the download would take (the archive's or delta's size, before any resume; for "files",
+        /// the file index and the ranges of the content not held).
         public var bytes: Int64
         public var notes: String?
         public var mandatory: Bool?
