@@ -46,6 +46,8 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     /// `publish` will not write this release: a missing entry file, a symlink in the site, a version
     /// already published with other content, a route another package owns.
     case publishRefused(reason: String)
+    /// A chunked archive's file index (SPEC §13) breaks a rule: `field` locates the value, e.g. `[3].path`.
+    case invalidFileIndex(source: String, field: String, reason: String)
 
     /// How the failure is classified for exit statuses (SPEC §8).
     public enum Category: Sendable {
@@ -63,7 +65,8 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
         switch self {
         case .io, .transfer, .notFound, .rangesRefused, .insufficientSpace, .corruptState, .unavailable: .failure
         case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused,
-            .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused, .slowRetrieval:
+            .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused, .slowRetrieval,
+            .invalidFileIndex:
             .refused
         case .locked: .locked
         case .invalidArgument: .usage
@@ -125,6 +128,8 @@ extension OfflinePkgError: CustomStringConvertible {
             reason
         case .publishRefused(let reason):
             "publish refused: \(reason)"
+        case .invalidFileIndex(let source, let field, let reason):
+            "invalid file index \(source): \(field): \(reason)"
         }
     }
 }

@@ -94,7 +94,11 @@ private struct ManifestReader {
                 throw fail("\(at).\(name)", "\(quoted(path)) is not a relative file path inside the package")
             }
         }
-        let archive = try remoteFile(object["archive"], "\(at).archive")
+        var archive = try remoteFile(object["archive"], "\(at).archive")
+        if let files = object["archive"]?.object?["files"], !files.isNull {
+            let index = try remoteFile(files, "\(at).archive.files")
+            archive.files = FileIndexReference(url: index.url, sha256: index.sha256, size: index.size)
+        }
         let tree = try string(object["tree"], "\(at).tree", text: .identifier)!
         guard Hex.isLowercase(tree, count: 64) else { throw fail("\(at).tree", "expected 64 lowercase hex digits") }
         var deltas = [Delta]()

@@ -67,6 +67,8 @@ public struct RemoteFile: Codable, Sendable, Equatable {
     public var url: String
     public var sha256: String
     public var size: Int64
+    /// A package archive's file index (SPEC §13, `archive.files`); nil for deltas and archives without one.
+    package var files: FileIndexReference? = nil
 
     public init(url: String, sha256: String, size: Int64) {
         self.url = url

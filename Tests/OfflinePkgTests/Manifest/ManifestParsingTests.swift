@@ -203,3 +203,40 @@ struct ManifestParsingTests {
         } throws: { "\($0)".contains("too large for 64 bits") }
     }
 }
+
+@Suite("Manifest archive.files")
+struct ManifestFileIndexFieldTests {
+    static let sha = String(repeating: "c", count: 64)
+
+    static func parse(files: Any?) throws -> PackageEntry {
+        var archive: [String: Any] = ["url": "archives/home.tar.zst", "sha256": ManifestParsingTests.sha, "size": 10]
+        if let files { archive["files"] = files }
+        let bytes = ManifestParsingTests.manifest(packages: [ManifestParsingTests.package(["archive": archive])])
+        return try ManifestParsingTests.parse(bytes).packages[0]
+    }
+
+    @Test func readsTheFileIndexReference() throws {
+        let entry = try Self.parse(files: ["url": "files/\(Self.sha).json.zst", "sha256": Self.sha, "size": 321])
+        #expect(entry.archive.files == FileIndexReference(url: "files/\(Self.sha).json.zst", sha256: Self.sha, size: 321))
+        #expect(try Self.parse(files: nil).archive.files == nil)
+        #expect(try Self.parse(files: NSNull()).archive.files == nil)
+    }
+
+    @Test(arguments: [
+        ("f.json.zst" as String?, "ABC", 1, "packages[0] (home).archive.files.sha256"),
+        ("f.json.zst", sha, -1, "packages[0] (home).archive.files.size"),
+        ("", sha, 1, "packages[0] (home).archive.files.url"),
+        (nil, sha, 1, "packages[0] (home).archive.files.url"),
+    ])
+    func refusesABadReferenceNamingTheField(_ url: String?, _ sha256: String, _ size: Int, _ field: String) {
+        var files: [String: Any] = ["sha256": sha256, "size": size]
+        if let url { files["url"] = url }
+        #expect {
+            try Self.parse(files: files)
+        } throws: { error in
+            guard case .invalidManifest(_, let reported, _) = error as? OfflinePkgError else { return false }
+            return reported == field
+        }
+        #expect(throws: OfflinePkgError.self) { try Self.parse(files: "files/x.json.zst") }
+    }
+}
