@@ -25,6 +25,9 @@ public struct StoreStatus: Sendable, Codable {
     public var tls: TLSStatus? = nil
     /// The runtime cache's entries, bytes and counters (SPEC §11).
     public var runtime: RuntimeCacheStatus? = nil
+    /// What the last activating sync changed: per package how it came ("archive", "delta", "files",
+    /// "cache") and the bytes it cost on the network.
+    public var lastSync: [SyncReport.Change]? = nil
 }
 
 /// Where `serve --tls`'s certificate is and the pin of its key (SPEC §10).
@@ -62,6 +65,7 @@ extension PackageStore {
             heldBack: state.heldBack ?? [], reverted: state.reverted ?? [:], deviceID: deviceID, lastAttempt: state.lastAttempt,
             lastSuccess: state.lastSuccess, consecutiveFailures: state.consecutiveFailures ?? 0, lastError: state.lastError,
             runtime: RuntimeStore.status(layout))
+        status.lastSync = state.lastChanges
         status.tls = LoopbackCertificate.stored(layout: layout).map { TLSStatus(certificate: $0.certificatePath, spkiSHA256: $0.spkiSHA256) }
         return status
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -51,8 +52,16 @@ package struct FileFetcher: Sendable {
         let url = try ManifestLocation.resolve(reference.url, against: manifestURL)
         let file = RemoteFile(url: reference.url, sha256: reference.sha256, size: reference.size)
         let download = try await downloader.fetch(file, from: url, name: reference.url) { _ in }
-        let compressed = try FileSystem.read(download.path, limit: Int(reference.size))
-        let json = try FileIndex.decompress(compressed, source: reference.url)
+        var plan = try self.plan(
+            entry, compressedIndex: try FileSystem.read(download.path, limit: Int(reference.size)), reference: reference)
+        plan.indexPath = download.path
+        plan.indexBytes = download.bytesFetched
+        return plan
+    }
+
+    /// Plans from the compressed index bytes (already checked against `reference`).
+    package func plan(_ entry: PackageEntry, compressedIndex: [UInt8], reference: FileIndexReference) throws -> Plan {
+        let json = try FileIndex.decompress(compressedIndex, source: reference.url)
         let index = try FileIndex.decode(json: json, archiveSize: entry.archive.size, source: reference.url)
         let store = ContentStore(layout: layout)
         var seen = Set<String>()
@@ -62,7 +71,27 @@ package struct FileFetcher: Sendable {
             if !Self.holds(store, file) { fetch.append(file) }
         }
         let plan = RangePlan(fetch.map { ByteRange(offset: $0.offset, length: $0.length) }, mergeGap: mergeGap)
-        return Plan(index: index, indexPath: download.path, indexBytes: download.bytesFetched, fetch: fetch, ranges: plan)
+        return Plan(index: index, indexPath: "", indexBytes: 0, fetch: fetch, ranges: plan)
+    }
+
+    /// The index into memory, for a plan that writes nothing (`sync --dry-run`): size and sha256 checked.
+    static func fetchInMemory(_ reference: FileIndexReference, from url: URL, downloader: Downloader) async throws -> [UInt8] {
+        let collected = Mutex<[UInt8]>([])
+        let name = reference.url
+        let request = TransferRequest(url: url, limits: downloader.limits, caBundle: downloader.caBundle)
+        let head = try await downloader.transport.get(request) { _ in } onBody: { chunk in
+            try collected.withLock {
+                guard $0.count + chunk.count <= reference.size else {
+                    throw OfflinePkgError.sizeMismatch(what: name, reason: "more than the \(reference.size) bytes the manifest promised")
+                }
+                $0 += chunk
+            }
+        }
+        if !head.isSuccess { throw RetryableFailure.status(head, url: url.absoluteString) }
+        let bytes = collected.withLock { $0 }
+        let digest = SHA256.hash(bytes).hex
+        guard digest == reference.sha256 else { throw OfflinePkgError.hashMismatch(what: name, expected: reference.sha256, actual: digest) }
+        return bytes
     }
 
     /// Whether the store holds `file`'s content: linked by a tree, or left by an interrupted sync and

@@ -69,3 +69,17 @@ extension ContentStore {
         return shards.contains { $0.utf8.count == 2 }
     }
 }
+
+extension PackageInstaller {
+    /// For `sync --dry-run`: the bytes of the file-level way (index and ranges) when it is the one a
+    /// sync would choose, else nil. The index is fetched into memory (checked, nothing written).
+    func estimateFiles(_ entry: PackageEntry, manifestURL: URL, current: ActiveSet) async -> Int64? {
+        guard let reference = considersFiles(entry, manifestURL: manifestURL, current: current),
+            let url = try? ManifestLocation.resolve(reference.url, against: manifestURL),
+            let compressed = try? await FileFetcher.fetchInMemory(reference, from: url, downloader: downloader),
+            let plan = try? FileFetcher(layout: layout, downloader: downloader, limits: limits)
+                .plan(entry, compressedIndex: compressed, reference: reference)
+        else { return nil }
+        return plan.rangeBytes < cheapestOther(entry, current: current).bytes ? reference.size + plan.rangeBytes : nil
+    }
+}

@@ -22,14 +22,19 @@ extension SyncEngine {
         var requests = 0
     }
 
-    /// `current` is the active set: the versions deltas can start from.
-    func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstallResults {
-        let installer = PackageInstaller(
+    /// The installer of this sync's packages.
+    var installer: PackageInstaller {
+        PackageInstaller(
             layout: layout,
             downloader: Downloader(
                 transport: transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
                 caBundle: options.caBundle),
             limits: limits, events: options.events)
+    }
+
+    /// `current` is the active set: the versions deltas can start from.
+    func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstallResults {
+        let installer = self.installer
         let manifestURL = self.manifestURL
         var results = InstallResults()
         var failures = [String: OfflinePkgError]()

@@ -114,6 +114,11 @@ package struct SyncEngine: Sendable {
             outcome = .activated
             options.events?(.activated(generation: candidate.generation))
         }
+        var changes = Self.changes(from: record.current, to: current, via: installed.via)
+        for index in changes.indices where changes[index].to != nil {
+            changes[index].bytes = installed.bytesByPackage[changes[index].id] ?? 0
+        }
+        if outcome == .activated { state.lastChanges = changes }
         state.evaluatedInputs = inputs
         state.noteSuccess(at: now())
         // The switch is done: failing to note that the evaluation finished only costs a re-evaluation
@@ -124,10 +129,7 @@ package struct SyncEngine: Sendable {
         _ = try? GarbageCollector(layout: layout).collect()
 
         var report = report(outcome, current, requests: requests)
-        report.changes = Self.changes(from: record.current, to: current, via: installed.via)
-        for index in report.changes.indices where report.changes[index].to != nil {
-            report.changes[index].bytes = installed.bytesByPackage[report.changes[index].id] ?? 0
-        }
+        report.changes = changes
         report.mandatory = report.changes.contains { $0.mandatory == true }
         report.heldBack = plan.heldBack
         report.bytesFetched = installed.bytes
@@ -158,6 +160,9 @@ package struct SyncEngine: Sendable {
                     (via, bytes) = ("delta", delta.file.size)
                 } else {
                     (via, bytes) = ("archive", entry.archive.size)
+                }
+                if let files = await installer.estimateFiles(entry, manifestURL: manifestURL, current: record.current) {
+                    (via, bytes) = ("files", files)
                 }
             }
             steps.append(
