@@ -33,6 +33,7 @@ enum StatusCommand {
         }
         if let url = status.manifestURL { lines.append("manifest: \(url)") }
         if let tls = status.tls { lines.append("tls: \(tls.certificate) (spki sha256 \(tls.spkiSHA256))") }
+        if let content = status.content, content.files > 0 { lines.append("content: \(content.files) file(s), \(content.bytes) bytes") }
         if let check = status.lastCheck { lines.append("last check: \(RFC3339.format(check))") }
         if let attempt = status.lastAttempt { lines.append("last attempt: \(RFC3339.format(attempt))") }
         if let success = status.lastSuccess { lines.append("last success: \(RFC3339.format(success))") }

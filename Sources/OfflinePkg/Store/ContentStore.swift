@@ -49,6 +49,12 @@ package struct ContentStore: Sendable {
         return try writer.withParent(of: path.string) { parent, name in
             let shown = writer.root + "/" + path.string
             if try linkNew(fd: parent.rawValue, name: name, to: held, sha256: sha256, shown: shown) { return true }
+            // Already the held inode (a delta's unchanged file linked from the old tree): nothing to do.
+            if let heldFile = Self.status(of: held), let own = Self.status(of: parent, name),
+                heldFile.st_ino == own.st_ino && heldFile.st_dev == own.st_dev
+            {
+                return true
+            }
             if contains(sha256: sha256) {
                 // Held and trusted: the tree's name becomes a link to it, in one rename, so the tree
                 // never lacks the name (the rename drops the inode just written).
@@ -108,6 +114,46 @@ package struct ContentStore: Sendable {
             }
         }
         return false
+    }
+
+    /// Every held file: its path, sha256 (its name), size and link count. Names that are not a sha256
+    /// are left out (nothing else writes here).
+    package func heldFiles(_ body: (_ path: String, _ sha256: String, _ info: stat) throws -> Void) rethrows {
+        for shard in FileSystem.contents(of: layout.content) where shard.utf8.count == 2 {
+            let folder = layout.contentShard(shard)
+            for name in FileSystem.contents(of: folder) where name.utf8.count == 64 && name.hasPrefix(shard) {
+                let path = folder + "/" + name
+                if let info = Self.status(of: path) { try body(path, name, info) }
+            }
+        }
+    }
+
+    /// Removes held files no tree links (`st_nlink == 1`) and every temporary; returns what went. Runs
+    /// under the root lock, after the trees to remove are gone: no insert is under way.
+    package func removeUnlinked() -> [(path: String, size: Int64)] {
+        var removed = [(path: String, size: Int64)]()
+        heldFiles { path, _, info in
+            if info.st_nlink == 1 && unlink(path) == 0 { removed.append((path, Int64(info.st_size))) }
+        }
+        for name in FileSystem.contents(of: layout.contentTemporary) { FileSystem.removeFile(layout.contentTemporaryFile(name)) }
+        return removed
+    }
+
+    /// How many files are held and their bytes (`status`).
+    package func usage() -> (files: Int, bytes: Int64) {
+        var files = 0
+        var bytes: Int64 = 0
+        heldFiles { _, _, info in
+            files += 1
+            bytes += Int64(info.st_size)
+        }
+        return (files, bytes)
+    }
+
+    static func status(of folder: FileDescriptor, _ name: String) -> stat? {
+        var info = stat()
+        guard fstatat(folder.rawValue, name, &info, AT_SYMLINK_NOFOLLOW) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return info
     }
 
     static func status(of path: String) -> stat? {

@@ -7,6 +7,9 @@ package struct GarbageCollector {
     package struct Result: Sendable, Equatable {
         package var removedTrees: [String] = []
         package var keptForLeases: [String] = []
+        /// Held content no remaining tree linked, and its bytes.
+        package var removedContent: [String] = []
+        package var removedContentBytes: Int64 = 0
     }
 
     @discardableResult
@@ -42,6 +45,12 @@ package struct GarbageCollector {
             }
         }
         for name in FileSystem.contents(of: layout.downloads) { FileSystem.removeFile(layout.downloads + "/" + name) }
+        // After the trees: content that only a removed tree linked is down to its own name now. A kept
+        // or leased tree's files are links to their content, so that content has two names or more.
+        for removed in ContentStore(layout: layout).removeUnlinked() {
+            result.removedContent.append(removed.path)
+            result.removedContentBytes += removed.size
+        }
         return result
     }
 }

@@ -28,6 +28,15 @@ public struct StoreStatus: Sendable, Codable {
     /// What the last activating sync changed: per package how it came ("archive", "delta", "files",
     /// "cache") and the bytes it cost on the network.
     public var lastSync: [SyncReport.Change]? = nil
+    /// The files held once by content (`content/`) and their bytes: what the installed trees take on disk,
+    /// apart from files a tree from before the content store holds alone.
+    public var content: ContentStatus? = nil
+}
+
+/// How much `content/` holds.
+public struct ContentStatus: Sendable, Codable, Equatable {
+    public var files: Int
+    public var bytes: Int64
 }
 
 /// Where `serve --tls`'s certificate is and the pin of its key (SPEC §10).
@@ -43,6 +52,9 @@ public struct TLSStatus: Sendable, Codable, Equatable {
 /// `TreeDamage.runtimeCache`, a broken runtime-cache entry).
 public struct TreeDamage: Sendable, Codable, Equatable {
     public static let runtimeCache = "(runtime cache)"
+    /// The `packageID` of a damaged file of `content/` (its `path`); each active tree path linking it is
+    /// reported under its own package too.
+    public static let contentStore = "(content store)"
 
     public var packageID: String
     public var version: String
@@ -66,6 +78,8 @@ extension PackageStore {
             lastSuccess: state.lastSuccess, consecutiveFailures: state.consecutiveFailures ?? 0, lastError: state.lastError,
             runtime: RuntimeStore.status(layout))
         status.lastSync = state.lastChanges
+        let usage = ContentStore(layout: layout).usage()
+        status.content = ContentStatus(files: usage.files, bytes: usage.bytes)
         status.tls = LoopbackCertificate.stored(layout: layout).map { TLSStatus(certificate: $0.certificatePath, spkiSHA256: $0.spkiSHA256) }
         return status
     }
@@ -113,6 +127,7 @@ extension PackageStore {
     /// Re-hashes every file of the active trees against what was installed; returns what differs.
     public func verify() throws -> [TreeDamage] {
         var damage = [TreeDamage]()
+        var content = ContentCheck(store: ContentStore(layout: layout))
         for package in try ActiveRecord.load(layout).current.packages {
             let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
             let indexPath = layout.treeIndex(id: package.id, version: package.version, treeHash: package.tree)
@@ -136,10 +151,19 @@ extension PackageStore {
                     report(path.string, "missing")
                     continue
                 }
+                let expected = files[path]!.sha256
+                // A link to held content is checked through it, once for all the trees sharing it.
+                if let held = try content.check(tree + "/" + path.string, sha256: expected) {
+                    if let actual = held.actual { report(path.string, "its content \(held.path) has sha256 \(actual), expected \(expected)") }
+                    continue
+                }
                 let actual = try FileHasher.sha256(ofFile: tree + "/" + path.string)
-                if actual != files[path]!.sha256 { report(path.string, "sha256 \(actual), expected \(files[path]!.sha256)") }
+                if actual != expected { report(path.string, "sha256 \(actual), expected \(expected)") }
             }
             for path in onDisk.subtracting(files.keys).sorted() { report(path.description, "not part of the package") }
+        }
+        for item in try content.remainingDamage(layout: layout) {
+            damage.append(TreeDamage(packageID: TreeDamage.contentStore, version: "", path: item.path, problem: item.problem))
         }
         for item in RuntimeStore.verify(layout) {
             damage.append(TreeDamage(packageID: TreeDamage.runtimeCache, version: "", path: item.path, problem: item.problem))

@@ -14,18 +14,39 @@ package struct DeltaApplier {
     package var baseVersion: String
     package var baseTree: String
     package var baseIndex: String
+    /// Where the new tree's files are kept by content: unchanged files are linked from it, the old
+    /// tree's files it lacks (a tree installed before the content store) join it once checked.
+    package var content: ContentStore?
+
+    package init(limits: UnpackLimits, baseVersion: String, baseTree: String, baseIndex: String, content: ContentStore? = nil) {
+        self.limits = limits
+        self.baseVersion = baseVersion
+        self.baseTree = baseTree
+        self.baseIndex = baseIndex
+        self.content = content
+    }
 
     /// Assembles the new tree in `staging` (an existing, empty folder) and returns its file listing and
     /// its folders.
     package func apply(delta archive: String, name: String, targetVersion: String, into staging: String) throws -> UnpackedTree {
         var files = try TreeIndexFile.decode(FileSystem.read(baseIndex, limit: 256 << 20), path: baseIndex)
-        for path in TreeHash.sortedPaths(files) {
-            let target = staging + "/" + path.string
-            try FileSystem.makeDirectories(FileSystem.parentPath(target))
-            try FileSystem.hardLink(baseTree + "/" + path.string, to: target)
+        // Unchanged files: the held inode where the content store has it, else the old tree's.
+        var fromContent = Set<PackagePath>()
+        do {
+            let writer = try TreeWriter(root: staging, replacesFiles: false)
+            for path in TreeHash.sortedPaths(files) {
+                if let content, content.contains(sha256: files[path]!.sha256) {
+                    try content.link(sha256: files[path]!.sha256, into: writer, at: path)
+                    fromContent.insert(path)
+                } else {
+                    try writer.linkFile(path.string, to: baseTree + "/" + path.string)
+                }
+            }
+        } catch let conflict as TreeWriter.Conflict {
+            throw OfflinePkgError.corruptState(path: baseIndex, reason: conflict.reason)
         }
 
-        let unpacked = try ArchiveUnpacker(limits: limits, archiveName: name, isDelta: true).unpack(
+        let unpacked = try ArchiveUnpacker(limits: limits, archiveName: name, isDelta: true, content: content).unpack(
             archivePath: archive, into: staging)
         // The unpacker insists on the control member for a delta.
         let control = try DeltaControl.decode(unpacked.deltaControl ?? [], archive: name)
@@ -50,9 +71,20 @@ package struct DeltaApplier {
         for path in TreeHash.sortedPaths(files) where unpacked.files[path] == nil {
             let actual = try FileHasher.sha256(ofFile: staging + "/" + path.string)
             guard actual == files[path]!.sha256 else {
+                // Damaged held content must not be linked again on its name's word: unnamed, it is no
+                // longer held, and the full archive that follows writes a sound copy (verify names the
+                // trees still linking the damaged inode; repair rebuilds them).
+                if let content, fromContent.contains(path) { FileSystem.removeFile(content.path(sha256: files[path]!.sha256)) }
                 throw OfflinePkgError.corruptState(
                     path: baseTree + "/" + path.string,
                     reason: "the delta's base file has sha256 \(actual), expected \(files[path]!.sha256)")
+            }
+        }
+        if let content {
+            // The old tree's checked files the store lacked (a tree from before it) join it now.
+            let writer = try TreeWriter(root: staging, replacesFiles: false)
+            for path in TreeHash.sortedPaths(files) where unpacked.files[path] == nil && !fromContent.contains(path) {
+                try content.insert(sha256: files[path]!.sha256, writtenBy: writer, at: path)
             }
         }
         files.merge(unpacked.files) { _, new in new }

@@ -172,12 +172,14 @@ package struct FileFetcher: Sendable {
     }
 
     /// Decompresses one member's frames through the hardened reader into staging: exactly one regular
-    /// file, at the index's path, of its size and sha256; then takes it into the content store.
+    /// file, at the index's path, of its size and sha256.
     private func unpackMember(_ file: FileIndex.Entry, from path: String, archiveName: String, staging: String) throws {
         var memberLimits = limits
         memberLimits.maxEntries = 1
         let name = "\(archiveName) bytes \(file.offset)-\(file.offset + file.length - 1)"
-        let unpacked = try ArchiveUnpacker(limits: memberLimits, archiveName: name).unpack(archivePath: path, into: staging)
+        // The unpacker takes the file into the content store under the sha256 it hashed as it wrote.
+        let unpacked = try ArchiveUnpacker(limits: memberLimits, archiveName: name, content: ContentStore(layout: layout))
+            .unpack(archivePath: path, into: staging)
         guard unpacked.files.count == 1, let written = unpacked.files[file.path] else {
             throw OfflinePkgError.archiveRefused(
                 archive: name, entry: unpacked.files.keys.first, reason: "the frames of \"\(file.path)\" hold another member")
@@ -189,8 +191,6 @@ package struct FileFetcher: Sendable {
         guard written.sha256 == file.sha256 else {
             throw OfflinePkgError.hashMismatch(what: "\(name) (\"\(file.path)\")", expected: file.sha256, actual: written.sha256)
         }
-        let writer = try TreeWriter(root: staging, replacesFiles: false)
-        try ContentStore(layout: layout).insert(sha256: file.sha256, writtenBy: writer, at: file.path)
     }
 
     /// Links every file not fetched into this staging (held content, or a path whose content another

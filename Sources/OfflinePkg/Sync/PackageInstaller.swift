@@ -85,7 +85,8 @@ package struct PackageInstaller: Sendable {
         }
         defer { FileSystem.removeFile(download.path) }
         let layout = self.layout
-        let applier = DeltaApplier(limits: limits, baseVersion: base.version, baseTree: base.tree, baseIndex: base.index)
+        let applier = DeltaApplier(
+            limits: limits, baseVersion: base.version, baseTree: base.tree, baseIndex: base.index, content: ContentStore(layout: layout))
         let staged = try await runBlocking {
             let staging = layout.stagingDirectory("\(entry.id)-delta-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
@@ -109,7 +110,7 @@ package struct PackageInstaller: Sendable {
             let staging = layout.stagingDirectory("\(entry.id)-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
             do {
-                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName)
+                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName, content: ContentStore(layout: layout))
                     .unpack(archivePath: archive, into: staging)
                 return try Self.stage(unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout)
             } catch {

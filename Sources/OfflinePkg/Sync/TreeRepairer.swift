@@ -13,10 +13,38 @@ extension PackageStore {
         // A broken runtime-cache entry is dropped: the next request fetches it again.
         let runtimeDamage = damage.filter { $0.packageID == TreeDamage.runtimeCache }
         for item in runtimeDamage { RuntimeStore.removeEntry(at: item.path, layout: layout) }
-        let ids = Set(damage.map(\.packageID)).subtracting([TreeDamage.runtimeCache])
-        guard !ids.isEmpty else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
+        let contentDamage = damage.filter { $0.packageID == TreeDamage.contentStore }
+        let ids = Set(damage.map(\.packageID)).subtracting([TreeDamage.runtimeCache, TreeDamage.contentStore])
+        guard !ids.isEmpty || !contentDamage.isEmpty else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
         let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
+        // Damaged held content stops being held first, so the reinstalls below write sound copies rather
+        // than link the damaged inode again; every tree still linking it is rebuilt after them.
+        let content = ContentStore(layout: layout)
+        let damagedContent = Set(contentDamage.map { String($0.path.split(separator: "/").last ?? "") })
+        let linking = content.trees(linking: damagedContent)
+        for sha256 in damagedContent { FileSystem.removeFile(content.path(sha256: sha256)) }
+        var repaired = try await reinstall(ids, options: options, transport: transport)
+        var relinked = false
+        for tree in linking where FileSystem.exists(tree.folder) {
+            // A tree the reinstalls replaced links sound content already; a tree whose damaged content no
+            // reinstall brought back keeps its files (the next verify names them again).
+            let stillDamaged = tree.paths.contains { path, sha256 in
+                ContentStore.status(of: tree.folder + "/" + path.string).map { own in
+                    ContentStore.status(of: content.path(sha256: sha256)).map { $0.st_ino != own.st_ino } ?? true
+                } ?? false
+            }
+            guard stillDamaged, tree.paths.allSatisfy({ content.contains(sha256: $0.sha256) }) else { continue }
+            try PackageInstaller.commit([content.relinkedCopy(of: tree)], layout: layout)
+            relinked = true
+        }
+        if !contentDamage.isEmpty && (relinked || !repaired.isEmpty) { repaired.append(TreeDamage.contentStore) }
+        return repaired.sorted()
+    }
+
+    /// Fetches the active packages named by `ids` again and swaps their trees in; returns their ids.
+    private func reinstall(_ ids: Set<String>, options: Updater.Options, transport: any Transport) async throws -> [String] {
+        guard !ids.isEmpty else { return [] }
         let state = try StoreState.load(layout)
         guard let source = state.manifestURL, let manifestURL = URL(string: source) else {
             throw OfflinePkgError.unavailable("cannot repair: \(layout.root) has no manifest URL recorded (run sync first)")
@@ -42,7 +70,7 @@ extension PackageStore {
             try PackageInstaller.commit([outcome.staged], layout: layout)
             repaired.append(package.id)
         }
-        return repaired.sorted()
+        return repaired
     }
 }
 

@@ -14,11 +14,15 @@ package struct ArchiveUnpacker {
     package var archiveName: String
     /// Deltas carry `.offlinepkg-delta.json` at their root; full archives may not.
     package var isDelta: Bool = false
+    /// Where each written file is kept by content (its tree's name then links the held inode); nil
+    /// writes plain files only (the publisher, tests of the format rules).
+    package var content: ContentStore?
 
-    package init(limits: UnpackLimits, archiveName: String, isDelta: Bool = false) {
+    package init(limits: UnpackLimits, archiveName: String, isDelta: Bool = false, content: ContentStore? = nil) {
         self.limits = limits
         self.archiveName = archiveName
         self.isDelta = isDelta
+        self.content = content
     }
 
     /// Linux's PATH_MAX less its NUL, and NAME_MAX.
@@ -222,7 +226,9 @@ package struct ArchiveUnpacker {
         }
         // A trailing hole, or data that stopped short of what the header promised.
         if let declared, size != declared { throw refuse(raw, "holds \(size) bytes, its header declares \(declared)") }
-        return TreeFile(sha256: hasher.finalize().hex, size: size)
+        let file = TreeFile(sha256: hasher.finalize().hex, size: size)
+        try content?.insert(sha256: file.sha256, writtenBy: writer, at: path)
+        return file
     }
 
     /// Refuses an entry that is not from the tar or zip reader, or a zip that came through a compression
