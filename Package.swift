@@ -14,9 +14,11 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // Imported by the publisher's files only (Publish/ZstdFrames.swift): it moves to OfflinePkgPublish.
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
 
         .target(name: "CSystemShims"),
-        .target(name: "OfflinePkg", dependencies: ["CArchive", "CCrypto", "CCurl", "CSystemShims"]),
+        .target(name: "OfflinePkg", dependencies: ["CArchive", "CCrypto", "CCurl", "CSystemShims", "CZstd"]),
         .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),
         .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgServer"]),
         .executableTarget(name: "offlinepkg", dependencies: ["OfflinePkgCLI"]),

@@ -30,6 +30,9 @@ enum PublishCommand {
             .init(name: "mandatory", value: nil, help: "mark the release mandatory: shells apply it at once"),
             .init(name: "compression-level", value: "N", help: "zstd 1-19 (default 3), gzip and zip 1-9 (default 9)"),
             .init(
+                name: "layout", value: "L",
+                help: "tar.zst layout: chunked (default: a zstd frame per file, plus a file index) or solid"),
+            .init(
                 name: "runtime", value: "FILE",
                 help: "set the manifest's runtime-cache rules from a JSON file (kept by later publishes without it)"),
             .json, .quiet,
@@ -62,6 +65,12 @@ enum PublishCommand {
         request.mandatory = arguments.flag("mandatory")
         request.requireEntry = arguments.value("entry") != nil
         request.compressionLevel = try arguments.integer("compression-level", in: 1...19)
+        if let text = arguments.value("layout") {
+            guard let layout = ArchiveLayout(rawValue: text) else {
+                throw UsageError("--layout takes \(ArchiveLayout.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\"")
+            }
+            request.layout = layout
+        }
         if let path = arguments.value("runtime") { request.runtime = try runtimeRules(path) }
 
         // SIGINT and SIGTERM end a publish where it stands, even if our parent left them ignored: nothing
@@ -99,6 +108,9 @@ enum PublishCommand {
             "  archive \(report.archive.url)  \(ProgressReporter.format(report.archive.size))  \(report.files) files",
             "  tree    \(report.tree)",
         ]
+        if let index = report.fileIndex {
+            lines.insert("  files   \(index.url)  \(ProgressReporter.format(index.size))  file index", at: 2)
+        }
         for delta in report.deltas {
             lines.append(
                 "  delta   \(delta.file.url)  \(ProgressReporter.format(delta.file.size))  \(delta.changed) changed, \(delta.deleted) deleted"

@@ -16,3 +16,12 @@ public enum ArchiveFormat: String, CaseIterable, Sendable, Codable {
     /// The file name extension, without the leading dot.
     public var fileExtension: String { rawValue }
 }
+
+/// How a tar.zst is cut into zstd frames (SPEC §13). `chunked`, the default: every tar member in its
+/// own frames, with a file index beside the archive, so a device can fetch single files by range.
+/// `solid`: one zstd stream over the whole tar (a few percent smaller; no file index). Other formats
+/// are always solid.
+public enum ArchiveLayout: String, CaseIterable, Sendable, Codable {
+    case chunked
+    case solid
+}

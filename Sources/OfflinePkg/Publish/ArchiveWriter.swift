@@ -18,10 +18,13 @@ package final class ArchiveWriter {
     /// Where the archive is written, for error messages.
     let path: String
     private var finished = false
+    /// In tar-stream mode, who takes the bytes (held here so libarchive's client pointer stays valid).
+    private let receiver: TarStreamReceiver?
 
     /// `level` is the compressor's level (zstd 1-19, gzip and zip 1-9); nil takes the format's default.
     package init(path: String, format: ArchiveFormat, level: Int? = nil) throws {
         self.path = path
+        receiver = nil
         guard let archive = archive_write_new(), let entry = archive_entry_new() else {
             throw OfflinePkgError.io(path: path, operation: "libarchive allocation", Errno(ENOMEM))
         }
@@ -58,6 +61,24 @@ package final class ArchiveWriter {
         // No padding of the last block: the archive is never written to a tape.
         archive_write_set_bytes_in_last_block(archive, 1)
         try check(archive_write_open_filename(archive, path), "open for writing")
+    }
+
+    /// Tar-stream mode: the uncompressed tar (the same restricted pax headers as `.tarZstd`) handed to
+    /// `receiver` as libarchive produces it, unbuffered, so that a caller who ends each entry with
+    /// `finishEntry()` knows where every member's bytes start and stop. `path` names the archive in errors.
+    package init(tarStreamTo receiver: TarStreamReceiver, path: String) throws {
+        self.path = path
+        self.receiver = receiver
+        guard let archive = archive_write_new(), let entry = archive_entry_new() else {
+            throw OfflinePkgError.io(path: path, operation: "libarchive allocation", Errno(ENOMEM))
+        }
+        self.archive = archive
+        self.entry = entry
+        try check(archive_write_set_format_pax_restricted(archive), "set format pax_restricted")
+        // 0: no blocking, every write goes to the callback as it happens (and no padding at the end).
+        try check(archive_write_set_bytes_per_block(archive, 0), "set bytes per block")
+        let client = Unmanaged.passUnretained(receiver as AnyObject).toOpaque()
+        try check(archive_write_open2(archive, client, nil, tarStreamWrite, nil, nil), "open for writing")
     }
 
     deinit {
@@ -119,6 +140,11 @@ package final class ArchiveWriter {
         }
     }
 
+    /// Ends the current entry: its padding to the next 512-byte block is written now, not with the next header.
+    package func finishEntry() throws {
+        try check(archive_write_finish_entry(archive), "finish entry")
+    }
+
     /// Writes the trailer and closes the file; the archive is complete only after this returns.
     package func finish() throws {
         guard !finished else { return }
@@ -167,4 +193,18 @@ package final class ArchiveWriter {
         let message = archive_error_string(archive).map { String(cString: $0) } ?? "unknown error"
         return OfflinePkgError.io(path: path, operation: "libarchive \(what) (\(message))", Errno(archive_errno(archive)))
     }
+}
+
+/// Takes the tar stream of an `ArchiveWriter(tarStreamTo:path:)`; returns false to stop the archive.
+package protocol TarStreamReceiver: AnyObject {
+    func receive(_ bytes: UnsafeRawBufferPointer) -> Bool
+}
+
+/// libarchive's write callback for tar-stream mode (a plain function: libarchive calls it from C).
+private func tarStreamWrite(
+    _ archive: OpaquePointer?, _ client: UnsafeMutableRawPointer?, _ buffer: UnsafeRawPointer?, _ length: Int
+) -> Int {
+    guard let client else { return -1 }
+    let receiver = Unmanaged<AnyObject>.fromOpaque(client).takeUnretainedValue() as! TarStreamReceiver
+    return receiver.receive(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : -1
 }

@@ -86,6 +86,9 @@ package struct ManifestDocument {
             "id": entry.id, "version": entry.version, "routes": entry.routes, "entry": entry.entry,
             "archive": file(entry.archive), "tree": entry.tree,
         ]
+        if let files = entry.archive.files {
+            object["archive"] = file(entry.archive).merging(["files": file(RemoteFile(url: files.url, sha256: files.sha256, size: files.size))]) { $1 }
+        }
         if let fallback = entry.fallback { object["fallback"] = fallback }
         if !entry.deltas.isEmpty {
             object["deltas"] = entry.deltas.map { delta -> [String: Any] in

@@ -17,6 +17,8 @@ public struct PublishRequest: Sendable, Equatable {
     public var format: ArchiveFormat
     /// The compressor's level for `format` (see `ArchiveFormat.levels`); nil takes its default.
     public var compressionLevel: Int? = nil
+    /// tar.zst's layout; nil takes chunked for tar.zst (and solid, the only one, for the others).
+    public var layout: ArchiveLayout? = nil
     /// When devices stop accepting the manifest (freeze protection), for this publish only.
     public var expires: Date?
     /// Devices stop accepting the manifest this many seconds after each publish: remembered by the
@@ -49,6 +51,9 @@ public struct PublishRequest: Sendable, Equatable {
         self.format = format
     }
 
+    /// The layout this request writes.
+    public var effectiveLayout: ArchiveLayout { format == .tarZstd ? (layout ?? .chunked) : .solid }
+
     /// Checks the values themselves, before any file is read.
     func validate() throws {
         guard PackageEntry.isValidID(id) else {
@@ -61,6 +66,9 @@ public struct PublishRequest: Sendable, Equatable {
         if let level = compressionLevel, !format.levels.contains(level) {
             throw OfflinePkgError.invalidArgument(
                 "compression level \(level) is out of range for \(format.rawValue) (\(format.levels.lowerBound)-\(format.levels.upperBound))")
+        }
+        if layout == .chunked && format != .tarZstd {
+            throw OfflinePkgError.invalidArgument("--layout chunked needs --format tar.zst; \(format.rawValue) is always solid")
         }
         // The same rule set a device applies to the manifest (SPEC §2): a route is written as a browser sends it.
         for route in routes {
@@ -119,6 +127,8 @@ public struct PublishReport: Sendable, Codable, Equatable {
     public var version: String
     public var sequence: Int
     public var archive: WrittenFile
+    /// The chunked archive's file index, `files/<sha256>.json.zst` (nil for a solid archive).
+    public var fileIndex: WrittenFile? = nil
     public var tree: String
     public var files: Int
     public var deltas: [WrittenDelta]

@@ -4,6 +4,7 @@
 ///       manifest.json  manifest.json.minisig
 ///       archives/<id>/<version>/<id>-<version>.<ext>              full archives
 ///       archives/<id>/<version>/<id>-<from>-to-<version>.delta.<ext> deltas into <version>
+///       files/<sha256>.json.zst                         a chunked archive's file index, named by its bytes' hash
 ///       trees/<id>/<version>.index                      "<sha256> <size> <path>" per file of a published version
 ///       trees/<id>/versions                             published versions, oldest first, one a line
 ///       signatures/<sha256 of manifest.json>.minisig    each manifest's signature under a name no edge holds stale
@@ -39,6 +40,10 @@ package struct RepositoryLayout: Sendable {
     package func deltaURL(id: String, from: String, to: String, format: ArchiveFormat) -> String {
         "archives/\(id)/\(to)/\(id)-\(from)-to-\(to).delta.\(format.fileExtension)"
     }
+
+    /// A chunked archive's file index (SPEC §13), named by the sha256 of its compressed bytes: written
+    /// once, never rewritten, so an edge may cache it forever; the same index is one file for everyone.
+    package func fileIndexURL(sha256: String) -> String { "files/\(sha256).json.zst" }
 
     /// The file behind a relative URL this layout made.
     package func path(ofURL url: String) -> String { root + "/" + url }
