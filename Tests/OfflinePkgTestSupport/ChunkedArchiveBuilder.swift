@@ -25,7 +25,7 @@ public enum ChunkedArchiveBuilder {
 
     /// Writes `files` into `site` (replacing it), the archive and index into `repo`, and returns them.
     public static func build(
-        id: String, version: String, routes: [String], files: [String: [UInt8]], site: String, repo: String
+        id: String, version: String, routes: [String], files: [String: [UInt8]], site: String, repo: String, level: Int = 3
     ) throws -> Built {
         try? FileManager.default.removeItem(atPath: site)
         for (path, bytes) in files { try SiteWriter.write(Data(bytes), to: site + "/" + path) }
@@ -43,7 +43,7 @@ public enum ChunkedArchiveBuilder {
         let zstd = Process()
         zstd.executableURL = URL(fileURLWithPath: "/usr/bin/zstd")
         zstd.currentDirectoryURL = URL(fileURLWithPath: scratch.path)
-        zstd.arguments = ["-q", "-f", "-19"] + names
+        zstd.arguments = ["-q", "-f", "-\(level)"] + names
         try zstd.run()
         zstd.waitUntilExit()
         guard zstd.terminationStatus == 0 else { throw TestSupportError("zstd exited \(zstd.terminationStatus)") }

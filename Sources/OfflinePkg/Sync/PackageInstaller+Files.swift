@@ -5,9 +5,10 @@ import Foundation
 /// The rule, in bytes on the network: a package whose archive has a file index, fetched over http(s), on
 /// a device holding some content, goes by files when that costs less than the cheapest other way (the
 /// delta from the active version when there is one, else the full archive). First, before anything is
-/// fetched: an index as large as that other way can never win, so it is not fetched. Then, with the
-/// index: the ranges of the content not held (merged, with their part headers) against that other way;
-/// the index's own bytes are spent by then and do not change which of the rest is cheaper. With no index,
+/// fetched: an index as large as that other way can never win, so it is not fetched (the common case of
+/// a small delta for one version: a few KB against an index of tens of KB). Then, with the index: the
+/// index plus the ranges of the content not held (merged, with their part headers) against that other
+/// way. When the other way still wins, the index was spent in vain; its bytes are counted. With no index,
 /// no content held, or a `file:` repository (nothing to save on a local read: the archive is read
 /// through the same hardened reader), the delta or archive as before. Any failure of the file-level way
 /// falls back to the others in the same call, reported by `.filesFailed`.
@@ -44,7 +45,7 @@ extension PackageInstaller {
         do {
             let plan = try await fetcher.plan(entry, reference: reference, manifestURL: manifestURL)
             spent = plan.indexBytes
-            guard plan.rangeBytes < cheapestOther(entry, current: current).bytes else {
+            guard reference.size + plan.rangeBytes < cheapestOther(entry, current: current).bytes else {
                 FileSystem.removeFile(plan.indexPath)
                 return FilesAttempt(spent: spent)
             }
@@ -80,6 +81,7 @@ extension PackageInstaller {
             let plan = try? FileFetcher(layout: layout, downloader: downloader, limits: limits)
                 .plan(entry, compressedIndex: compressed, reference: reference)
         else { return nil }
-        return plan.rangeBytes < cheapestOther(entry, current: current).bytes ? reference.size + plan.rangeBytes : nil
+        let bytes = reference.size + plan.rangeBytes
+        return bytes < cheapestOther(entry, current: current).bytes ? bytes : nil
     }
 }

@@ -97,7 +97,7 @@ import Testing
         }
         print("")
         print(
-            "archive of release \(version): chunked \(FileFetchTests.size(repo, repo.reports[version]!.archiveURL)) B (stock zstd -19 a member), "
+            "archive of release \(version): chunked \(FileFetchTests.size(repo, repo.reports[version]!.archiveURL)) B (stock zstd -3 a member), "
                 + "solid \(FileSystem.fileSize(solid + "/archives/app.tar.zst") ?? 0) B (bsdtar --zstd)")
         print(
             "cold sync: chunked over nginx " + String(format: "%.2f s", times["chunked"]!) + ", solid over nginx "
