@@ -98,7 +98,8 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
         var rest = bytes[...]
         while !rest.isEmpty {
             let take = min(rest.count, Self.frameSize - current.count)
-            current.append(contentsOf: rest.prefix(take))
+            // Rebased to a buffer so the append is one memcpy, not a byte-by-byte walk of a slice.
+            current.append(contentsOf: UnsafeRawBufferPointer(rebasing: rest.prefix(take)))
             rest = rest.dropFirst(take)
             if current.count == Self.frameSize {
                 do {
@@ -124,14 +125,18 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
     private func flush() throws {
         guard !batch.isEmpty else { return }
         let compressed = try frames.compress(batch.map(\.bytes))
+        var out = [UInt8]()
+        out.reserveCapacity(compressed.reduce(0) { $0 + $1.count })
         for (job, frame) in zip(batch, compressed) {
             if let member = job.member {
-                if members[member].offset < 0 { members[member].offset = written }
+                if members[member].offset < 0 { members[member].offset = written + Int64(out.count) }
                 members[member].length += Int64(frame.count)
             }
-            try fd.writeAll(frame, path: path)
-            written += Int64(frame.count)
+            out.append(contentsOf: frame)
         }
+        // One write a batch: thousands of small frames would otherwise be thousands of system calls.
+        try fd.writeAll(out, path: path)
+        written += Int64(out.count)
         batch.removeAll(keepingCapacity: true)
         batchBytes = 0
     }

@@ -68,15 +68,16 @@ package final class ZstdFrames {
     }
 
     private static func compress(_ input: [UInt8], context: OpaquePointer) throws -> [UInt8] {
-        let bound = ZSTD_compressBound(input.count)
-        var output = [UInt8](repeating: 0, count: bound)
-        let written = output.withUnsafeMutableBytes { out in
-            input.withUnsafeBytes { source in
+        var status = 0
+        // Uninitialised: zstd writes the bytes it returns, and zero-filling the bound first costs a memset
+        // of the whole input size again per frame.
+        let output = [UInt8](unsafeUninitializedCapacity: ZSTD_compressBound(input.count)) { out, count in
+            status = input.withUnsafeBytes { source in
                 ZSTD_compress2(context, out.baseAddress, out.count, source.baseAddress, source.count)
             }
+            count = ZSTD_isError(status) == 0 ? status : 0
         }
-        guard ZSTD_isError(written) == 0 else { throw failure("ZSTD_compress2", written) }
-        output.removeSubrange(written...)
+        guard ZSTD_isError(status) == 0 else { throw failure("ZSTD_compress2", status) }
         return output
     }
 
