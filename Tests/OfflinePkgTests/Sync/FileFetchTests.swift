@@ -274,6 +274,28 @@ import Testing
         }
     }
 
+    /// `sync --dry-run` names the way and its bytes before anything is written; `status` keeps them after.
+    @Test func theDryRunAndStatusShowTheWayAndItsBytes() async throws {
+        let repo = try Repo()
+        try repo.publish(1)
+        let root = try TemporaryFolder("files-device")
+        _ = try await Self.sync(root.path, repo.manifestURL)
+        for version in 2...5 { try repo.publish(version) }
+        let store = try PackageStore(root: URL(fileURLWithPath: root.path), options: .init(watchInterval: 0))
+        let plan = try await Updater(store: store, manifestURL: repo.manifestURL).plan()
+        let step = try #require(plan.steps.first)
+        #expect(step.via == "files")
+        #expect(step.bytes > Self.size(repo, repo.reports[5]!.indexURL) && step.bytes < Self.size(repo, repo.reports[5]!.archiveURL) / 4)
+        // Nothing written: the index was read into memory.
+        #expect(FileSystem.contents(of: CacheLayout(root: root.path).downloads).isEmpty)
+        let report = try await Self.sync(root.path, repo.manifestURL)
+        let change = try #require(report.changes.first)
+        #expect(change.via == "files")
+        // The estimate is the plan's: what the requests ask for plus part headers, close to what came.
+        #expect(abs(Double(step.bytes - (change.bytes ?? 0))) <= 0.05 * Double(step.bytes))
+        #expect(try store.status().lastSync == report.changes)
+    }
+
     @Test func theFirstUpdateAfterASeedFetchesOnlyWhatChanged() async throws {
         let repo = try Repo()
         let v1 = try repo.publish(1)
