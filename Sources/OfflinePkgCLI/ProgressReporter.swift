@@ -37,6 +37,8 @@ final class ProgressReporter: Sendable {
             progress(id: id, received: received, total: total)
         case .deltaFailed(let id, let version, let error):
             line("delta for \(id) \(version) failed, fetching the full archive: \(error)", .warning)
+        case .filesFailed(let id, let version, let error):
+            line("file-level update of \(id) \(version) failed, fetching a delta or the full archive: \(error)", .warning)
         case .installed(let id, let version): line("installed \(id) \(version)")
         case .heldBack(let id, let version, let reason): line("held back \(id) \(version): \(reason)")
         case .packageFailed(let id, let error): line("failed \(id): \(error)", .warning)

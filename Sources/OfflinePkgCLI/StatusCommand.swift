@@ -37,6 +37,12 @@ enum StatusCommand {
         if let check = status.lastCheck { lines.append("last check: \(RFC3339.format(check))") }
         if let attempt = status.lastAttempt { lines.append("last attempt: \(RFC3339.format(attempt))") }
         if let success = status.lastSuccess { lines.append("last success: \(RFC3339.format(success))") }
+        if let changes = status.lastSync, !changes.isEmpty {
+            lines.append(
+                "last sync: "
+                    + changes.map { "\($0.id) \($0.to ?? "removed")\($0.via.map { " via \($0)" } ?? "")\($0.bytes.map { ", \(ProgressReporter.format($0))" } ?? "")" }
+                    .joined(separator: "; "))
+        }
         if status.consecutiveFailures > 0 { lines.append("consecutive failures: \(status.consecutiveFailures)") }
         if let error = status.lastError {
             lines.append("last error: \(RFC3339.format(error.time)) exit \(error.exitStatus): \(error.message)")

@@ -30,6 +30,9 @@ public enum FaultBehaviour: Sendable, Equatable {
     /// The normal response, paused for `seconds` after the first `bytes` of the body: a moment for a test
     /// to change the world (fill the client's disk) in the middle of a transfer.
     case pauseAfter(bytes: Int, seconds: Double)
+    /// Exactly this answer, whatever was asked: a hand-made 206 (a garbled multipart body, a part
+    /// nobody asked for). `Content-Length` is added from the body.
+    case respond(status: Int, headers: [String: String], body: [UInt8])
 }
 
 /// A request as `FaultServer` saw it, with how much body it answered with.
@@ -264,6 +267,9 @@ private final class Engine: Sendable {
             return Response(status: code, headers: headers, body: body)
         case .redirect(let location, let code):
             return Response(status: code, headers: [("Location", location), ("Content-Length", "0")], body: [])
+        case .respond(let code, let headers, let body):
+            return Response(
+                status: code, headers: headers.sorted { $0.key < $1.key } + [("Content-Length", "\(body.count)")], body: body)
         case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte, .trickle, .pauseAfter:
             return fileResponse(for: request)
         }

@@ -24,6 +24,9 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     /// A transfer failed: connection, timeout, TLS, an HTTP status that is not success, no such file
     /// (`TransferFailure.notFound`). Retrying is decided from `failure`, never from the message.
     case transfer(url: String, failure: TransferFailure)
+    /// A `Range` request was not answered with the asked ranges: a 200 instead of 206, a part missing,
+    /// garbled or outside what was asked. The caller falls back to a whole download.
+    case rangesRefused(url: String, reason: String)
     /// A slow-retrieval protection ended the transfer (a stall, a trickle under the rate floor, or the
     /// manifest's deadline), and the retries ran out on it: the last attempt was cut off too.
     case slowRetrieval(url: String, protection: SlowRetrieval)
@@ -59,7 +62,7 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
 
     public var category: Category {
         switch self {
-        case .io, .transfer, .insufficientSpace, .corruptState, .unavailable: .failure
+        case .io, .transfer, .rangesRefused, .insufficientSpace, .corruptState, .unavailable: .failure
         case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused,
             .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused, .slowRetrieval,
             .invalidFileIndex:
@@ -103,6 +106,8 @@ extension OfflinePkgError: CustomStringConvertible {
             "tree hash mismatch for package \(package): expected \(expected), got \(actual)"
         case .transfer(let url, let failure):
             "download \(url) failed: \(failure)"
+        case .rangesRefused(let url, let reason):
+            "range request \(url) failed: \(reason)"
         case .slowRetrieval(let url, let protection):
             "slow retrieval protection refused \(url): \(protection)"
         case .locked(let root):

@@ -26,6 +26,8 @@ package struct StoreState: Codable, Sendable, Equatable {
     package var lastSuccess: Date?
     package var consecutiveFailures: Int?
     package var lastError: SyncFailure?
+    /// What the last activating sync changed, how each package came and its bytes (`status`).
+    package var lastChanges: [PackageChange]?
 
     package init() {}
 

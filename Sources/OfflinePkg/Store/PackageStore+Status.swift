@@ -25,6 +25,9 @@ public struct StoreStatus: Sendable, Codable {
     public var tls: TLSStatus? = nil
     /// The runtime cache's entries, bytes and counters (SPEC §11).
     public var runtime: RuntimeCacheStatus? = nil
+    /// What the last activating sync changed: per package how it came ("archive", "delta", "files",
+    /// "cache") and the bytes it cost on the network.
+    public var lastSync: [PackageChange]? = nil
     /// The files held once by content (`content/`) and their bytes: what the installed trees take on disk,
     /// apart from files a tree from before the content store holds alone.
     public var content: ContentStatus? = nil
@@ -62,6 +65,7 @@ extension PackageStore {
             runtime: RuntimeStore.status(layout))
         let usage = ContentStore(layout: layout).usage()
         status.content = ContentStatus(files: usage.files, bytes: usage.bytes)
+        status.lastSync = state.lastChanges
         status.tls = LoopbackCertificate.stored(layout: layout).map { TLSStatus(certificate: $0.certificatePath, spkiSHA256: $0.spkiSHA256) }
         return status
     }

@@ -23,13 +23,17 @@ package struct PackageInstaller: Sendable {
     /// (download, hash, unpack, tree hash) discards its staging and falls back to the full archive in
     /// the same call. `bytesFetched` counts both then: it is what crossed the network.
     package func install(_ entry: PackageEntry, manifestURL: URL, current: ActiveSet = .empty) async throws -> Outcome {
-        var spent: Int64 = 0
+        // File-level first when it is the cheapest way (PackageInstaller+Files); on any failure it
+        // falls through to the delta or the archive, its bytes counted.
+        let byFiles = await installByFiles(entry, manifestURL: manifestURL, current: current)
+        if let outcome = byFiles.outcome { return outcome }
+        var spent = byFiles.spent
         if let base = deltaBase(for: entry, current: current) {
             let received = ProgressCounter()
             do {
                 return try await installDelta(entry, base: base, manifestURL: manifestURL, received: received)
             } catch let error as OfflinePkgError {
-                spent = received.total
+                spent += received.total
                 events?(.deltaFailed(packageID: entry.id, version: entry.version, error: error))
             }
         }
@@ -50,14 +54,14 @@ package struct PackageInstaller: Sendable {
 
     /// The installed version a delta of `entry` can start from: active now, offered as a delta's `from`,
     /// and with its tree and index on disk.
-    private struct DeltaBase {
+    struct DeltaBase {
         var delta: Delta
         var version: String
         var tree: String
         var index: String
     }
 
-    private func deltaBase(for entry: PackageEntry, current: ActiveSet) -> DeltaBase? {
+    func deltaBase(for entry: PackageEntry, current: ActiveSet) -> DeltaBase? {
         guard let installed = current.package(entry.id),
             let delta = entry.deltas.first(where: { $0.from == installed.version })
         else { return nil }

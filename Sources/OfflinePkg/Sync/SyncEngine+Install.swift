@@ -16,18 +16,25 @@ extension SyncEngine {
     /// What the install stage brought: how each package came, and what it cost on the network.
     struct InstalledPackages {
         var via: [String: String] = [:]
+        /// What each package cost on the network.
+        var bytesByPackage: [String: Int64] = [:]
         var bytes: Int64 = 0
         var requests = 0
     }
 
-    /// `current` is the active set: the versions deltas can start from.
-    func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstalledPackages {
-        let installer = PackageInstaller(
+    /// The installer of this sync's packages.
+    var installer: PackageInstaller {
+        PackageInstaller(
             layout: layout,
             downloader: Downloader(
                 transport: transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
                 caBundle: options.caBundle),
             limits: limits, events: options.events)
+    }
+
+    /// `current` is the active set: the versions deltas can start from.
+    func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstalledPackages {
+        let installer = self.installer
         let manifestURL = self.manifestURL
         var results = InstalledPackages()
         var failures = [String: OfflinePkgError]()
@@ -37,6 +44,7 @@ extension SyncEngine {
             case .success(let outcome):
                 staged.append(outcome.staged)
                 results.via[id] = outcome.via
+                results.bytesByPackage[id] = outcome.bytesFetched
                 results.bytes += outcome.bytesFetched
                 results.requests += 1
             case .failure(let error):

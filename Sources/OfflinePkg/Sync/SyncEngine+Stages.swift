@@ -110,11 +110,13 @@ extension SyncEngine {
         var previous: ActiveSet
         var current: ActiveSet
         var outcome: SyncReport.Outcome
+        /// What changed, with how each package came and what it cost.
+        var changes: [SyncReport.Change] = []
     }
 
     /// Switch (unless SIGINT/SIGTERM came while fetching: then the active set stays as it was), then
     /// commit the finished evaluation. Runs only after the install stage returned: every package verified.
-    func switchSet(_ planned: PlannedRelease) throws -> SwitchedSet {
+    func switchSet(_ planned: PlannedRelease, _ installed: InstalledPackages) throws -> SwitchedSet {
         try Task.checkCancellation()
         let record = planned.accepted.start.record
         var switched = SwitchedSet(previous: record.current, current: record.current, outcome: .upToDate)
@@ -132,7 +134,12 @@ extension SyncEngine {
             switched.outcome = .activated
             options.events?(.activated(generation: candidate.generation))
         }
+        switched.changes = Self.changes(from: switched.previous, to: switched.current, via: installed.via)
+        for index in switched.changes.indices where switched.changes[index].to != nil {
+            switched.changes[index].bytes = installed.bytesByPackage[switched.changes[index].id] ?? 0
+        }
         var state = planned.state
+        if switched.outcome == .activated { state.lastChanges = switched.changes }
         state.evaluatedInputs = planned.accepted.start.inputs
         state.noteSuccess(at: now())
         // The switch is done: failing to note that the evaluation finished only costs a re-evaluation
@@ -149,7 +156,7 @@ extension SyncEngine {
     func report(_ switched: SwitchedSet, _ planned: PlannedRelease, _ installed: InstalledPackages) -> SyncReport {
         var report = emptyReport(
             switched.outcome, switched.current, requests: planned.accepted.checked.requests + installed.requests)
-        report.changes = Self.changes(from: switched.previous, to: switched.current, via: installed.via)
+        report.changes = switched.changes
         report.mandatory = report.changes.contains { $0.mandatory == true }
         report.heldBack = planned.plan.heldBack
         report.bytesFetched = installed.bytes

@@ -58,7 +58,7 @@ package struct SyncEngine: Sendable {
         if accepted.unchanged { return try finishUnchanged(accepted) }
         let planned = try plan(accepted)
         let installed = try await install(planned.plan.toInstall, current: planned.current)
-        let switched = try switchSet(planned)
+        let switched = try switchSet(planned, installed)
         cleanUp()
         return report(switched, planned, installed)
     }
@@ -86,6 +86,9 @@ package struct SyncEngine: Sendable {
                     (via, bytes) = ("delta", delta.file.size)
                 } else {
                     (via, bytes) = ("archive", entry.archive.size)
+                }
+                if let files = await installer.estimateFiles(entry, manifestURL: manifestURL, current: record.current) {
+                    (via, bytes) = ("files", files)
                 }
             }
             steps.append(

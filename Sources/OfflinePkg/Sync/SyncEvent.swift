@@ -14,6 +14,9 @@ public enum SyncEvent: Sendable {
     /// A delta could not be used (download, hash, unpack or tree check failed); its staging is gone and
     /// the full archive is fetched instead, in the same sync.
     case deltaFailed(packageID: String, version: String, error: OfflinePkgError)
+    /// A file-level update (SPEC §13) could not be used (no Range support, a bad frame, a wrong hash or
+    /// index...); its staging is gone and a delta or the full archive is fetched instead, in the same sync.
+    case filesFailed(packageID: String, version: String, error: OfflinePkgError)
     /// A package's tree was verified and installed (not yet active).
     case installed(packageID: String, version: String)
     /// A package was held back by gating (`minShellVersion`, `rollout`, a reverted release).

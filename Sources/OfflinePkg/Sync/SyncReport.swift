@@ -12,16 +12,7 @@ public struct SyncReport: Sendable, Codable, Equatable {
     }
 
     /// A package whose version changed (or appeared, or went away) in the switch.
-    public struct Change: Sendable, Codable, Equatable {
-        public var id: String
-        public var from: String?
-        public var to: String?
-        /// How the new tree arrived: "archive", "delta", "cache" (already on disk) or nil when removed.
-        public var via: String?
-        /// The new release's notes and whether its publisher marked it mandatory (SPEC §12).
-        public var notes: String?
-        public var mandatory: Bool?
-    }
+    public typealias Change = PackageChange
 
     /// A package version the manifest offers that this device did not take, and why.
     public typealias HeldBack = HeldBackRelease
@@ -47,9 +38,10 @@ public struct SyncPlan: Sendable, Codable, Equatable {
         public var from: String?
         /// Nil: the package would stop being served.
         public var to: String?
-        /// "archive", "delta", "cache" (already on disk), or nil for a removal.
+        /// "archive", "delta", "files" (SPEC §13), "cache" (already on disk), or nil for a removal.
         public var via: String?
-        /// Bytes the download would take (the archive's or delta's size, before any resume).
+        /// Bytes the download would take (the archive's or delta's size, before any resume; for "files",
+        /// the file index and the ranges of the content not held).
         public var bytes: Int64
         public var notes: String?
         public var mandatory: Bool?

@@ -1,0 +1,250 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A file-level update (SPEC §13): from a package's file index, the files whose content the device does
+/// not hold, their frames fetched by `Range` requests, each member decompressed through the hardened
+/// reader and checked, taken into the content store, and the tree built in staging from links to held
+/// and fetched content, then checked against the tree hash like any other install.
+///
+/// Resumable: each fetched file enters the content store as soon as it is checked, so after a crash the
+/// next sync holds it (re-hashed first: held content no tree links yet is not trusted on its name).
+package struct FileFetcher: Sendable {
+    package var layout: CacheLayout
+    package var downloader: Downloader
+    package var ranges: RangeFetcher
+    package var limits: UnpackLimits
+    /// Requests in flight at once for one package.
+    package var maxInFlight = 4
+    package var mergeGap = RangePlan.defaultMergeGap
+
+    package init(layout: CacheLayout, downloader: Downloader, limits: UnpackLimits) {
+        self.layout = layout
+        self.downloader = downloader
+        ranges = RangeFetcher(transport: downloader.transport, limits: downloader.limits, caBundle: downloader.caBundle)
+        self.limits = limits
+    }
+
+    /// What fetching a package by files would take, once its index is on disk.
+    package struct Plan: Sendable {
+        package var index: FileIndex
+        /// The index's path in `downloads/` (kept until the tree is installed).
+        package var indexPath: String
+        /// Bytes the index download cost in this call (0 when it was already on disk).
+        package var indexBytes: Int64
+        /// One entry per missing content, whose frames are fetched.
+        package var fetch: [FileIndex.Entry]
+        package var ranges: RangePlan
+
+        /// The bytes the range requests will cost: what they ask for, plus about 120 bytes of part
+        /// headers a span (multipart/byteranges) and the response head of each request.
+        package var rangeBytes: Int64 {
+            let spans = ranges.requests.reduce(0) { $0 + $1.spans.count }
+            return ranges.bytes + (spans > 1 ? Int64(spans) * 120 : 0)
+        }
+    }
+
+    /// Fetches (or finds) the index of `entry` and plans what to fetch.
+    package func plan(_ entry: PackageEntry, reference: FileIndexReference, manifestURL: URL) async throws -> Plan {
+        let url = try ManifestLocation.resolve(reference.url, against: manifestURL)
+        let file = RemoteFile(url: reference.url, sha256: reference.sha256, size: reference.size)
+        let download = try await downloader.fetch(file, from: url, name: reference.url) { _ in }
+        var plan = try self.plan(
+            entry, compressedIndex: try FileSystem.read(download.path, limit: Int(reference.size)), reference: reference)
+        plan.indexPath = download.path
+        plan.indexBytes = download.bytesFetched
+        return plan
+    }
+
+    /// Plans from the compressed index bytes (already checked against `reference`).
+    package func plan(_ entry: PackageEntry, compressedIndex: [UInt8], reference: FileIndexReference) throws -> Plan {
+        let json = try FileIndex.decompress(compressedIndex, source: reference.url)
+        let index = try FileIndex.decode(json: json, archiveSize: entry.archive.size, source: reference.url)
+        let store = ContentStore(layout: layout)
+        var seen = Set<String>()
+        var fetch = [FileIndex.Entry]()
+        for file in index.entries where !seen.contains(file.sha256) {
+            seen.insert(file.sha256)
+            if !Self.holds(store, file) { fetch.append(file) }
+        }
+        let plan = RangePlan(fetch.map { ByteRange(offset: $0.offset, length: $0.length) }, mergeGap: mergeGap)
+        return Plan(index: index, indexPath: "", indexBytes: 0, fetch: fetch, ranges: plan)
+    }
+
+    /// The index into memory, for a plan that writes nothing (`sync --dry-run`): size and sha256 checked.
+    static func fetchInMemory(_ reference: FileIndexReference, from url: URL, downloader: Downloader) async throws -> [UInt8] {
+        let collected = Mutex<[UInt8]>([])
+        let name = reference.url
+        let request = TransferRequest(url: url, limits: downloader.limits, caBundle: downloader.caBundle)
+        let head = try await downloader.transport.get(request) { _ in } onBody: { chunk in
+            try collected.withLock {
+                guard $0.count + chunk.count <= reference.size else {
+                    throw OfflinePkgError.sizeMismatch(what: name, reason: "more than the \(reference.size) bytes the manifest promised")
+                }
+                $0 += chunk
+            }
+        }
+        if !head.isSuccess { throw OfflinePkgError.transfer(url: url.absoluteString, failure: head.failure) }
+        let bytes = collected.withLock { $0 }
+        let digest = SHA256.hash(bytes).hex
+        guard digest == reference.sha256 else { throw OfflinePkgError.hashMismatch(what: name, expected: reference.sha256, actual: digest) }
+        return bytes
+    }
+
+    /// Whether the store holds `file`'s content: linked by a tree, or left by an interrupted sync and
+    /// still hashing to its name.
+    static func holds(_ store: ContentStore, _ file: FileIndex.Entry) -> Bool {
+        if store.contains(sha256: file.sha256) { return true }
+        let path = store.path(sha256: file.sha256)
+        guard FileSystem.fileSize(path) == file.size else { return false }
+        return (try? FileHasher.sha256(ofFile: path)) == file.sha256
+    }
+
+    /// Fetches `plan`'s frames from the archive at `archiveURL`, builds the tree in staging and checks
+    /// it. Returns the staged tree and the bytes the range requests cost. Any failure removes staging and
+    /// throws; content already taken into the store stays (it is checked content).
+    package func install(
+        _ entry: PackageEntry, plan: Plan, archiveURL: URL, received: ProgressCounter
+    ) async throws -> StagedTree {
+        let staging = layout.stagingDirectory("\(entry.id)-files-\(UUID().uuidString)")
+        let frames = layout.stagingDirectory("\(entry.id)-frames-\(UUID().uuidString)")
+        try FileSystem.makeDirectories(staging)
+        try FileSystem.makeDirectories(frames)
+        defer { try? FileSystem.removeTree(frames) }
+        do {
+            try await fetchFrames(entry, plan: plan, archiveURL: archiveURL, staging: staging, frames: frames, received: received)
+            let layout = self.layout
+            return try await runBlocking { try Self.buildTree(entry, index: plan.index, staging: staging, layout: layout) }
+        } catch {
+            try? FileSystem.removeTree(staging)
+            throw error
+        }
+    }
+
+    private func fetchFrames(
+        _ entry: PackageEntry, plan: Plan, archiveURL: URL, staging: String, frames: String, received: ProgressCounter
+    ) async throws {
+        var byRange = [ByteRange: FileIndex.Entry]()
+        for file in plan.fetch { byRange[ByteRange(offset: file.offset, length: file.length)] = file }
+        let members = byRange
+        let archiveName = entry.archive.url
+        let size = entry.archive.size
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var pending = plan.ranges.requests[...]
+            func startNext() {
+                guard let request = pending.popFirst() else { return }
+                group.addTask {
+                    let sink = try await fetch(request, from: archiveURL, size: size, frames: frames, received: received)
+                    defer { sink.removeAll() }
+                    try await runBlocking {
+                        for wanted in request.spans.flatMap(\.wanted) {
+                            try unpackMember(members[wanted]!, from: sink.path(of: wanted), archiveName: archiveName, staging: staging)
+                        }
+                    }
+                }
+            }
+            for _ in 0..<max(1, maxInFlight) { startNext() }
+            while try await group.next() != nil { startNext() }
+        }
+    }
+
+    /// One request, retried like a download; each attempt writes the members' frames afresh.
+    private func fetch(
+        _ request: RangePlan.Request, from url: URL, size: Int64, frames: String, received: ProgressCounter
+    ) async throws -> FrameFiles {
+        try await downloader.retry.run { _ in
+            let sink = FrameFiles(folder: frames)
+            do {
+                let bytes = try await ranges.fetch(request, from: url, size: size) { range, _, chunk in
+                    try sink.write(range, chunk)
+                }
+                _ = received.add(bytes)
+                try sink.closeAll()
+                return sink
+            } catch {
+                sink.removeAll()
+                throw error
+            }
+        }
+    }
+
+    /// Decompresses one member's frames through the hardened reader into staging: exactly one regular
+    /// file, at the index's path, of its size and sha256.
+    private func unpackMember(_ file: FileIndex.Entry, from path: String, archiveName: String, staging: String) throws {
+        var memberLimits = limits
+        memberLimits.maxEntries = 1
+        let name = "\(archiveName) bytes \(file.offset)-\(file.offset + file.length - 1)"
+        // The unpacker takes the file into the content store under the sha256 it hashed as it wrote.
+        let unpacked = try ArchiveUnpacker(limits: memberLimits, archiveName: name, keepFile: ContentStore(layout: layout).keepFile)
+            .unpack(archivePath: path, into: staging)
+        guard unpacked.files.count == 1, let written = unpacked.files[file.path] else {
+            throw OfflinePkgError.archiveRefused(
+                archive: name, entry: unpacked.files.keys.first, reason: "the frames of \"\(file.path)\" hold another member")
+        }
+        guard written.size == file.size else {
+            throw OfflinePkgError.sizeMismatch(
+                what: "\(name) (\"\(file.path)\")", reason: "\(written.size) bytes, the file index promised \(file.size)")
+        }
+        guard written.sha256 == file.sha256 else {
+            throw OfflinePkgError.hashMismatch(what: "\(name) (\"\(file.path)\")", expected: file.sha256, actual: written.sha256)
+        }
+    }
+
+    /// Links every file not fetched into this staging (held content, or a path whose content another
+    /// path brought) and stages the tree: the tree hash is checked there.
+    static func buildTree(_ entry: PackageEntry, index: FileIndex, staging: String, layout: CacheLayout) throws -> StagedTree {
+        let store = ContentStore(layout: layout)
+        let writer = try TreeWriter(root: staging, replacesFiles: false)
+        var files = [PackagePath: TreeFile]()
+        var folders = Set<PackagePath>()
+        for file in index.entries {
+            files[file.path] = TreeFile(sha256: file.sha256, size: file.size)
+            var parent = file.path.parent
+            while let folder = parent, folders.insert(folder).inserted { parent = folder.parent }
+            if FileSystem.exists(staging + "/" + file.path.string) { continue }
+            try store.link(sha256: file.sha256, into: writer, at: file.path)
+        }
+        return try PackageInstaller.stage(files, folders: folders, staged: staging, entry: entry, layout: layout)
+    }
+}
+
+/// The frames of one request's members, each in its own file in the frames folder, written on the
+/// transfer's thread.
+private final class FrameFiles: @unchecked Sendable {
+    let folder: String
+    private var open: [ByteRange: FileDescriptor] = [:]
+    private var paths: [ByteRange: String] = [:]
+
+    init(folder: String) { self.folder = folder }
+
+    func path(of range: ByteRange) -> String {
+        paths[range] ?? folder + "/\(range.offset)-\(range.length)"
+    }
+
+    func write(_ range: ByteRange, _ chunk: UnsafeRawBufferPointer) throws {
+        let path = self.path(of: range)
+        let descriptor: FileDescriptor
+        if let known = open[range] {
+            descriptor = known
+        } else {
+            descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            open[range] = descriptor
+            paths[range] = path
+        }
+        try descriptor.writeAll(chunk, path: path)
+    }
+
+    func closeAll() throws {
+        for descriptor in open.values { descriptor.close() }
+        open = [:]
+    }
+
+    func removeAll() {
+        for descriptor in open.values { descriptor.close() }
+        open = [:]
+        for path in paths.values { FileSystem.discardFile(path) }
+    }
+}
