@@ -24,11 +24,16 @@ package struct MultipartByteranges {
     private var line: [UInt8] = []
     private var partRange: ByteRange?
     private var skipped = 0
+    /// The bytes of the current part's header lines so far.
+    private var headerBytes = 0
     /// The total the parts' `Content-Range` name (`bytes a-b/total`), the same for every part.
     package private(set) var total: Int64?
 
     private static let maxLine = 1024
     private static let maxSkipped = 4096
+    /// A part's header lines together (a real part has two or three short ones): past this, a server
+    /// sending header lines without end would stream unbounded bytes that are no asked range.
+    private static let maxPartHeaders = 8192
 
     /// `boundary` from the response's `Content-Type`, e.g. `multipart/byteranges; boundary=00000000000000000001`.
     package init?(contentType: String) {
@@ -83,6 +88,7 @@ package struct MultipartByteranges {
         case .preamble:
             if text == delimiter {
                 state = .headers
+                headerBytes = 0
             } else {
                 skipped += text.count + 2
                 if skipped > Self.maxSkipped { throw GarbledPart(reason: "no delimiter in the first \(Self.maxSkipped) bytes") }
@@ -94,6 +100,10 @@ package struct MultipartByteranges {
                 try partStarted(range)
                 state = .body(offset: range.offset, remaining: range.length)
                 return
+            }
+            headerBytes += text.count + 2
+            if headerBytes > Self.maxPartHeaders {
+                throw GarbledPart(reason: "a part's header lines longer than \(Self.maxPartHeaders) bytes together")
             }
             let header = String(decoding: text, as: UTF8.self)
             guard let colon = header.firstIndex(of: ":") else { throw GarbledPart(reason: "a part header without a colon") }
@@ -112,6 +122,7 @@ package struct MultipartByteranges {
         case .delimiter:
             if text == delimiter {
                 state = .headers
+                headerBytes = 0
             } else if text == delimiter + Array("--".utf8) {
                 state = .epilogue
                 skipped = 0

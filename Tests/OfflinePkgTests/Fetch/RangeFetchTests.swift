@@ -126,6 +126,9 @@ import Testing
         ("a part without Content-Range", Array("\r\n--\(boundary)\r\nContent-Type: x\r\n\r\n0123456789".utf8), "without a Content-Range"),
         ("another total", multipart([("0-9/999", Array(repeating: 1, count: 10)), ("500-509/999", Array(repeating: 2, count: 10))]), "999"),
         ("the same part twice", multipart([("0-9/1000", Array(repeating: 1, count: 10)), ("0-9/1000", Array(repeating: 1, count: 10))]), "twice"),
+        // Header lines without end, each short: bytes that are no asked range must not stream unbounded.
+        ("part headers without end", Array("\r\n--\(boundary)\r\n".utf8) + Array(String(repeating: "X-Pad: \(String(repeating: "p", count: 100))\r\n", count: 20_000).utf8)
+            + Array("Content-Range: bytes 0-9/1000\r\n\r\n0123456789\r\n--\(boundary)\r\nContent-Range: bytes 500-509/1000\r\n\r\n0123456789\r\n--\(boundary)--\r\n".utf8), "header lines longer"),
     ] as [(String, [UInt8], String)])
     func aBadMultipartAnswerIsRefused(what: String, body: [UInt8], expected: String) async throws {
         let folder = try TemporaryDirectory()
