@@ -86,7 +86,7 @@ public enum ChunkedArchiveBuilder {
     }
 
     /// One ustar member: its header block, the data, padding to a 512-byte block; no end blocks.
-    static func member(path: String, bytes: [UInt8]) throws -> [UInt8] {
+    public static func member(path: String, bytes: [UInt8]) throws -> [UInt8] {
         let name = Array(path.utf8)
         guard name.count <= 100 else { throw TestSupportError("chunked builder: path longer than 100 bytes: \(path)") }
         var header = [UInt8](repeating: 0, count: 512)

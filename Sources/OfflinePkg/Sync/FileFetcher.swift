@@ -176,6 +176,9 @@ package struct FileFetcher: Sendable {
     private func unpackMember(_ file: FileIndex.Entry, from path: String, archiveName: String, staging: String) throws {
         var memberLimits = limits
         memberLimits.maxEntries = 1
+        // The frames are checked only by what they unpack to: stop once past the index's size, so a
+        // few KiB of frames that inflate to gigabytes are never written whole before the size check.
+        memberLimits.maxBytes = min(memberLimits.maxBytes, file.size)
         let name = "\(archiveName) bytes \(file.offset)-\(file.offset + file.length - 1)"
         // The unpacker takes the file into the content store under the sha256 it hashed as it wrote.
         let unpacked = try ArchiveUnpacker(limits: memberLimits, archiveName: name, keepFile: ContentStore(layout: layout).keepFile)

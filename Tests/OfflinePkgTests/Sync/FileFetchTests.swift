@@ -264,6 +264,47 @@ import Testing
         }
     }
 
+    /// A fetched member's frames that decompress to far more than the file index's size (a zstd bomb of
+    /// zeros at the right path, padded to the member's length with a skippable frame): the unpack stops
+    /// once it passes the index's size, instead of writing all of it to staging before the size check,
+    /// and the sync falls back to the archive.
+    @Test func framesInflatingPastTheIndexSizeStopAtIt() async throws {
+        let repo = try Repo(
+            locations: """
+                location /archives/ { if ($http_range) { rewrite ^/archives/(.*)$ /corrupt/$1 last; } }
+                location /corrupt/ { internal; }
+                """)
+        let v1 = try repo.publish(1)
+        let root = try TemporaryDirectory(prefix: "files-device")
+        _ = try await Self.sync(root.path, repo.manifestURL)
+        let v2 = try repo.publish(2)
+        let target = try #require(v2.members.first { !Self.held(v1).contains($0.sha256) })
+        let scratch = try TemporaryDirectory(prefix: "files-bomb")
+        try Data(ChunkedArchiveBuilder.member(path: target.path, bytes: [UInt8](repeating: 0, count: 64 << 20)))
+            .write(to: URL(fileURLWithPath: scratch.path("bomb")))
+        let zstd = try OfflinePkgTestSupport.run("/usr/bin/zstd", ["-q", "-19", "-f", scratch.path("bomb")])
+        #expect(zstd.status == 0)
+        var frame = try FileSystem.read(scratch.path("bomb.zst"), limit: 1 << 20)
+        let padding = target.length - frame.count - 8
+        try #require(padding >= 0, "the bomb's frame (\(frame.count) B) does not fit the member's \(target.length) B")
+        frame += [0x50, 0x2A, 0x4D, 0x18] + withUnsafeBytes(of: UInt32(padding).littleEndian, Array.init)
+        frame += [UInt8](repeating: 0, count: padding)
+        var bytes = try FileSystem.read(repo.repo + "/" + v2.archiveURL, limit: 1 << 30)
+        bytes.replaceSubrange(target.offset..<(target.offset + target.length), with: frame)
+        let copy = repo.repo + "/corrupt/" + String(v2.archiveURL.dropFirst("archives/".count))
+        try FileSystem.makeDirectories(FileSystem.parentPath(copy))
+        try FileSystem.writeAtomically(bytes, to: copy)
+
+        let events = EventLog()
+        let report = try await Self.sync(root.path, repo.manifestURL, events: events)
+        #expect(report.outcome == .activated)
+        #expect(report.changes.first?.via == "archive")
+        let failures = events.all.compactMap { if case .filesFailed(_, _, let error) = $0 { error } else { nil } }
+        #expect(failures.count == 1, "\(events.all)")
+        #expect(failures.first.map { "\($0)".contains("unpacks to more than \(target.size) bytes") } == true, "\(failures)")
+        #expect(FileSystem.contents(of: CacheLayout(root: root.path).staging).isEmpty)
+    }
+
     @Test func aWrongIndexGivesTheFullArchive() async throws {
         let repo = try Repo()
         try await fallsBackToTheArchive(repo) { v5 in
