@@ -289,7 +289,8 @@ import Testing
             for member in v5.members {
                 let twin = try #require(other.members.first { $0.path == member.path })
                 guard twin.length == member.length, twin.sha256 != member.sha256 else { continue }
-                bytes.replaceSubrange(member.offset..<member.offset + member.length, with: otherBytes[twin.offset..<twin.offset + twin.length])
+                let frame = otherBytes[twin.offset..<twin.offset + twin.length]
+                bytes.replaceSubrange(member.offset..<member.offset + member.length, with: frame)
                 if !Self.held(v1).contains(member.sha256) { swappedFetched += 1 }
             }
             // Some of the files the device lacks (and so fetches) come with other bytes.
