@@ -307,11 +307,7 @@ import Testing
     /// once it passes the index's size, instead of writing all of it to staging before the size check,
     /// and the sync falls back to the archive.
     @Test func framesInflatingPastTheIndexSizeStopAtIt() async throws {
-        let repo = try Repo(
-            locations: """
-                location /archives/ { if ($http_range) { rewrite ^/archives/(.*)$ /corrupt/$1 last; } }
-                location /corrupt/ { internal; }
-                """)
+        let repo = try Repo(locations: Self.rangesFromCorrupt)
         let v1 = try repo.publish(1)
         let root = try TemporaryDirectory(prefix: "files-device")
         _ = try await Self.sync(root.path, repo.manifestURL)
@@ -329,9 +325,7 @@ import Testing
         frame += [UInt8](repeating: 0, count: padding)
         var bytes = try FileSystem.read(repo.repo + "/" + v2.archiveURL, limit: 1 << 30)
         bytes.replaceSubrange(target.offset..<(target.offset + target.length), with: frame)
-        let copy = repo.repo + "/corrupt/" + String(v2.archiveURL.dropFirst("archives/".count))
-        try FileSystem.makeDirectories(FileSystem.parentPath(copy))
-        try FileSystem.writeAtomically(bytes, to: copy)
+        try Self.serveToRanges(bytes, repo, v2)
 
         let events = EventLog()
         let report = try await Self.sync(root.path, repo.manifestURL, events: events)
