@@ -11,12 +11,12 @@ import Glibc
 /// `kill -9` of the real CLI in the middle of a file-level update (SPEC §6 crash safety, §13): the active
 /// set stays the old release whole, nothing the killed sync left is served, and the next sync finishes.
 @Suite struct FileFetchKillTests {
-    /// The app: 100 small files that never change, four 512 KiB blobs of random bytes that every release
+    /// The app: 40 small files that never change, four 512 KiB blobs of random bytes that every release
     /// changes (2 MiB of frames: the range response lasts seconds under the rate limit), and a file that
     /// only release 4 has.
     static func appFiles(version: Int) -> [String: [UInt8]] {
         var files = [String: [UInt8]]()
-        for index in 0..<100 { files["assets/small-\(index).bin"] = content("app small \(index)", size: 4096) }
+        for index in 0..<40 { files["assets/small-\(index).bin"] = content("app small \(index)", size: 4096) }
         for index in 0..<4 { files["big/blob-\(index).bin"] = content("app blob \(index) of v\(version)", size: 512 << 10) }
         if version == 4 { files["new/added-in-4.bin"] = content("added in 4", size: 8192) }
         files["index.html"] = Array("<!doctype html><title>app v\(version)</title>\n".utf8)
