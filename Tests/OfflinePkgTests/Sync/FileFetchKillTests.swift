@@ -62,7 +62,7 @@ import Glibc
             locations: "location /archives/app- { if (-f $document_root/slow) { set $limit_rate 131072; } }", label: "files-kill")
         func libFiles(_ version: Int) -> [String: [UInt8]] { FileFetchTests.files(version: version, count: 40, prefix: "lib/") }
         let libRoute = "https://m.example.com/lib/"
-        try repo.publish(1, files: Self.appFiles(version: 1))
+        let app1 = try repo.publish(1, files: Self.appFiles(version: 1))
         let lib1 = try repo.publish(1, id: "lib", route: libRoute, files: libFiles(1))
         let root = try TemporaryDirectory(prefix: "files-kill-device")
         let layout = CacheLayout(root: root.path)
@@ -71,9 +71,9 @@ import Glibc
         let before = try Self.json(try OfflinePkgBinary.run(["status", "--root", root.path, "--json"]).checked("status").stdout)
         let generation = try #require((before["active"] as? [String: Any])?["generation"] as? Int)
 
-        var lib4 = lib1
+        var (app4, lib4) = (app1, lib1)
         for version in 2...4 {
-            try repo.publish(version, files: Self.appFiles(version: version))
+            app4 = try repo.publish(version, files: Self.appFiles(version: version))
             lib4 = try repo.publish(version, id: "lib", route: libRoute, files: libFiles(version))
         }
         try FileSystem.writeAtomically(Array("slow".utf8), to: repo.repo + "/slow")
@@ -120,6 +120,10 @@ import Glibc
         #expect(via == ["app": "files", "lib": "files"], "\(changes)")
         let log = repo.nginx.waitForRequests(logStart + 3)
         #expect(FileFetchTests.bytesSent(log, from: logStart, path: lib4.archiveURL).requests == 0)
+        // The app's frames came again whole, by ranges only: the killed sync's partial frames were not trusted.
+        let appRanges = FileFetchTests.bytesSent(log, from: logStart, path: app4.archiveURL)
+        #expect(appRanges.statuses == [206])
+        #expect(Int64(appRanges.bytes) >= FileFetchTests.neededFrames(app4, held: FileFetchTests.held(app1)))
         let libChange = try #require(changes.first { $0["id"] as? String == "lib" })
         #expect(Int64(libChange["bytes"] as? Int ?? -1) <= FileFetchTests.size(repo, lib4.indexURL))
 
