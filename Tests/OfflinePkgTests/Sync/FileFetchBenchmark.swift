@@ -5,9 +5,10 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgPublish
 
-/// `scripts/bench-files`: what a device pays for version gaps of 1, 5 and 20 on a real site of 3,000+
-/// files (`/usr/share/doc`), against nginx, with 20 releases of a few changed files each. Off unless
-/// `OFFLINEPKG_BENCH_FILES` is set (its value: the number of files, default 3000). Prints a markdown table.
+/// What a device pays for version gaps of 1, 5 and 20 on a real site (`/usr/share/doc`), against nginx,
+/// with 20 releases of a few changed files each, in process on the test builder's archives (a debug
+/// build: practical up to a few hundred files; `scripts/bench-files` measures 3,000+ with the release
+/// CLI). Off unless `OFFLINEPKG_BENCH_FILES` is set (its value: the number of files). Prints a markdown table.
 @Suite struct FileFetchBenchmark {
     static let wanted = Int(ProcessInfo.processInfo.environment["OFFLINEPKG_BENCH_FILES"] ?? "") ?? 0
 
