@@ -230,6 +230,8 @@ struct ContentStoreTests {
             try FileSystem.seal(tree)
         }
         try FileSystem.removeTree(device.layout.content)
+        // Nor the running figure of held content (content.json) that came with it.
+        FileSystem.discardFile(device.layout.contentUsage)
         let one = try device.tree("a", "1")
         #expect(Self.inode(one + "/vendor/lib0.js").links == 1)
         #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))

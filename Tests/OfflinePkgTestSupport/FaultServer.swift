@@ -30,6 +30,10 @@ public enum FaultBehaviour: Sendable, Equatable {
     /// The normal response, paused for `seconds` after the first `bytes` of the body: a moment for a test
     /// to change the world (fill the client's disk) in the middle of a transfer.
     case pauseAfter(bytes: Int, seconds: Double)
+    /// A true `206 multipart/byteranges` answer to a request for several ranges (`Range: bytes=a-b,c-d`)
+    /// of the file, sent one byte every `every` seconds for at most `seconds`: a server that trickles a
+    /// multipart answer (nearly) for ever.
+    case trickleRanges(every: Double, seconds: Double)
     /// Exactly this answer, whatever was asked: a hand-made 206 (a garbled multipart body, a part
     /// nobody asked for). `Content-Length` is added from the body.
     case respond(status: Int, headers: [String: String], body: [UInt8])
@@ -191,6 +195,8 @@ private final class Engine: Sendable {
         var sent = 0
         if case .trickle(let every, let seconds) = behaviour {
             sent = trickle(connection, Array(body), every: every, for: seconds)
+        } else if case .trickleRanges(let every, let seconds) = behaviour {
+            sent = trickle(connection, Array(body), every: every, for: seconds)
         } else if case .pauseAfter(let bytes, let seconds) = behaviour {
             sent = sendAll(connection, Array(body.prefix(bytes)))
             pause(seconds)
@@ -270,6 +276,8 @@ private final class Engine: Sendable {
         case .respond(let code, let headers, let body):
             return Response(
                 status: code, headers: headers.sorted { $0.key < $1.key } + [("Content-Length", "\(body.count)")], body: body)
+        case .trickleRanges:
+            return multipartResponse(for: request) ?? fileResponse(for: request)
         case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte, .trickle, .pauseAfter:
             return fileResponse(for: request)
         }
@@ -303,6 +311,28 @@ private final class Engine: Sendable {
         }
         headers.append(("Content-Length", "\(file.count)"))
         return Response(status: 200, headers: headers, body: file)
+    }
+
+    /// The `multipart/byteranges` answer to `Range: bytes=a-b,c-d,…` (nil for anything else).
+    private func multipartResponse(for request: RecordedRequest) -> Response? {
+        guard let data = FileManager.default.contents(atPath: documentRoot + request.path),
+            let header = request.headers["range"], header.hasPrefix("bytes=")
+        else { return nil }
+        let file = [UInt8](data)
+        let boundary = "fault-server-boundary"
+        var body = [UInt8]()
+        for spec in header.dropFirst(6).split(separator: ",") {
+            let bounds = spec.split(separator: "-").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+            guard bounds.count == 2, bounds[0] <= bounds[1], bounds[1] < file.count else { return nil }
+            body += Array(
+                "\r\n--\(boundary)\r\nContent-Type: application/octet-stream\r\nContent-Range: bytes \(bounds[0])-\(bounds[1])/\(file.count)\r\n\r\n"
+                    .utf8)
+            body += file[bounds[0]...bounds[1]]
+        }
+        body += Array("\r\n--\(boundary)--\r\n".utf8)
+        return Response(
+            status: 206,
+            headers: [("Content-Type", "multipart/byteranges; boundary=\(boundary)"), ("Content-Length", "\(body.count)")], body: body)
     }
 
     /// `bytes=N-` or `bytes=N-M`: nil when the header is not a single byte range (ignored, as

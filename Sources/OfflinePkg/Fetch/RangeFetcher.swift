@@ -6,6 +6,11 @@ import Foundation
 /// ones coalesced; every span must come once. Anything else (a 200 with the whole file, a part outside
 /// the asked ranges, a missing or garbled part) is `.rangesRefused`: the caller falls back to a whole
 /// download. Transfer failures (resets, stalls) are thrown as the transport reports them.
+///
+/// Every request runs under the sync's slow-retrieval protections (stall clock, rate floor) and an overall
+/// time limit of its own (`timeLimit`): a server that trickles a multipart answer (whose preamble and
+/// epilogue `MultipartByteranges` bounds) cannot hold the sync. It ends the file-level way, and the
+/// package comes by a delta or the archive in the same sync.
 package struct RangeFetcher: Sendable {
     package var transport: any Transport
     package var limits: RetrievalLimits
@@ -25,7 +30,9 @@ package struct RangeFetcher: Sendable {
         receive: @escaping @Sendable (ByteRange, Int64, UnsafeRawBufferPointer) throws -> Void
     ) async throws -> Int64 {
         let response = RangeResponse(spans: request.spans, size: size, url: url.absoluteString, receive: receive)
-        let transfer = TransferRequest(url: url, headers: [("Range", request.header)], limits: limits, caBundle: caBundle)
+        let deadline = TransferDeadline(what: "range request of \(request.spans.count) spans", seconds: timeLimit(request))
+        let transfer = TransferRequest(
+            url: url, headers: [("Range", request.header)], limits: limits, deadline: deadline, caBundle: caBundle)
         _ = try await transport.get(transfer) { head in
             try response.begin(head)
         } onBody: { chunk in
@@ -33,6 +40,13 @@ package struct RangeFetcher: Sendable {
         }
         try response.end()
         return response.received
+    }
+
+    /// The most one request may take: `rangeRequestDeadline` plus a second per 16 KiB asked. A link of a
+    /// few tens of KB/s (a poor mobile one) fetches any request well within it; a server slower than
+    /// that on ranges loses nothing by the fallback, which asks it for one plain download.
+    package func timeLimit(_ request: RangePlan.Request) -> TimeInterval {
+        limits.rangeRequestDeadline + Double(request.bytes) / Double(16 << 10)
     }
 }
 

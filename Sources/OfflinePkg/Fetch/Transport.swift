@@ -22,6 +22,9 @@ package struct RetrievalLimits: Sendable, Equatable {
     /// `minimumRateWindow` seconds; 0 turns the floor off.
     package var minimumRate: Int64
     package var minimumRateWindow: TimeInterval
+    /// The fixed part of the time one range request of a file-level update may take in all (see
+    /// `RangeFetcher.timeLimit`).
+    package var rangeRequestDeadline: TimeInterval = 120
 
     package init(stallTimeout: TimeInterval = 30, minimumRate: Int64 = 1024, minimumRateWindow: TimeInterval = 30) {
         self.stallTimeout = stallTimeout

@@ -17,6 +17,7 @@ import Foundation
 ///       trees/<id>/<version>-<tree prefix>.lookup    the tree's lookup table, memory-mapped by readers
 ///       content/<2 hex>/<sha256>                     every installed file once by content (0444); trees' files link it
 ///       content/.tmp/<pid>-<random>                  content being inserted or relinked, same file system
+///       content.json            held content's files and bytes (`status`), "open" while a sync changes them
 ///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable
 ///       staging/<name>/         unpacking in progress, same file system as trees/
 ///       leases/<pid>-<random>   one per open reader store, flock'd while it lives
@@ -51,6 +52,8 @@ public struct CacheLayout: Sendable, Equatable {
     package var leases: String { root + "/leases" }
     package var content: String { root + "/content" }
     package var contentTemporary: String { content + "/.tmp" }
+    /// The running figure of held content (`ContentLedger`).
+    package var contentUsage: String { root + "/content.json" }
     package var tls: String { root + "/tls" }
     package var tlsKey: String { tls + "/key.pem" }
     package var tlsCertificate: String { tls + "/certificate.pem" }

@@ -42,12 +42,22 @@ struct ContentCheck {
     /// paths, in any installed tree, that link it.
     mutating func remainingDamage(layout: CacheLayout) throws -> [(path: String, problem: String)] {
         var damaged = [(path: String, sha256: String, actual: String)]()
-        try store.heldFiles { path, sha256, _ in
+        // The running figure is checked against this walk, when no sync changed it meanwhile.
+        let figure = store.ledger.closedFigure()
+        var (files, bytes) = (0, Int64(0))
+        try store.heldFiles { path, sha256, info in
+            files += 1
+            bytes += Int64(info.st_size)
             if let actual = try hashOnce(path, sha256: sha256) { damaged.append((path, sha256, actual)) }
         }
-        guard !damaged.isEmpty else { return [] }
+        var problems = [(path: String, problem: String)]()
+        if let figure, figure == store.ledger.closedFigure(), figure.files != files || figure.bytes != bytes {
+            problems.append(
+                (layout.contentUsage, "counts \(figure.files) files of \(figure.bytes) bytes, content/ holds \(files) files of \(bytes) bytes"))
+        }
+        guard !damaged.isEmpty else { return problems }
         let linking = store.trees(linking: Set(damaged.map(\.sha256)))
-        return damaged.map { item in
+        return problems + damaged.map { item in
             let users = linking.flatMap { tree in tree.paths.filter { $0.sha256 == item.sha256 }.map { tree.folder + "/" + $0.path.string } }
             let named = users.isEmpty ? "no tree links it" : "linked by " + users.sorted().joined(separator: ", ")
             return (item.path, "sha256 \(item.actual), expected \(item.sha256) (its name); \(named)")

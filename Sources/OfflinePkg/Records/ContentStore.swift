@@ -19,10 +19,13 @@ package struct ContentStore: Sendable {
     /// Runs right after a file is first linked into `content/` (the sync's `content-link` fail point:
     /// fail points belong to the layer above).
     package var afterLink: (@Sendable () -> Void)?
+    /// The root's running figure of held content, told of every name created or removed here.
+    package let ledger: ContentLedger
 
     package init(layout: CacheLayout, afterLink: (@Sendable () -> Void)? = nil) {
         self.layout = layout
         self.afterLink = afterLink
+        ledger = ContentLedger.of(layout)
     }
 
     /// Whether a file with this sha256 is held and linked by some tree, so a new tree can link it
@@ -52,34 +55,43 @@ package struct ContentStore: Sendable {
         let held = self.path(sha256: sha256)
         return try writer.withParent(of: path.string) { parent, name in
             let shown = writer.root + "/" + path.string
-            if try linkNew(fd: parent.rawValue, name: name, to: held, sha256: sha256, shown: shown) { return true }
-            // Already the held inode (a delta's unchanged file linked from the old tree): nothing to do.
-            if let heldFile = Self.status(of: held), let own = Self.status(of: parent, name),
-                heldFile.st_ino == own.st_ino && heldFile.st_dev == own.st_dev
-            {
-                return true
-            }
-            if contains(sha256: sha256) {
-                // Held and trusted: the tree's name becomes a link to it, in one rename, so the tree
-                // never lacks the name (the rename drops the inode just written).
+            // A second round only after held content was found damaged and dropped (or raced away).
+            for _ in 0..<3 {
+                if try linkNew(fd: parent.rawValue, name: name, to: held, sha256: sha256, shown: shown) { return true }
+                // Already the held inode (a delta's unchanged file linked from the old tree): nothing to do.
+                if let heldFile = Self.status(of: held), let own = Self.status(of: parent, name),
+                    heldFile.st_ino == own.st_ino && heldFile.st_dev == own.st_dev
+                {
+                    return true
+                }
+                if contains(sha256: sha256) {
+                    // Held and linked, but trusted only once hashed in this sync: a damaged inode would
+                    // otherwise replace the sound bytes just written, in this tree and every later one.
+                    guard try checkedForReuse(sha256: sha256) else { continue }
+                    // The tree's name becomes a link to it, in one rename, so the tree never lacks the
+                    // name (the rename drops the inode just written).
+                    let temporary = temporaryPath()
+                    do throws(Errno) { _ = try valueOrErrno { linkat(AT_FDCWD, held, AT_FDCWD, temporary, 0) } } catch {
+                        if error.rawValue == EMLINK { return false }
+                        throw OfflinePkgError.io(path: "\(held) -> \(temporary)", operation: "link", error)
+                    }
+                    do throws(Errno) { _ = try valueOrErrno { renameat(AT_FDCWD, temporary, parent.rawValue, name) } } catch {
+                        unlink(temporary)
+                        throw OfflinePkgError.io(path: "\(temporary) -> \(shown)", operation: "rename", error)
+                    }
+                    return true
+                }
+                // An orphan: replaced by the file just written, whose bytes were hashed on the way in.
                 let temporary = temporaryPath()
-                do throws(Errno) { _ = try valueOrErrno { linkat(AT_FDCWD, held, AT_FDCWD, temporary, 0) } } catch {
-                    if error.rawValue == EMLINK { return false }
-                    throw OfflinePkgError.io(path: "\(held) -> \(temporary)", operation: "link", error)
+                do throws(Errno) { _ = try valueOrErrno { linkat(parent.rawValue, name, AT_FDCWD, temporary, 0) } } catch {
+                    throw OfflinePkgError.io(path: "\(shown) -> \(temporary)", operation: "link", error)
                 }
-                do throws(Errno) { _ = try valueOrErrno { renameat(AT_FDCWD, temporary, parent.rawValue, name) } } catch {
-                    unlink(temporary)
-                    throw OfflinePkgError.io(path: "\(temporary) -> \(shown)", operation: "rename", error)
-                }
+                try FileSystem.rename(temporary, to: held)
+                ledger.replaced(sha256)
                 return true
             }
-            // An orphan: replaced by the file just written, whose bytes were hashed on the way in.
-            let temporary = temporaryPath()
-            do throws(Errno) { _ = try valueOrErrno { linkat(parent.rawValue, name, AT_FDCWD, temporary, 0) } } catch {
-                throw OfflinePkgError.io(path: "\(shown) -> \(temporary)", operation: "link", error)
-            }
-            try FileSystem.rename(temporary, to: held)
-            return true
+            // Held content that keeps turning out damaged: this tree keeps its own, sound copy.
+            return false
         }
     }
 
@@ -101,15 +113,20 @@ package struct ContentStore: Sendable {
         defer { unlink(temporary) }
         let held = path(sha256: sha256)
         if try linkNew(fd: AT_FDCWD, name: temporary, to: held, sha256: sha256, shown: temporary) { return }
-        if !contains(sha256: sha256) { try FileSystem.rename(temporary, to: held) }
+        if !contains(sha256: sha256) {
+            try FileSystem.rename(temporary, to: held)
+            ledger.replaced(sha256)
+        }
     }
 
     /// Links `name` (below `fd`) to the held name; false when that name exists already. Makes the shard
     /// folder when missing (a root from before the content store has no `content/`).
     private func linkNew(fd: Int32, name: String, to held: String, sha256: String, shown: String) throws -> Bool {
+        try ledger.willChange()
         for attempt in 0..<2 {
             do throws(Errno) {
                 _ = try valueOrErrno { linkat(fd, name, AT_FDCWD, held, 0) }
+                ledger.created(sha256)
                 afterLink?()
                 return true
             } catch {
@@ -137,19 +154,38 @@ package struct ContentStore: Sendable {
         }
     }
 
-    /// Removes held files no tree links (`st_nlink == 1`) and every temporary; returns what went. Runs
-    /// under the root lock, after the trees to remove are gone: no insert is under way.
-    package func removeUnlinked() -> [(path: String, size: Int64)] {
+    /// Removes, of the held files named by `candidates` (the content of trees just removed), those no
+    /// tree links any more (`st_nlink == 1`); then closes the ledger's session, which collects the
+    /// orphans it created (an install that failed) or, when its count is not exact (`walk`, a root from
+    /// an older release, a session a kill left open), walks every held file. Clears the temporaries.
+    /// Returns what went. Runs under the root lock, after the trees to remove are gone: no insert is under way.
+    package func removeUnlinked(candidates: Set<String>, walk: Bool) throws -> [(path: String, size: Int64)] {
         var removed = [(path: String, size: Int64)]()
-        heldFiles { path, _, info in
-            if info.st_nlink == 1 && unlink(path) == 0 { removed.append((path, Int64(info.st_size))) }
+        if !walk {
+            for sha256 in candidates {
+                let path = self.path(sha256: sha256)
+                guard let info = Self.status(of: path), info.st_nlink == 1 else { continue }
+                try ledger.willChange()
+                if unlink(path) == 0 {
+                    ledger.removed(sha256, size: Int64(info.st_size))
+                    removed.append((path, Int64(info.st_size)))
+                }
+            }
         }
+        removed += try ledger.close(removingOrphans: true, walk: walk)
         for name in FileSystem.contents(of: layout.contentTemporary) { FileSystem.discardFile(layout.contentTemporaryFile(name)) }
         return removed
     }
 
-    /// How many files are held and their bytes (`status`).
+    /// How many files are held and their bytes (`status`): the ledger's closed figure, else (a sync under
+    /// way or killed, a root from an older release) a walk.
     package func usage() -> (files: Int, bytes: Int64) {
+        if let figure = ledger.closedFigure() { return (figure.files, figure.bytes) }
+        return walkedUsage()
+    }
+
+    /// Every held file counted, whatever the ledger says (`verify`).
+    package func walkedUsage() -> (files: Int, bytes: Int64) {
         var files = 0
         var bytes: Int64 = 0
         heldFiles { _, _, info in
@@ -157,6 +193,37 @@ package struct ContentStore: Sendable {
             bytes += Int64(info.st_size)
         }
         return (files, bytes)
+    }
+
+    /// Whether the held file of `sha256` may be linked into a new tree: held, linked by a tree, and its
+    /// bytes hashing to its name, hashed once per locked operation (a sync). Held content is shared by
+    /// every tree that has such a file, so one damaged inode (bit rot, an edit by root) would otherwise
+    /// spread into every new tree. A damaged one is dropped (`drop`): false, and the caller fetches or
+    /// writes the file instead.
+    package func checkedForReuse(sha256: String) throws -> Bool {
+        guard contains(sha256: sha256) else { return false }
+        if ledger.isKnownSound(sha256) { return true }
+        let actual: String
+        do { actual = try FileHasher.sha256(ofFile: path(sha256: sha256)) } catch { actual = "unreadable (\(error))" }
+        if actual == sha256 {
+            ledger.noteSound(sha256)
+            return true
+        }
+        try drop(sha256: sha256, problem: "sha256 \(actual), expected \(sha256) (its name)")
+        return false
+    }
+
+    /// Stops holding the damaged file of `sha256`: its name goes (the trees linking it keep the inode;
+    /// `verify` names them), the ledger counts it, and the damage waits to be reported by the sync.
+    package func drop(sha256: String, problem: String) throws {
+        let path = self.path(sha256: sha256)
+        guard let info = Self.status(of: path) else { return }
+        try ledger.willChange()
+        do throws(Errno) { _ = try valueOrErrno { unlink(path) } } catch {
+            throw OfflinePkgError.io(path: path, operation: "unlink", error)
+        }
+        ledger.removed(sha256, size: Int64(info.st_size))
+        ledger.noteDamage(path: path, problem: problem + "; no longer held, its file is fetched again")
     }
 
     static func status(of folder: FileDescriptor, _ name: String) -> stat? {

@@ -1,6 +1,11 @@
 /// Removes trees no set needs: keeps the active set, the one before it (for `rollback`), and every tree
 /// a live reader still holds a lease on. Also clears downloads and staging, and seals the trees it keeps
 /// (read-only top folders). Idempotent.
+///
+/// Held content is collected from what changed, not from a walk of `content/`: the files named by each
+/// removed tree's index, and the ones this process's session created (`ContentLedger`), are removed when
+/// no tree links them any more. `walk` (the `gc` command), a root without a believable figure, or a
+/// removed tree whose index is unreadable walk every held file instead, once.
 package struct GarbageCollector {
     package var layout: CacheLayout
 
@@ -13,8 +18,23 @@ package struct GarbageCollector {
     }
 
     @discardableResult
-    package func collect() throws -> Result {
+    package func collect(walk: Bool = false) throws -> Result {
         var result = Result()
+        // The content of the trees removed, from their indexes: the only held files that can have lost
+        // their last tree link here.
+        var candidates = Set<String>()
+        var walk = walk
+        var listed = Set<String>()
+        func noteContent(of tree: String) {
+            guard !walk, listed.insert(tree).inserted else { return }
+            let index = layout.index(ofTree: tree)
+            guard let bytes = try? FileSystem.read(index, limit: 1 << 30), let files = try? TreeIndexFile.decode(bytes, path: index) else {
+                // No list of its files (a tree cut short, a damaged index): only a walk finds its content.
+                if FileSystem.isDirectory(tree) { walk = true }
+                return
+            }
+            for file in files.values { candidates.insert(file.sha256) }
+        }
         let record = try ActiveRecord.load(layout)
         var keep = Set<String>()
         for set in [record.current, record.previous].compactMap({ $0 }) {
@@ -38,6 +58,7 @@ package struct GarbageCollector {
                     if !isCompanion { result.keptForLeases.append(tree) }
                     continue
                 }
+                noteContent(of: tree)
                 try FileSystem.removeTree(path)
                 if !isCompanion { result.removedTrees.append(tree) }
             }
@@ -45,7 +66,7 @@ package struct GarbageCollector {
         for name in FileSystem.contents(of: layout.downloads) { FileSystem.discardFile(layout.download(name)) }
         // After the trees: content that only a removed tree linked is down to its own name now. A kept
         // or leased tree's files are links to their content, so that content has two names or more.
-        for removed in ContentStore(layout: layout).removeUnlinked() {
+        for removed in try ContentStore(layout: layout).removeUnlinked(candidates: candidates, walk: walk) {
             result.removedContent.append(removed.path)
             result.removedContentBytes += removed.size
         }

@@ -9,6 +9,8 @@ package final class RootLock: Sendable {
             throw OfflinePkgError.locked(root: layout.root)
         }
         self.lock = lock
+        // A new locked operation: held content is hashed again before it is reused (`ContentStore`).
+        ContentLedger.of(layout).lockTaken()
     }
 
     /// Takes the lock from async code: a wait for another sync happens on a thread of its own, never on

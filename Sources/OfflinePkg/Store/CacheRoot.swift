@@ -82,6 +82,6 @@ public struct CacheRoot: Sendable {
         StrayTemporaries.remove(in: layout)
         let runtimeGarbage = RuntimeStore.garbage(in: layout)
         for path in runtimeGarbage { FileSystem.discardFile(path) }
-        return try GarbageCollector(layout: layout).collect().removedTrees + runtimeGarbage
+        return try GarbageCollector(layout: layout).collect(walk: true).removedTrees + runtimeGarbage
     }
 }

@@ -74,7 +74,9 @@ package struct DeltaApplier {
                 // Damaged held content must not be linked again on its name's word: unnamed, it is no
                 // longer held, and the full archive that follows writes a sound copy (verify names the
                 // trees still linking the damaged inode; repair rebuilds them).
-                if let content, fromContent.contains(path) { FileSystem.discardFile(content.path(sha256: files[path]!.sha256)) }
+                if let content, fromContent.contains(path) {
+                    try? content.drop(sha256: files[path]!.sha256, problem: "sha256 \(actual), expected \(files[path]!.sha256) (its name)")
+                }
                 throw OfflinePkgError.corruptState(
                     path: baseTree + "/" + path.string,
                     reason: "the delta's base file has sha256 \(actual), expected \(files[path]!.sha256)")

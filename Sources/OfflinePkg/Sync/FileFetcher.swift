@@ -52,15 +52,24 @@ package struct FileFetcher: Sendable {
         let url = try ManifestLocation.resolve(reference.url, against: manifestURL)
         let file = RemoteFile(url: reference.url, sha256: reference.sha256, size: reference.size)
         let download = try await downloader.fetch(file, from: url, name: reference.url) { _ in }
-        var plan = try self.plan(
-            entry, compressedIndex: try FileSystem.read(download.path, limit: Int(reference.size)), reference: reference)
+        let fetcher = self
+        // Held content is hashed before it is counted on (`checkedForReuse`): off the cooperative pool.
+        var plan = try await runBlocking {
+            try fetcher.plan(
+                entry, compressedIndex: try FileSystem.read(download.path, limit: Int(reference.size)), reference: reference,
+                checkingHeld: true)
+        }
         plan.indexPath = download.path
         plan.indexBytes = download.bytesFetched
         return plan
     }
 
-    /// Plans from the compressed index bytes (already checked against `reference`).
-    package func plan(_ entry: PackageEntry, compressedIndex: [UInt8], reference: FileIndexReference) throws -> Plan {
+    /// Plans from the compressed index bytes (already checked against `reference`). `checkingHeld` (a
+    /// sync, not a dry run, which writes nothing): each held file to be linked is hashed first, once per
+    /// sync, and a damaged one dropped and fetched instead.
+    package func plan(
+        _ entry: PackageEntry, compressedIndex: [UInt8], reference: FileIndexReference, checkingHeld: Bool = false
+    ) throws -> Plan {
         let json = try FileIndex.decompress(compressedIndex, source: reference.url)
         let index = try FileIndex.decode(json: json, archiveSize: entry.archive.size, source: reference.url)
         let store = ContentStore(layout: layout)
@@ -68,7 +77,7 @@ package struct FileFetcher: Sendable {
         var fetch = [FileIndex.Entry]()
         for file in index.entries where !seen.contains(file.sha256) {
             seen.insert(file.sha256)
-            if !Self.holds(store, file) { fetch.append(file) }
+            if !(try Self.holds(store, file, checking: checkingHeld)) { fetch.append(file) }
         }
         let plan = RangePlan(fetch.map { ByteRange(offset: $0.offset, length: $0.length) }, mergeGap: mergeGap)
         return Plan(index: index, indexPath: "", indexBytes: 0, fetch: fetch, ranges: plan)
@@ -94,10 +103,13 @@ package struct FileFetcher: Sendable {
         return bytes
     }
 
-    /// Whether the store holds `file`'s content: linked by a tree, or left by an interrupted sync and
-    /// still hashing to its name.
-    static func holds(_ store: ContentStore, _ file: FileIndex.Entry) -> Bool {
-        if store.contains(sha256: file.sha256) { return true }
+    /// Whether the store holds `file`'s content: linked by a tree (and, `checking`, hashing to its name),
+    /// or left by an interrupted sync and still hashing to its name.
+    static func holds(_ store: ContentStore, _ file: FileIndex.Entry, checking: Bool) throws -> Bool {
+        if store.contains(sha256: file.sha256) {
+            guard checking else { return true }
+            if try store.checkedForReuse(sha256: file.sha256) { return true }
+        }
         let path = store.path(sha256: file.sha256)
         guard FileSystem.fileSize(path) == file.size else { return false }
         return (try? FileHasher.sha256(ofFile: path)) == file.sha256

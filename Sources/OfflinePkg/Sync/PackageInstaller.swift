@@ -23,6 +23,7 @@ package struct PackageInstaller: Sendable {
     /// (download, hash, unpack, tree hash) discards its staging and falls back to the full archive in
     /// the same call. `bytesFetched` counts both then: it is what crossed the network.
     package func install(_ entry: PackageEntry, manifestURL: URL, current: ActiveSet = .empty) async throws -> Outcome {
+        defer { reportDamagedContent() }
         // File-level first when it is the cheapest way (PackageInstaller+Files); on any failure it
         // falls through to the delta or the archive, its bytes counted.
         let byFiles = await installByFiles(entry, manifestURL: manifestURL, current: current)

@@ -23,11 +23,22 @@ package struct TreeRepairer: Sendable {
         // A broken runtime-cache entry is dropped: the next request fetches it again.
         let runtimeDamage = damage.filter { $0.packageID == TreeDamage.runtimeCache }
         for item in runtimeDamage { RuntimeStore.removeEntry(at: item.path, layout: layout) }
-        let contentDamage = damage.filter { $0.packageID == TreeDamage.contentStore }
+        // A running figure that disagrees with content/ is written afresh by the walk that ends every repair.
+        let contentDamage = damage.filter { $0.packageID == TreeDamage.contentStore && $0.path != layout.contentUsage }
+        let figureWrong = damage.contains { $0.packageID == TreeDamage.contentStore && $0.path == layout.contentUsage }
         let ids = Set(damage.map(\.packageID)).subtracting([TreeDamage.runtimeCache, TreeDamage.contentStore])
-        guard !ids.isEmpty || !contentDamage.isEmpty else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
+        guard !ids.isEmpty || !contentDamage.isEmpty || figureWrong else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
         let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
+        // A repair drops and relinks held names it does not count one by one: the ledger's session is
+        // open while it runs, and its close walks content/ for the figure.
+        let ledger = ContentLedger.of(layout)
+        try ledger.willChange()
+        ledger.uncounted()
+        defer { _ = try? ledger.close(removingOrphans: false, walk: true) }
+        guard !ids.isEmpty || !contentDamage.isEmpty else {
+            return (runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache]) + [TreeDamage.contentStore]
+        }
         // Damaged held content stops being held first, so the reinstalls below write sound copies rather
         // than link the damaged inode again; every tree still linking it is rebuilt after them.
         let content = ContentStore(layout: layout)
@@ -78,7 +89,7 @@ package struct TreeRepairer: Sendable {
             try PackageInstaller.commit([content.relinkedCopy(of: tree)], layout: layout)
             relinked = true
         }
-        if !contentDamage.isEmpty && (relinked || !repaired.isEmpty) { repaired.append(TreeDamage.contentStore) }
+        if (!contentDamage.isEmpty && (relinked || !repaired.isEmpty)) || figureWrong { repaired.append(TreeDamage.contentStore) }
         return Array(Set(repaired)).sorted()
     }
 

@@ -23,6 +23,10 @@ extension Updater {
         public var minimumRateWindow: TimeInterval = 30
         /// How long the manifest fetch, and then the signature fetch, may take each, retries included.
         public var manifestDeadline: TimeInterval = 60
+        /// How long one range request of a file-level update (SPEC §13) may take in all, plus a second
+        /// per 16 KiB it asks for; past it the request is cut off and the package comes by a delta or
+        /// the full archive in the same sync (a server that trickles a multipart answer for ever).
+        public var rangeRequestDeadline: TimeInterval = 120
         /// A PEM file of certificate authorities to trust for https instead of the system's.
         public var caBundle: String?
         public var retry: RetryPolicy
@@ -57,6 +61,8 @@ extension Updater {
 extension Updater.Options {
     /// The slow-retrieval protections every transfer of a sync runs under.
     package var retrievalLimits: RetrievalLimits {
-        RetrievalLimits(stallTimeout: stallTimeout, minimumRate: minimumRate, minimumRateWindow: minimumRateWindow)
+        var limits = RetrievalLimits(stallTimeout: stallTimeout, minimumRate: minimumRate, minimumRateWindow: minimumRateWindow)
+        limits.rangeRequestDeadline = rangeRequestDeadline
+        return limits
     }
 }

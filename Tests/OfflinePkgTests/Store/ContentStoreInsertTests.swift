@@ -70,7 +70,7 @@ import Testing
 
         // With the trees gone, nothing links the held files: gc's pass removes every one.
         try FileSystem.removeTree(scene.layout.staging)
-        let removed = scene.store.removeUnlinked().map(\.path)
+        let removed = try scene.store.removeUnlinked(candidates: [], walk: false).map(\.path)
         #expect(Set(removed) == Set([hello, world, fetched].map { scene.store.path(sha256: $0) }))
         #expect(scene.store.usage().files == 0)
     }

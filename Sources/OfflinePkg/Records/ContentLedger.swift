@@ -1,0 +1,256 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The running figure of held content, `content {files, bytes}` for `status`, kept in `content.json` so
+/// that neither `status` nor a sync's collection walks all of `content/` (a stat per held file: 10,000
+/// on a 10k-file root, at every sync).
+///
+/// Crash safety: before the first change of a session (a locked operation's inserts and removals) lands,
+/// the file is rewritten "open" (`"open": <token>`, written, flushed, renamed); it is closed with the new
+/// figure only once the session's last change is made. A kill in between leaves it open, and an open or
+/// missing figure is never believed: `status` walks `content/` instead, and the next collection walks it
+/// once and closes it. `verify` walks anyway and names a closed figure that differs (a release that did
+/// not keep it changed the root); `verify --repair`, `gc` and the collections that walk write it afresh.
+///
+/// One ledger per root in a process, found by the root's path: every `ContentStore` value of the root,
+/// however it was made (an unpacker's lane, a file-level fetch, a delta), counts into the same session,
+/// because the figure is the disk's, not one component's.
+package final class ContentLedger: Sendable {
+    /// What `content.json` holds.
+    package struct Figure: Codable, Sendable, Equatable {
+        package var files: Int
+        package var bytes: Int64
+        /// Set while a session changes content: the figure is then not to be believed.
+        package var open: String?
+    }
+
+    /// A held name for the session's sets: the sha256's 32 bytes, not its 64-character text.
+    private struct Name: Hashable {
+        var words: (UInt64, UInt64, UInt64, UInt64)
+        init?(_ hex: String) {
+            guard let bytes = Self.bytes(hex) else { return nil }
+            words = bytes.withUnsafeBytes { ($0.load(as: UInt64.self), $0.load(fromByteOffset: 8, as: UInt64.self),
+                $0.load(fromByteOffset: 16, as: UInt64.self), $0.load(fromByteOffset: 24, as: UInt64.self)) }
+        }
+        static func bytes(_ hex: String) -> [UInt8]? {
+            let digits = Array(hex.utf8)
+            guard digits.count == 64 else { return nil }
+            var out = [UInt8](repeating: 0, count: 32)
+            for index in 0..<32 {
+                guard let high = value(digits[2 * index]), let low = value(digits[2 * index + 1]) else { return nil }
+                out[index] = high << 4 | low
+            }
+            return out
+        }
+        static func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case 0x30...0x39: digit - 0x30
+            case 0x61...0x66: digit - 0x61 + 10
+            default: nil
+            }
+        }
+        static func == (a: Name, b: Name) -> Bool { a.words == b.words }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(words.0)
+            hasher.combine(words.1)
+            hasher.combine(words.2)
+            hasher.combine(words.3)
+        }
+    }
+
+    private struct Session {
+        var token: String
+        /// The figure before the session, less what it removed of it; nil when unknown (the file was
+        /// missing or left open): the close walks.
+        var base: Figure?
+        /// Names the session created, in hex (counted at the close, by one stat each, and collected then
+        /// when no tree links them: an install that failed after inserting).
+        var created: Set<String> = []
+        /// Too many names to remember, or a change the session cannot count: the close walks.
+        var uncounted = false
+    }
+
+    private struct State {
+        var session: Session?
+        /// Held content hashed against its name in this locked operation (`ContentStore.checkedForReuse`).
+        var sound: Set<Name> = []
+        /// Damaged held content found and dropped, not yet reported: (path, problem).
+        var damage: [(path: String, problem: String)] = []
+    }
+
+    /// Past this many created names a session stops remembering them and its close walks `content/`:
+    /// a sync that creates that many costs a walk's worth of creates already (1 MiB of names at most).
+    package static let rememberedNames = 1 << 14
+
+    let layout: CacheLayout
+    private let state = Mutex(State())
+    /// Full walks of `content/` this ledger made (tests: a sync that changed little walks nothing).
+    private let walkCount = Atomic<Int>(0)
+
+    private init(layout: CacheLayout) { self.layout = layout }
+
+    private static let ledgers = Mutex<[String: ContentLedger]>([:])
+
+    /// The ledger of `layout`'s root in this process.
+    package static func of(_ layout: CacheLayout) -> ContentLedger {
+        ledgers.withLock { ledgers in
+            if let known = ledgers[layout.root] { return known }
+            let ledger = ContentLedger(layout: layout)
+            ledgers[layout.root] = ledger
+            return ledger
+        }
+    }
+
+    package var walks: Int { walkCount.load(ordering: .relaxed) }
+
+    /// The figure on disk, when it is closed (to be believed).
+    package func closedFigure() -> Figure? {
+        guard let figure = Self.load(layout), figure.open == nil else { return nil }
+        return figure
+    }
+
+    private static func load(_ layout: CacheLayout) -> Figure? {
+        guard let bytes = try? FileSystem.read(layout.contentUsage, limit: 4096) else { return nil }
+        return try? JSONDecoder().decode(Figure.self, from: Data(bytes))
+    }
+
+    private func save(_ figure: Figure) throws {
+        try FileSystem.writeAtomically(JSONCoding.encode(figure, pretty: false), to: layout.contentUsage)
+    }
+
+    /// A new locked operation (the root lock was taken): held content is hashed again before reuse.
+    package func lockTaken() {
+        state.withLock { $0.sound = [] }
+    }
+
+    /// Called before any change to `content/`'s names: opens the session on disk first, so a kill after
+    /// the change finds the figure open, not closed and wrong.
+    package func willChange() throws {
+        try state.withLock { state in
+            guard state.session == nil else { return }
+            var base = Self.load(layout)
+            if base?.open != nil { base = nil }
+            // A root with no held content at all starts from nothing, known.
+            if base == nil && !FileSystem.contents(of: layout.content).contains(where: { $0.utf8.count == 2 }) {
+                base = Figure(files: 0, bytes: 0)
+            }
+            let token = UUID().uuidString.lowercased()
+            do {
+                try save(Figure(files: base?.files ?? 0, bytes: base?.bytes ?? 0, open: token))
+            } catch {
+                // An open figure could not be written: none at all is just as safe (never believed).
+                FileSystem.discardFile(layout.contentUsage)
+                if FileSystem.exists(layout.contentUsage) { throw error }
+            }
+            state.session = Session(token: token, base: base)
+        }
+    }
+
+    /// The name `sha256` was created (a new held file).
+    package func created(_ sha256: String) {
+        state.withLock { state in
+            guard var session = state.session, !session.uncounted else { return }
+            session.created.insert(sha256)
+            if session.created.count > Self.rememberedNames {
+                session.created = []
+                session.uncounted = true
+            }
+            state.session = session
+        }
+    }
+
+    /// The held name `sha256` now names other bytes (an orphan replaced): counted at the close when the
+    /// session created it, else not countable here.
+    package func replaced(_ sha256: String) {
+        state.withLock { state in
+            guard state.session?.created.contains(sha256) == false else { return }
+            state.session?.uncounted = true
+        }
+    }
+
+    /// The held name `sha256`, of `size` bytes, was removed.
+    package func removed(_ sha256: String, size: Int64) {
+        state.withLock { state in
+            guard var session = state.session else { return }
+            if session.created.remove(sha256) == nil && !session.uncounted {
+                session.base?.files -= 1
+                session.base?.bytes -= size
+            }
+            state.session = session
+        }
+    }
+
+    /// A change the session does not count (a repair's relinks): its close walks.
+    package func uncounted() {
+        state.withLock { $0.session?.uncounted = true }
+    }
+
+    /// Ends the session: writes the closed figure, the session's own count when it is exact, else a walk
+    /// of `content/`. With `removingOrphans`, held files no tree links (`st_nlink == 1`) that the session
+    /// created (or, on a walk, all of them) are removed first; returns those. With `walk`, walks whatever
+    /// the session knows (`gc`). Without a session and with a closed figure there is nothing to do.
+    @discardableResult
+    package func close(removingOrphans: Bool, walk: Bool = false) throws -> [(path: String, size: Int64)] {
+        try state.withLock { state in
+            let session = state.session
+            let onDisk = Self.load(layout)
+            if session == nil && !walk, let onDisk, onDisk.open == nil { return [] }
+            var removed = [(path: String, size: Int64)]()
+            var figure: Figure
+            if !walk, let session, !session.uncounted, var base = session.base, onDisk?.open == session.token {
+                for sha256 in session.created {
+                    guard let info = ContentStore.status(of: layout.content(sha256: sha256)) else { continue }
+                    if removingOrphans && info.st_nlink == 1 && unlink(layout.content(sha256: sha256)) == 0 {
+                        removed.append((layout.content(sha256: sha256), Int64(info.st_size)))
+                        continue
+                    }
+                    base.files += 1
+                    base.bytes += Int64(info.st_size)
+                }
+                figure = base
+            } else {
+                walkCount.add(1, ordering: .relaxed)
+                figure = Figure(files: 0, bytes: 0)
+                ContentStore(layout: layout).heldFiles { path, _, info in
+                    if removingOrphans && info.st_nlink == 1 && unlink(path) == 0 {
+                        removed.append((path, Int64(info.st_size)))
+                        return
+                    }
+                    figure.files += 1
+                    figure.bytes += Int64(info.st_size)
+                }
+            }
+            figure.open = nil
+            try save(figure)
+            state.session = nil
+            return removed
+        }
+    }
+
+    /// Whether `sha256`'s held file was hashed sound in this locked operation.
+    package func isKnownSound(_ sha256: String) -> Bool {
+        guard let name = Name(sha256) else { return false }
+        return state.withLock { $0.sound.contains(name) }
+    }
+
+    package func noteSound(_ sha256: String) {
+        guard let name = Name(sha256) else { return }
+        state.withLock { _ = $0.sound.insert(name) }
+    }
+
+    /// Damaged held content was dropped: kept until the installer reports it (`takeDamage`).
+    package func noteDamage(path: String, problem: String) {
+        state.withLock { $0.damage.append((path, problem)) }
+    }
+
+    package func takeDamage() -> [(path: String, problem: String)] {
+        state.withLock { state in
+            defer { state.damage = [] }
+            return state.damage
+        }
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import OfflinePkg
+import OfflinePkgTestSupport
+import Testing
+
+/// The running figure of held content (`content.json`, `ContentLedger`): a sync that changes little, and
+/// `status`, cost what changed rather than a stat of every held file; the figure matches a walk of
+/// `content/` after every insert, removal and kill, and a root without one gets it from one walk.
+@Suite("Content usage")
+struct ContentUsageTests {
+    /// What a walk of `content/` finds: held files and their bytes.
+    static func walked(_ layout: CacheLayout) -> (files: Int, bytes: Int64) {
+        var files = 0
+        var bytes: Int64 = 0
+        for shard in FileSystem.contents(of: layout.content) where shard.count == 2 {
+            for name in FileSystem.contents(of: layout.contentShard(shard)) {
+                files += 1
+                bytes += FileSystem.fileSize(layout.contentShard(shard) + "/" + name) ?? 0
+            }
+        }
+        return (files, bytes)
+    }
+
+    static func statusFigure(_ root: String) throws -> (files: Int, bytes: Int64) {
+        let content = try #require(try ContentStoreTests.status(root)["content"] as? [String: Any])
+        return (try #require(content["files"] as? Int), Int64(try #require(content["bytes"] as? Int)))
+    }
+
+    /// `content.json` as written: nil when missing; `open` when a session left it open.
+    static func figureFile(_ layout: CacheLayout) throws -> [String: Any]? {
+        guard let data = FileManager.default.contents(atPath: layout.contentUsage) else { return nil }
+        return try JSONSerialization.jsonObject(with: data) as? [String: Any]
+    }
+
+    static func expectFigureMatchesAWalk(_ root: TemporaryDirectory, closed: Bool = true, _ what: String) throws {
+        let layout = CacheLayout(root: root.path)
+        let walk = walked(layout)
+        let shown = try statusFigure(root.path)
+        #expect(shown.files == walk.files && shown.bytes == walk.bytes, "\(what): status \(shown), walk \(walk)")
+        if closed {
+            let file = try #require(try figureFile(layout), "\(what): no content.json")
+            #expect(file["open"] == nil, "\(what): \(file)")
+            #expect(file["files"] as? Int == walk.files && (file["bytes"] as? Int).map(Int64.init) == walk.bytes, "\(what): \(file)")
+        }
+    }
+
+    /// A big package of `count` files that never changes, and a small one that changes at each version.
+    static func device(bigFiles count: Int) throws -> ContentStoreTests.Device {
+        let device = try ContentStoreTests.Device()
+        let big = (0..<count).map { SiteFile("f/\($0 / 100)/\($0).js", "big file \($0)") }
+        try device.repo.add("big", "1", routes: ["https://big.example.com/"], files: big)
+        try device.repo.publish()
+        return device
+    }
+
+    static func publishSmall(_ device: ContentStoreTests.Device, _ version: Int) throws {
+        try device.repo.add(
+            "a", "\(version)", routes: ["https://a.example.com/"],
+            files: [SiteFile("index.html", "a \(version)"), SiteFile("app.js", "app \(version)")] + ContentStoreTests.vendor)
+        try device.repo.publish()
+    }
+
+    /// Syncs on a root of about 2,000 held files that change one small package stat a few dozen held
+    /// files, not 2,000 (the collection used to walk all of `content/`), and `status` stats none; the
+    /// old version's own content still goes, and the figure stays that of a walk.
+    @Test func aSyncThatChangesLittleAndStatusDoNotStatEveryHeldFile() throws {
+        let count = 2000
+        let device = try Self.device(bigFiles: count)
+        try device.sync().checked("sync 1")
+        try Self.expectFigureMatchesAWalk(device.root, "after the first sync")
+        try Self.publishSmall(device, 2)
+        try device.sync().checked("sync 2")
+        try Self.publishSmall(device, 3)
+        let held = ContentStoreTests.held(device.layout)
+        #expect(held.count > count)
+        // Version 3: a's version 1 tree is collected (neither active nor previous), with its own content.
+        let traced = try Strace.offlinepkg(["sync", device.manifest, "--root", device.root.path, "--quiet"], trace: "%stat")
+        #expect(traced.result.status == 0, "\(traced.result.stderr)")
+        let touched = traced.calls(containing: "/content/")
+        #expect(touched.count < 100, "\(touched.count) stat calls on content/, of \(held.count) held files")
+        #expect(!held.subtracting(ContentStoreTests.held(device.layout)).isEmpty, "a's version 1 content was not collected")
+        for sha256 in ContentStoreTests.held(device.layout) {
+            #expect(ContentStoreTests.inode(device.layout.content(sha256: sha256)).links > 1, "\(sha256) is an orphan")
+        }
+        try Self.expectFigureMatchesAWalk(device.root, "after sync 3")
+        let status = try Strace.offlinepkg(["status", "--root", device.root.path, "--json"], trace: "%stat")
+        #expect(status.result.status == 0, "\(status.result.stderr)")
+        #expect(status.calls(containing: "/content/").isEmpty, "\(status.calls(containing: "/content/").prefix(5))")
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+    }
+
+    /// A root from a release that kept no figure: `status` walks (and is right), the next sync that
+    /// changes content walks once and writes the figure, and from then on it is kept.
+    @Test func aRootWithoutAFigureGetsOneFromOneWalk() throws {
+        let device = try ContentStoreTests.Device()
+        try device.sync().checked("sync 1")
+        FileSystem.discardFile(device.layout.contentUsage)
+        try Self.expectFigureMatchesAWalk(device.root, closed: false, "without content.json")
+        #expect(try Self.figureFile(device.layout) == nil, "status wrote content.json")
+        _ = try device.updateTwoFilesOfA()
+        try Self.expectFigureMatchesAWalk(device.root, "after the sync that walked")
+        try Self.publishSmall(device, 3)
+        try device.sync().checked("sync 3")
+        try Self.expectFigureMatchesAWalk(device.root, "after a counted sync")
+        // `gc` walks whatever the figure says, and writes it afresh.
+        FileSystem.discardFile(device.layout.contentUsage)
+        try OfflinePkgBinary.run(["gc", "--root", device.root.path]).checked("gc")
+        try Self.expectFigureMatchesAWalk(device.root, "after gc")
+    }
+
+    /// `kill -9` while a sync inserts, after its unpack, and after its switch: the figure is left open
+    /// (never believed: `status` walks and is right), and the next sync closes it right.
+    @Test(arguments: ["content-link", "after-unpack", "after-switch"])
+    func aKilledSyncLeavesTheFigureOpenAndTheNextSyncRight(_ failpoint: String) throws {
+        let device = try ContentStoreTests.Device()
+        try device.sync().checked("sync 1")
+        try Self.publishSmall(device, 2)
+        var environment = ProcessInfo.processInfo.environment
+        environment["OFFLINEPKG_FAILPOINT"] = failpoint
+        let killed = try device.sync(environment)
+        #expect(killed.status == 128 + SIGKILL, "\(failpoint): \(killed.stderr)")
+        #expect(try Self.figureFile(device.layout)?["open"] != nil, "\(failpoint): the figure is not open")
+        try Self.expectFigureMatchesAWalk(device.root, closed: false, "after the kill at \(failpoint)")
+        try Self.publishSmall(device, 3)
+        try device.sync().checked("sync after the kill")
+        try Self.expectFigureMatchesAWalk(device.root, "after the next sync")
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+    }
+
+    /// A closed figure that is wrong (a release that did not keep it changed the root): `verify` names
+    /// it, and `verify --repair` writes the walked one.
+    @Test func verifyNamesAWrongFigureAndRepairWritesTheRightOne() throws {
+        let device = try ContentStoreTests.Device()
+        try device.sync().checked("sync")
+        try FileSystem.writeAtomically(Array(#"{"files":1,"bytes":2}"#.utf8), to: device.layout.contentUsage)
+        let verify = try OfflinePkgBinary.run(["verify", "--root", device.root.path])
+        #expect(verify.status != 0)
+        #expect(verify.stdout.contains("content.json") || verify.stderr.contains("content.json"), "\(verify)")
+        #expect((verify.stdout + verify.stderr).contains("counts 1 files of 2 bytes"), "\(verify)")
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path, "--repair"]).checked("repair")
+        try Self.expectFigureMatchesAWalk(device.root, "after the repair")
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify after the repair")
+    }
+
+    /// A held file damaged in place that the next version shares: the sync's unpack hashes it before
+    /// linking the new tree's file to it, drops it, says so, and keeps the sound bytes it just wrote.
+    @Test func damagedHeldContentIsNotLinkedIntoTheNextVersion() throws {
+        let device = try ContentStoreTests.Device()
+        try device.sync().checked("sync 1")
+        let lib3 = ContentStoreTests.vendor[3]
+        let held = device.layout.content(sha256: SHA256.hash(lib3.contents).hex)
+        try ContentStoreTests.overwrite(held, at: 10, with: Array("rot".utf8))
+        try Self.publishSmall(device, 2)
+        let synced = try OfflinePkgBinary.run(["sync", device.manifest, "--root", device.root.path])
+        #expect(synced.status == 0, "\(synced.stderr)")
+        #expect(synced.stderr.contains("damaged held content \(held)"), "\(synced.stderr)")
+        #expect(try device.lookup("https://a.example.com/vendor/lib3.js") == lib3.contents)
+        #expect(try FileHasher.sha256(ofFile: held) == SHA256.hash(lib3.contents).hex)
+        try Self.expectFigureMatchesAWalk(device.root, "after the drop")
+    }
+}
