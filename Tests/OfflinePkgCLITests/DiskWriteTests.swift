@@ -8,7 +8,6 @@ import Testing
 @Suite("Disk writes")
 struct DiskWriteTests {
     @Test func downloadsAreDeletedBeforeTheOneFlushOfASync() throws {
-        let strace = try #require(which("strace"), "strace is needed (make deps installs it)")
         let repo = try TestRepository()
         for id in ["home", "docs", "lib", "img"] {
             try repo.add(
@@ -17,13 +16,10 @@ struct DiskWriteTests {
         }
         try repo.publish()
         let root = try TemporaryDirectory()
-        let result = try run(
-            strace,
-            ["-f", "-qq", "-e", "trace=syncfs,unlink,unlinkat", OfflinePkgBinary.path, "sync", "file://" + repo.manifestPath,
-             "--root", root.path("root"), "--quiet"],
-            timeout: 60)
-        #expect(result.status == 0, "\(result.stderr)")
-        let calls = result.stderr.split(separator: "\n").map(String.init)
+        let traced = try Strace.offlinepkg(
+            ["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"], trace: "syncfs,unlink,unlinkat", timeout: 60)
+        #expect(traced.result.status == 0, "\(traced.result.stderr)")
+        let calls = traced.calls
         let flushes = calls.indices.filter { calls[$0].contains("syncfs(") && !calls[$0].contains("resumed") }
         let deletedDownloads = calls.indices.filter { calls[$0].contains("/downloads/") && calls[$0].contains(".part\"") }
         // Four packages: one flush of the trees' data and one of their renames, not one per package.
@@ -39,7 +35,6 @@ struct DiskWriteTests {
     /// step a power loss can undo the rename while the sync already reported the switch. strace's `-y`
     /// names the file behind each descriptor, so the folder's fsync can be told from any other.
     @Test func theActiveSetsRenameIsFlushedByAnFsyncOfTheRootFolder() throws {
-        let strace = try #require(which("strace"), "strace is needed (make deps installs it)")
         let repo = try TestRepository()
         try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")])
         try repo.publish()
@@ -47,13 +42,11 @@ struct DiskWriteTests {
         _ = try scratch.makeDirectory("root")
         // strace prints the kernel's path of a descriptor: the folder's real path.
         let root = URL(fileURLWithPath: scratch.path("root")).resolvingSymlinksInPath().path
-        let result = try run(
-            strace,
-            ["-f", "-qq", "-y", "-e", "trace=rename,renameat,renameat2,fsync,fdatasync", OfflinePkgBinary.path, "sync",
-             "file://" + repo.manifestPath, "--root", root, "--quiet"],
-            timeout: 60)
-        #expect(result.status == 0, "\(result.stderr)")
-        let calls = result.stderr.split(separator: "\n").map(String.init)
+        let traced = try Strace.offlinepkg(
+            ["sync", "file://" + repo.manifestPath, "--root", root, "--quiet"], trace: "rename,renameat,renameat2,fsync,fdatasync",
+            flags: ["-y"], timeout: 60)
+        #expect(traced.result.status == 0, "\(traced.result.stderr)")
+        let calls = traced.calls
         let active = root + "/active.json"
         let renamed = try #require(
             calls.lastIndex { $0.contains("rename") && $0.contains("\"\(active)\"") && !$0.contains("resumed") },

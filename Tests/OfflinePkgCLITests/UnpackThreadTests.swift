@@ -8,7 +8,6 @@ import Testing
 struct UnpackThreadTests {
     /// Files are created on more than one thread, watched with strace as `sync` runs.
     @Test func filesAreCreatedOnSeveralThreads() throws {
-        let strace = try #require(which("strace"), "strace is needed (make deps installs it)")
         let repo = try TestRepository()
         var files = [SiteFile("index.html", "home")]
         for folder in 0..<40 {
@@ -17,16 +16,12 @@ struct UnpackThreadTests {
         try repo.add("home", "1", routes: ["https://m.example.com/"], files: files)
         try repo.publish()
         let root = try TemporaryDirectory()
-        let result = try run(
-            strace,
-            ["-f", "-qq", "-e", "trace=openat", OfflinePkgBinary.path, "sync", "file://" + repo.manifestPath,
-             "--root", root.path("root"), "--quiet"],
-            timeout: 60)
-        #expect(result.status == 0, "\(result.stderr)")
-        // `[pid N] openat(fd, "f0.js", O_WRONLY|O_CREAT|O_EXCL...`: the thread that created each tree file.
+        let traced = try Strace.offlinepkg(
+            ["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"], trace: "openat", timeout: 60)
+        #expect(traced.result.status == 0, "\(traced.result.stderr)")
+        // `N openat(fd, "f0.js", O_WRONLY|O_CREAT|O_EXCL...`: the thread that created each tree file.
         let creators = Set(
-            result.stderr.split(separator: "\n").filter { $0.contains(".js\"") && $0.contains("O_CREAT|O_EXCL") }
-                .compactMap { line in line.hasPrefix("[pid ") ? line.dropFirst(5).prefix { $0 != "]" } : nil })
+            traced.calls(containing: ".js\"").filter { $0.contains("O_CREAT|O_EXCL") }.compactMap { $0.split(separator: " ").first })
         #expect(creators.count >= 2, "threads that created the tree's files: \(creators.sorted())")
     }
 }

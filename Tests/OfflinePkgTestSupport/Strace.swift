@@ -16,6 +16,10 @@ public enum Strace {
         }
     }
 
+    /// Every call that stats a file, on x86_64 and arm64 alike (`%stat` alone is only the old `stat`;
+    /// glibc's `stat`/`lstat` are `newfstatat` or `statx`).
+    public static let statCalls = "%stat,%lstat,%fstat,newfstatat,statx"
+
     /// Runs `offlinepkg arguments` under strace tracing `trace` (an `-e trace=` value such as
     /// `openat` or `%stat`); `flags` adds strace options such as `-y`. Requires strace (make deps).
     public static func offlinepkg(
