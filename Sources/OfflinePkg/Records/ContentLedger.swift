@@ -150,9 +150,12 @@ package final class ContentLedger: Sendable {
         }
     }
 
-    /// The name `sha256` was created (a new held file).
+    /// The name `sha256` was created (a new held file). Its bytes were hashed on their way in, in this
+    /// locked operation: sound for reuse without another hash.
     package func created(_ sha256: String) {
+        let name = Name(sha256)
         state.withLock { state in
+            if let name { state.sound.insert(name) }
             guard var session = state.session, !session.uncounted else { return }
             session.created.insert(sha256)
             if session.created.count > Self.rememberedNames {
@@ -166,7 +169,9 @@ package final class ContentLedger: Sendable {
     /// The held name `sha256` now names other bytes (an orphan replaced): counted at the close when the
     /// session created it, else not countable here.
     package func replaced(_ sha256: String) {
+        let name = Name(sha256)
         state.withLock { state in
+            if let name { state.sound.insert(name) }
             guard state.session?.created.contains(sha256) == false else { return }
             state.session?.uncounted = true
         }
@@ -174,7 +179,9 @@ package final class ContentLedger: Sendable {
 
     /// The held name `sha256`, of `size` bytes, was removed.
     package func removed(_ sha256: String, size: Int64) {
+        let name = Name(sha256)
         state.withLock { state in
+            if let name { state.sound.remove(name) }
             guard var session = state.session else { return }
             if session.created.remove(sha256) == nil && !session.uncounted {
                 session.base?.files -= 1
