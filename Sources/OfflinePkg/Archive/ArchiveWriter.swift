@@ -143,6 +143,14 @@ package final class ArchiveWriter {
         }
     }
 
+    /// Tar-stream mode: the header of a regular file of `size` bytes, alone. The caller writes exactly
+    /// `size` bytes with `writeData(_:entry:)` and then calls `finishEntry()` (the chunked publisher reads
+    /// and hashes each file itself, straight into the frames it compresses).
+    package func addFileHeader(_ relativePath: String, size: Int64) throws {
+        prepareEntry(relativePath, type: 0o100000, mode: 0o644, size: size)
+        try check(archive_write_header(archive, entry), "write header of \(relativePath)")
+    }
+
     /// Ends the current entry: its padding to the next 512-byte block is written now, not with the next header.
     package func finishEntry() throws {
         try check(archive_write_finish_entry(archive), "finish entry")
@@ -167,7 +175,7 @@ package final class ArchiveWriter {
         // Left unset: uname, gname, atime, ctime, birthtime — libarchive then writes none of them.
     }
 
-    private func writeData(_ buffer: UnsafeRawBufferPointer, entry name: String) throws {
+    package func writeData(_ buffer: UnsafeRawBufferPointer, entry name: String) throws {
         var offset = 0
         while offset < buffer.count {
             let written = archive_write_data(archive, buffer.baseAddress! + offset, buffer.count - offset)
@@ -210,4 +218,9 @@ private func tarStreamWrite(
     guard let client else { return -1 }
     let receiver = Unmanaged<AnyObject>.fromOpaque(client).takeUnretainedValue() as! TarStreamReceiver
     return receiver.receive(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : -1
+}
+
+extension TreeFile {
+    /// A file as a writer outside this module listed it (the chunked publisher hashes what it archives).
+    package init(archived sha256: String, size: Int64) { self.init(sha256: sha256, size: size) }
 }
