@@ -72,14 +72,7 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
     package func addFile(_ relativePath: String, contentsOf source: String) throws -> TreeFile {
         let file = try FileDescriptor.open(source, O_RDONLY | O_NOFOLLOW)
         return try file.closeAfter { file in
-            var info = stat()
-            guard fstat(file.rawValue, &info) == 0 else {
-                throw OfflinePkgError.io(path: source, operation: "fstat", Errno.current)
-            }
-            guard (info.st_mode & S_IFMT) == S_IFREG else {
-                throw OfflinePkgError.publishRefused(reason: "\(source) is not a regular file")
-            }
-            let size = Int(info.st_size)
+            let size = Int(try ArchiveWriter.regularFileSize(file, source: source))
             captured.removeAll(keepingCapacity: true)
             try tar.addFileHeader(relativePath, size: Int64(size))
             let header = captured

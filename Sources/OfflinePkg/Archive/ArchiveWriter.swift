@@ -110,14 +110,7 @@ package final class ArchiveWriter {
     package func addFile(_ relativePath: String, contentsOf source: String) throws -> TreeFile {
         let fd = try FileDescriptor.open(source, O_RDONLY | O_NOFOLLOW)
         return try fd.closeAfter { fd in
-            var info = stat()
-            guard fstat(fd.rawValue, &info) == 0 else {
-                throw OfflinePkgError.io(path: source, operation: "fstat", Errno.current)
-            }
-            guard (info.st_mode & S_IFMT) == S_IFREG else {
-                throw OfflinePkgError.publishRefused(reason: "\(source) is not a regular file")
-            }
-            let size = Int64(info.st_size)
+            let size = try Self.regularFileSize(fd, source: source)
             prepareEntry(relativePath, type: 0o100000, mode: 0o644, size: size)
             try check(archive_write_header(archive, entry), "write header of \(relativePath)")
             let hasher = SHA256()
@@ -149,6 +142,18 @@ package final class ArchiveWriter {
     package func addFileHeader(_ relativePath: String, size: Int64) throws {
         prepareEntry(relativePath, type: 0o100000, mode: 0o644, size: size)
         try check(archive_write_header(archive, entry), "write header of \(relativePath)")
+    }
+
+    /// The size of the open file `fd` (opened from `source`); anything but a regular file is refused.
+    package static func regularFileSize(_ fd: FileDescriptor, source: String) throws -> Int64 {
+        var info = stat()
+        guard fstat(fd.rawValue, &info) == 0 else {
+            throw OfflinePkgError.io(path: source, operation: "fstat", Errno.current)
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw OfflinePkgError.publishRefused(reason: "\(source) is not a regular file")
+        }
+        return Int64(info.st_size)
     }
 
     /// Ends the current entry: its padding to the next 512-byte block is written now, not with the next header.

@@ -151,6 +151,26 @@ import Testing
         }
     }
 
+    /// A big file index goes out as several frames compressed side by side: the same bytes whatever
+    /// the workers, one zstd stream for the device's decompressor and for the zstd tool.
+    @Test func aBigFileIndexIsFramesThatDecompressAsOne() throws {
+        let scratch = try TemporaryDirectory(prefix: "chunked-index")
+        let entries = (0..<9_000).map { number in
+            FileIndex.Entry(
+                path: PackagePath("assets/chunk-\(number).js"), sha256: SHA256.hash(Array("\(number)".utf8)).hex, size: Int64(number),
+                offset: Int64(number * 1000), length: 900)
+        }
+        let json = FileIndex(entries: entries).encode()
+        #expect(json.count > 2 * ZstdFrames.fileIndexPiece)
+        let one = try ZstdFrames.fileIndex(json, workers: 1)
+        #expect(try ZstdFrames.fileIndex(json, workers: 3) == one)
+        #expect(try FileIndex.decompress(one, source: "index") == json)
+        try FileSystem.write(one, to: scratch.path("index.json.zst"))
+        let frames = (json.count + ZstdFrames.fileIndexPiece - 1) / ZstdFrames.fileIndexPiece
+        #expect(try shell("zstd -lv '\(scratch.path("index.json.zst"))' 2>&1 | sed -n 's/^# Zstandard Frames: //p'") == "\(frames)\n")
+        #expect(try shell("zstd -dc '\(scratch.path("index.json.zst"))' | sha256sum | cut -c1-64") == SHA256.hash(json).hex + "\n")
+    }
+
     /// A file whose size differs from what `fstat` said is refused, not archived torn (a /proc file
     /// says 0 bytes and reads more).
     @Test func aFileThatGrowsWhileItIsReadIsRefused() throws {
