@@ -119,6 +119,10 @@ package final class ZstdFrames {
         private var returned = 0
         private var inFlightBytes = 0
         private var running: Int
+        /// Workers waiting for an input, and whether the submitting thread waits for a frame: a wake-up
+        /// is sent only to someone waiting (a futex call per small frame would cost more than its zstd).
+        private var idleWorkers = 0
+        private var submitterWaits = false
         private var closed = false
         private var failure: OfflinePkgError?
 
@@ -134,10 +138,10 @@ package final class ZstdFrames {
             pending.append(input)
             submitted += 1
             inFlightBytes += input.count
-            condition.broadcast()
+            if idleWorkers > 0 { condition.signal() }
             var frames = takeFinished()
             while inFlightBytes > inFlightLimit && failure == nil {
-                condition.wait()
+                waitForFrame()
                 frames += takeFinished()
             }
             if let failure { throw failure }
@@ -151,7 +155,7 @@ package final class ZstdFrames {
             condition.broadcast()
             var frames = takeFinished()
             while returned < submitted && failure == nil {
-                condition.wait()
+                waitForFrame()
                 frames += takeFinished()
             }
             if let failure { throw failure }
@@ -166,6 +170,13 @@ package final class ZstdFrames {
             taken = submitted
             condition.broadcast()
             condition.unlock()
+        }
+
+        /// Waits (with the lock held) until a worker files the next frame in order, or fails.
+        private func waitForFrame() {
+            submitterWaits = true
+            condition.wait()
+            submitterWaits = false
         }
 
         /// The frames ready to go out in order (called with the lock held).
@@ -190,7 +201,9 @@ package final class ZstdFrames {
             while failure == nil {
                 guard taken < submitted else {
                     if closed { return }
+                    idleWorkers += 1
                     condition.wait()
+                    idleWorkers -= 1
                     continue
                 }
                 let number = taken
@@ -208,7 +221,8 @@ package final class ZstdFrames {
                 switch result {
                 case .success(let frame):
                     done[number] = (frame, input.count)
-                    condition.broadcast()
+                    // Everyone wakes (the submitter among idle workers); the submitter needs only the next in order.
+                    if submitterWaits && number == returned { condition.broadcast() }
                 case .failure(let error):
                     failure = error as? OfflinePkgError ?? .io(path: "(zstd)", operation: "compress", Errno(EIO))
                 }
