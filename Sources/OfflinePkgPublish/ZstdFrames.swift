@@ -52,15 +52,16 @@ package final class ZstdFrames {
     }
 
     /// JSON bytes of the file index per frame. Fixed, so the index's bytes do not depend on the cores.
-    static let fileIndexPiece = 512 << 10
+    static let fileIndexPiece = 256 << 10
 
     /// The file index (SPEC §13), compressed: fetched by every device that updates by files, so small,
     /// but written at the end of every publish, after the last range is known, so not slow either.
     /// Frames of `fileIndexPiece` bytes of JSON compressed side by side (a device decompresses the
     /// concatenation as one stream), at level 16 (zstd's btopt parser, 11 % smaller than 9-15 on this
     /// JSON of hex hashes) searching one candidate instead of 32, with 64k/128k-entry tables: on the
-    /// 10,000-file index (1.8 MB of JSON) 425 KB in 0.3 s of CPU against 421 KB in 0.6 s for one frame at
-    /// plain 16 (docs/benchmarks.md, "Publish speed, wave 4").
+    /// 10,000-file index (1.8 MB of JSON) 424 KB for about half the CPU of one frame at plain 16 (421 KB,
+    /// 0.6 s), shared by the cores; 148.5 KB at 3,000 files as before (docs/benchmarks.md,
+    /// "Publish speed, wave 4").
     package static func fileIndex(_ json: [UInt8], workers: Int = ProcessInfo.processInfo.activeProcessorCount) throws -> [UInt8] {
         let pieces = stride(from: 0, to: max(json.count, 1), by: fileIndexPiece).map { Array(json[$0..<min($0 + fileIndexPiece, json.count)]) }
         let frames = try ZstdFrames(
