@@ -234,17 +234,13 @@ package struct Publisher: Sendable {
                 path: range.path, sha256: files[range.path]!.sha256, size: files[range.path]!.size, offset: range.offset,
                 length: range.length)
         }
-        // Level 16: fetched by every device that updates by files, so small; on a 3,000-file index
-        // (515 KB of JSON) 16 gives 148.5 KB in 0.12 s, 19 only 0.6 % less in 0.32 s, 9-15 give 162 KB
-        // (docs/benchmarks.md, "Chunked tar.zst").
-        let compressed = try ZstdFrames.frame(FileIndex(entries: entries).encode(), level: Self.fileIndexLevel)
+        // Small for the devices, quick for the publisher (see `ZstdFrames.fileIndex`).
+        let compressed = try ZstdFrames.fileIndex(FileIndex(entries: entries).encode())
         let scratch = layout.temporary(name + ".files.json.zst")
         try FileSystem.write(compressed, to: scratch)
         let sha256 = SHA256.hash(compressed).hex
         return (.init(url: layout.fileIndexURL(sha256: sha256), sha256: sha256, size: Int64(compressed.count)), scratch)
     }
-
-    static let fileIndexLevel = 16
 
     /// A version is published once. The same content again is allowed (to change routes or rollout, or
     /// to roll back by republishing an old version); other content under the same version is refused,

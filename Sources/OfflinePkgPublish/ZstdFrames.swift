@@ -1,94 +1,238 @@
 internal import CZstd
-import Dispatch
+import Foundation
 import OfflinePkg
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Compresses byte strings into independent zstd frames with libzstd, on every core: the frames of a
-/// chunked archive (SPEC §13) depend on nothing but their own input, so each is one `ZSTD_compress2`
-/// call with fixed parameters, and the same input gives the same bytes whichever worker made it.
+/// Compresses byte strings into independent zstd frames with libzstd, on threads of their own: the
+/// frames of a chunked archive (SPEC §13) depend on nothing but their own input, so each is one
+/// `ZSTD_compress2` call with fixed parameters, and the same input gives the same bytes whichever
+/// worker made it. The caller submits inputs one by one, in archive order, and gets the frames back in
+/// that order while it goes on reading the next files: reading and hashing overlap the compression.
+///
 /// One compression context per worker, kept for the whole archive (a context costs ~1 MB at level 3).
+/// At most `inFlightLimit` input bytes wait or compress at a time; `submit` waits past that, so a
+/// publish's memory stays a few tens of MiB whatever the site.
 package final class ZstdFrames {
-    private let contexts: [OpaquePointer]
+    private let shared: Shared
     let level: Int
 
-    /// `workers` contexts (at least one) at compression `level`, each frame with its content size and
-    /// a checksum (4 bytes a frame: a damaged range fails in the decoder, before any hash is computed).
-    package init(level: Int, workers: Int) throws {
+    /// `workers` threads (at least one) at compression `level`, each frame with its content size and a
+    /// checksum (4 bytes a frame: a damaged range fails in the decoder, before any hash is computed).
+    package convenience init(level: Int, workers: Int, inFlightLimit: Int = 32 << 20) throws {
+        try self.init(level: level, tuning: [], workers: workers, inFlightLimit: inFlightLimit)
+    }
+
+    private init(level: Int, tuning: [(ZSTD_cParameter, Int32)], workers: Int, inFlightLimit: Int) throws {
         self.level = level
-        var contexts = [OpaquePointer]()
-        for _ in 0..<max(1, workers) {
-            guard let context = ZSTD_createCCtx() else { throw Self.failure("ZSTD_createCCtx", 0) }
-            contexts.append(context)
-            for (parameter, value) in [(ZSTD_c_compressionLevel, Int32(level)), (ZSTD_c_checksumFlag, 1), (ZSTD_c_contentSizeFlag, 1)] {
+        let contexts = try (0..<max(1, workers)).map { _ in try Context(level: level, tuning: tuning) }
+        shared = Shared(inFlightLimit: inFlightLimit, workers: contexts.count)
+        for context in contexts {
+            let shared = shared
+            let thread = Thread { shared.work(with: context) }
+            thread.name = "zstd frames"
+            thread.start()
+        }
+    }
+
+    /// Stops the workers of an archive that was never finished (an error on the way).
+    deinit { shared.close() }
+
+    /// Queues `input` as the next frame. Returns the frames finished since the last call, in the order
+    /// they were submitted; waits first while more than the in-flight limit is queued.
+    package func submit(_ input: [UInt8]) throws -> [[UInt8]] {
+        try shared.submit(input)
+    }
+
+    /// Waits for every queued frame and returns the ones not yet returned, in order.
+    package func finish() throws -> [[UInt8]] {
+        try shared.finish()
+    }
+
+    /// JSON bytes of the file index per frame. Fixed, so the index's bytes do not depend on the cores.
+    static let fileIndexPiece = 256 << 10
+
+    /// The file index (SPEC §13), compressed: fetched by every device that updates by files, so small,
+    /// but written at the end of every publish, after the last range is known, so not slow either.
+    /// Frames of `fileIndexPiece` bytes of JSON compressed side by side (a device decompresses the
+    /// concatenation as one stream), at level 16 (zstd's btopt parser, 11 % smaller than 9-15 on this
+    /// JSON of hex hashes) searching one candidate instead of 32, with 64k/128k-entry tables: on the
+    /// 10,000-file index (1.8 MB of JSON) 424 KB for about half the CPU of one frame at plain 16 (421 KB,
+    /// 0.6 s), shared by the cores; 148.5 KB at 3,000 files as before (docs/benchmarks.md,
+    /// "Publish speed, wave 4").
+    package static func fileIndex(_ json: [UInt8], workers: Int = ProcessInfo.processInfo.activeProcessorCount) throws -> [UInt8] {
+        let pieces = stride(from: 0, to: max(json.count, 1), by: fileIndexPiece).map { Array(json[$0..<min($0 + fileIndexPiece, json.count)]) }
+        let frames = try ZstdFrames(
+            level: 16, tuning: [(ZSTD_c_searchLog, 1), (ZSTD_c_chainLog, 16), (ZSTD_c_hashLog, 17)],
+            workers: min(workers, pieces.count), inFlightLimit: Int.max)
+        var compressed = [UInt8]()
+        for piece in pieces { try frames.submit(piece).forEach { compressed += $0 } }
+        try frames.finish().forEach { compressed += $0 }
+        return compressed
+    }
+
+    /// A zstd compression context with the archive's parameters and an output buffer kept between frames.
+    final class Context: @unchecked Sendable {
+        private let context: OpaquePointer
+        private var output = [UInt8]()
+
+        /// `tuning`: parameters set after the level's (which they override).
+        init(level: Int, tuning: [(ZSTD_cParameter, Int32)]) throws {
+            guard let context = ZSTD_createCCtx() else { throw ZstdFrames.failure("ZSTD_createCCtx", 0) }
+            self.context = context
+            let parameters = [(ZSTD_c_compressionLevel, Int32(level)), (ZSTD_c_checksumFlag, 1), (ZSTD_c_contentSizeFlag, 1)] + tuning
+            for (parameter, value) in parameters {
                 let status = ZSTD_CCtx_setParameter(context, parameter, value)
-                if ZSTD_isError(status) != 0 {
-                    contexts.forEach { ZSTD_freeCCtx($0) }
-                    throw Self.failure("ZSTD_CCtx_setParameter", status)
+                if ZSTD_isError(status) != 0 { throw ZstdFrames.failure("ZSTD_CCtx_setParameter", status) }
+            }
+        }
+
+        deinit { ZSTD_freeCCtx(context) }
+
+        /// One frame of `input`: compressed into the kept buffer, returned as an array of its own size.
+        func compress(_ input: UnsafeRawBufferPointer) throws -> [UInt8] {
+            let bound = ZSTD_compressBound(input.count)
+            if output.count < bound {
+                // Uninitialised: zstd writes the bytes it returns, and zero-filling the bound costs a memset.
+                output = [UInt8](unsafeUninitializedCapacity: bound) { _, count in count = bound }
+            }
+            let status = output.withUnsafeMutableBytes { out in
+                ZSTD_compress2(context, out.baseAddress, bound, input.baseAddress, input.count)
+            }
+            guard ZSTD_isError(status) == 0 else { throw ZstdFrames.failure("ZSTD_compress2", status) }
+            return Array(output[0..<status])
+        }
+    }
+
+    /// The queue between the submitting thread and the workers, guarded by `condition`.
+    private final class Shared: @unchecked Sendable {
+        private let condition = NSCondition()
+        private let inFlightLimit: Int
+        /// Inputs not yet taken by a worker, from `pending[head]` on; `taken` is the next one's number.
+        private var pending = [[UInt8]]()
+        private var head = 0
+        private var taken = 0
+        private var submitted = 0
+        /// Finished frames by number, with their input's size, until they are returned in order.
+        private var done = [Int: (frame: [UInt8], inputSize: Int)]()
+        private var returned = 0
+        private var inFlightBytes = 0
+        private var running: Int
+        /// Workers waiting for an input, and whether the submitting thread waits for a frame: a wake-up
+        /// is sent only to someone waiting (a futex call per small frame would cost more than its zstd).
+        private var idleWorkers = 0
+        private var submitterWaits = false
+        private var closed = false
+        private var failure: OfflinePkgError?
+
+        init(inFlightLimit: Int, workers: Int) {
+            self.inFlightLimit = inFlightLimit
+            running = workers
+        }
+
+        func submit(_ input: [UInt8]) throws -> [[UInt8]] {
+            condition.lock()
+            defer { condition.unlock() }
+            if let failure { throw failure }
+            pending.append(input)
+            submitted += 1
+            inFlightBytes += input.count
+            if idleWorkers > 0 { condition.signal() }
+            var frames = takeFinished()
+            while inFlightBytes > inFlightLimit && failure == nil {
+                waitForFrame()
+                frames += takeFinished()
+            }
+            if let failure { throw failure }
+            return frames
+        }
+
+        func finish() throws -> [[UInt8]] {
+            condition.lock()
+            defer { condition.unlock() }
+            closed = true
+            condition.broadcast()
+            var frames = takeFinished()
+            while returned < submitted && failure == nil {
+                waitForFrame()
+                frames += takeFinished()
+            }
+            if let failure { throw failure }
+            return frames
+        }
+
+        func close() {
+            condition.lock()
+            closed = true
+            pending.removeAll()
+            head = 0
+            taken = submitted
+            condition.broadcast()
+            condition.unlock()
+        }
+
+        /// Waits (with the lock held) until a worker files the next frame in order, or fails.
+        private func waitForFrame() {
+            submitterWaits = true
+            condition.wait()
+            submitterWaits = false
+        }
+
+        /// The frames ready to go out in order (called with the lock held).
+        private func takeFinished() -> [[UInt8]] {
+            var frames = [[UInt8]]()
+            while let next = done.removeValue(forKey: returned) {
+                frames.append(next.frame)
+                inFlightBytes -= next.inputSize
+                returned += 1
+            }
+            return frames
+        }
+
+        /// A worker's loop: take the oldest input, compress it unlocked, file the frame under its number.
+        func work(with context: Context) {
+            condition.lock()
+            defer {
+                running -= 1
+                condition.broadcast()
+                condition.unlock()
+            }
+            while failure == nil {
+                guard taken < submitted else {
+                    if closed { return }
+                    idleWorkers += 1
+                    condition.wait()
+                    idleWorkers -= 1
+                    continue
+                }
+                let number = taken
+                let input = pending[head]
+                pending[head] = []
+                head += 1
+                taken += 1
+                if head >= 1024 && head * 2 >= pending.count {
+                    pending.removeFirst(head)
+                    head = 0
+                }
+                condition.unlock()
+                let result = Result { try input.withUnsafeBytes { try context.compress($0) } }
+                condition.lock()
+                switch result {
+                case .success(let frame):
+                    done[number] = (frame, input.count)
+                    // Everyone wakes (the submitter among idle workers); the submitter needs only the next in order.
+                    if submitterWaits && number == returned { condition.broadcast() }
+                case .failure(let error):
+                    failure = error as? OfflinePkgError ?? .io(path: "(zstd)", operation: "compress", Errno(EIO))
                 }
             }
         }
-        self.contexts = contexts
     }
 
-    deinit { contexts.forEach { ZSTD_freeCCtx($0) } }
-
-    /// One frame per input, in the inputs' order, compressed by up to one worker per context.
-    package func compress(_ inputs: [[UInt8]]) throws -> [[UInt8]] {
-        if inputs.count <= 1 || contexts.count == 1 {
-            return try inputs.map { try Self.compress($0, context: contexts[0]) }
-        }
-        let outputs = Mutex([[UInt8]?](repeating: nil, count: inputs.count))
-        let firstError = Mutex<OfflinePkgError?>(nil)
-        let next = Atomic<Int>(0)
-        let owned = contexts.map { SendableContext(pointer: $0) }
-        DispatchQueue.concurrentPerform(iterations: min(owned.count, inputs.count)) { worker in
-            while true {
-                let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
-                guard index < inputs.count else { return }
-                do {
-                    let frame = try Self.compress(inputs[index], context: owned[worker].pointer)
-                    outputs.withLock { $0[index] = frame }
-                } catch {
-                    firstError.withLock { if $0 == nil { $0 = error as? OfflinePkgError } }
-                    return
-                }
-            }
-        }
-        if let error = firstError.withLock({ $0 }) { throw error }
-        return outputs.withLock { $0.map { $0! } }
-    }
-
-    /// One frame of `input` at `level` (the file index: written once, read by every device, so small).
-    package static func frame(_ input: [UInt8], level: Int) throws -> [UInt8] {
-        let frames = try ZstdFrames(level: level, workers: 1)
-        return try compress(input, context: frames.contexts[0])
-    }
-
-    private static func compress(_ input: [UInt8], context: OpaquePointer) throws -> [UInt8] {
-        var status = 0
-        // Uninitialised: zstd writes the bytes it returns, and zero-filling the bound first costs a memset
-        // of the whole input size again per frame.
-        let output = [UInt8](unsafeUninitializedCapacity: ZSTD_compressBound(input.count)) { out, count in
-            status = input.withUnsafeBytes { source in
-                ZSTD_compress2(context, out.baseAddress, out.count, source.baseAddress, source.count)
-            }
-            count = ZSTD_isError(status) == 0 ? status : 0
-        }
-        guard ZSTD_isError(status) == 0 else { throw failure("ZSTD_compress2", status) }
-        return output
-    }
-
-    private static func failure(_ call: String, _ status: Int) -> OfflinePkgError {
+    fileprivate static func failure(_ call: String, _ status: Int) -> OfflinePkgError {
         let reason = status == 0 ? "allocation failed" : String(cString: ZSTD_getErrorName(status))
         return .io(path: "(zstd)", operation: "\(call) (\(reason))", Errno(ENOMEM))
     }
-}
-
-/// A compression context handed to exactly one worker of `concurrentPerform` (its index owns it).
-private struct SendableContext: @unchecked Sendable {
-    let pointer: OpaquePointer
 }

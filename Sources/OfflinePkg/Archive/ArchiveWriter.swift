@@ -110,14 +110,7 @@ package final class ArchiveWriter {
     package func addFile(_ relativePath: String, contentsOf source: String) throws -> TreeFile {
         let fd = try FileDescriptor.open(source, O_RDONLY | O_NOFOLLOW)
         return try fd.closeAfter { fd in
-            var info = stat()
-            guard fstat(fd.rawValue, &info) == 0 else {
-                throw OfflinePkgError.io(path: source, operation: "fstat", Errno.current)
-            }
-            guard (info.st_mode & S_IFMT) == S_IFREG else {
-                throw OfflinePkgError.publishRefused(reason: "\(source) is not a regular file")
-            }
-            let size = Int64(info.st_size)
+            let size = try Self.regularFileSize(fd, source: source)
             prepareEntry(relativePath, type: 0o100000, mode: 0o644, size: size)
             try check(archive_write_header(archive, entry), "write header of \(relativePath)")
             let hasher = SHA256()
@@ -141,6 +134,26 @@ package final class ArchiveWriter {
             }
             return TreeFile(sha256: hasher.finalize().hex, size: size)
         }
+    }
+
+    /// Tar-stream mode: the header of a regular file of `size` bytes, alone. The caller writes exactly
+    /// `size` bytes with `writeData(_:entry:)` and then calls `finishEntry()` (the chunked publisher reads
+    /// and hashes each file itself, straight into the frames it compresses).
+    package func addFileHeader(_ relativePath: String, size: Int64) throws {
+        prepareEntry(relativePath, type: 0o100000, mode: 0o644, size: size)
+        try check(archive_write_header(archive, entry), "write header of \(relativePath)")
+    }
+
+    /// The size of the open file `fd` (opened from `source`); anything but a regular file is refused.
+    package static func regularFileSize(_ fd: FileDescriptor, source: String) throws -> Int64 {
+        var info = stat()
+        guard fstat(fd.rawValue, &info) == 0 else {
+            throw OfflinePkgError.io(path: source, operation: "fstat", Errno.current)
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw OfflinePkgError.publishRefused(reason: "\(source) is not a regular file")
+        }
+        return Int64(info.st_size)
     }
 
     /// Ends the current entry: its padding to the next 512-byte block is written now, not with the next header.
@@ -167,7 +180,7 @@ package final class ArchiveWriter {
         // Left unset: uname, gname, atime, ctime, birthtime — libarchive then writes none of them.
     }
 
-    private func writeData(_ buffer: UnsafeRawBufferPointer, entry name: String) throws {
+    package func writeData(_ buffer: UnsafeRawBufferPointer, entry name: String) throws {
         var offset = 0
         while offset < buffer.count {
             let written = archive_write_data(archive, buffer.baseAddress! + offset, buffer.count - offset)
@@ -210,4 +223,9 @@ private func tarStreamWrite(
     guard let client else { return -1 }
     let receiver = Unmanaged<AnyObject>.fromOpaque(client).takeUnretainedValue() as! TarStreamReceiver
     return receiver.receive(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : -1
+}
+
+extension TreeFile {
+    /// A file as a writer outside this module listed it (the chunked publisher hashes what it archives).
+    package init(archived sha256: String, size: Int64) { self.init(sha256: sha256, size: size) }
 }

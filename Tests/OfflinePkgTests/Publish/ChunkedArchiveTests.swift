@@ -118,6 +118,71 @@ import Testing
         #expect(try shell("zstd -lv '\(scratch.path("repo-solid/" + report.archive.url))' 2>&1 | sed -n 's/^# Zstandard Frames: //p'") == "1\n")
     }
 
+    /// The pipeline (files read and hashed on one thread, frames compressed on workers, written in
+    /// order) gives the same bytes, ranges and hashes with one worker waiting after every frame as with
+    /// several racing each other: frames finish out of order and must still go out in archive order.
+    @Test func theBytesAreTheSameWhateverTheWorkersAndTheQueue() throws {
+        let scratch = try TemporaryDirectory(prefix: "chunked-workers")
+        var files = Self.siteFiles()
+        for number in 0..<300 { files["many/f\(number).txt"] = content("many \(number)", size: 100 + number * 37) }
+        try writeSite(files, to: scratch.path("site"))
+        let site = try SiteScan(site: scratch.path("site"))
+        var results = [([UInt8], [String], [PackagePath: TreeFile])]()
+        for (number, (workers, limit)) in [(1, 1), (3, 32 << 20), (2, 3 << 20), (4, 64 << 10)].enumerated() {
+            let path = scratch.path("archive-\(number).tar.zst")
+            let writer = try ChunkedArchiveWriter(path: path, level: 3, workers: workers, inFlightLimit: limit)
+            var hashed = [PackagePath: TreeFile]()
+            for entry in site.entries {
+                if entry.isDirectory {
+                    try writer.addDirectory(entry.path.string)
+                } else {
+                    hashed[entry.path] = try writer.addFile(entry.path.string, contentsOf: site.root + "/" + entry.path.string)
+                }
+            }
+            let ranges = try writer.finish().map { "\($0.path) \($0.offset) \($0.length)" }
+            results.append((try FileSystem.read(path, limit: 64 << 20), ranges, hashed))
+        }
+        #expect(results[0].2.count == files.count)
+        for (path, bytes) in files { #expect(results[0].2[PackagePath(path)] == TreeFile(archived: SHA256.hash(bytes).hex, size: Int64(bytes.count))) }
+        for result in results.dropFirst() {
+            #expect(result.0 == results[0].0)
+            #expect(result.1 == results[0].1)
+            #expect(result.2 == results[0].2)
+        }
+    }
+
+    /// A big file index goes out as several frames compressed side by side: the same bytes whatever
+    /// the workers, one zstd stream for the device's decompressor and for the zstd tool.
+    @Test func aBigFileIndexIsFramesThatDecompressAsOne() throws {
+        let scratch = try TemporaryDirectory(prefix: "chunked-index")
+        let entries = (0..<9_000).map { number in
+            FileIndex.Entry(
+                path: PackagePath("assets/chunk-\(number).js"), sha256: SHA256.hash(Array("\(number)".utf8)).hex, size: Int64(number),
+                offset: Int64(number * 1000), length: 900)
+        }
+        let json = FileIndex(entries: entries).encode()
+        #expect(json.count > 2 * ZstdFrames.fileIndexPiece)
+        let one = try ZstdFrames.fileIndex(json, workers: 1)
+        #expect(try ZstdFrames.fileIndex(json, workers: 3) == one)
+        #expect(try FileIndex.decompress(one, source: "index") == json)
+        try FileSystem.write(one, to: scratch.path("index.json.zst"))
+        let frames = (json.count + ZstdFrames.fileIndexPiece - 1) / ZstdFrames.fileIndexPiece
+        #expect(try shell("zstd -lv '\(scratch.path("index.json.zst"))' 2>&1 | sed -n 's/^# Zstandard Frames: //p'") == "\(frames)\n")
+        #expect(try shell("zstd -dc '\(scratch.path("index.json.zst"))' | sha256sum | cut -c1-64") == SHA256.hash(json).hex + "\n")
+    }
+
+    /// A file whose size differs from what `fstat` said is refused, not archived torn (a /proc file
+    /// says 0 bytes and reads more).
+    @Test func aFileThatGrowsWhileItIsReadIsRefused() throws {
+        let scratch = try TemporaryDirectory(prefix: "chunked-grows")
+        let writer = try ChunkedArchiveWriter(path: scratch.path("a.tar.zst"), level: 3, workers: 1)
+        #expect {
+            _ = try writer.addFile("status", contentsOf: "/proc/self/status")
+        } throws: { error in
+            "\(error)".contains("/proc/self/status grew while it was being archived")
+        }
+    }
+
     @Test func theFileIndexIsWrittenOnceAndTravelsWithPromote() throws {
         let scratch = try TemporaryDirectory(prefix: "chunked-promote")
         try writeSite(DemoSite.files(version: 1), to: scratch.path("site"))
