@@ -69,9 +69,12 @@ enum ServeCommand {
         } catch OfflinePkgError.invalidArgument(let reason) {
             throw UsageError(reason)
         }
+        // The signals are taken before the first answer: a SIGTERM sent as soon as serve answers (a
+        // supervisor, a benchmark) fell between `SIG_IGN` and the dispatch sources, and was lost.
+        let termination = TerminationSignals()
         try server.start()
         context.output.print(server.url.absoluteString)
-        await waitForTermination()
+        await termination.wait()
         server.stop()
         runtime?.flushStatistics()
         return OfflinePkgCommand.ExitStatus.success
@@ -107,37 +110,42 @@ enum ServeCommand {
         }
         return .pool(threads: threads)
     }
-
-    /// Returns at the first SIGINT or SIGTERM. The signals are blocked and taken by dispatch sources,
-    /// so no handler runs in signal context.
-    private static func waitForTermination() async {
-        let signals = [SIGINT, SIGTERM]
-        for number in signals { signal(number, SIG_IGN) }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumed = SignalLatch(continuation)
-            for number in signals {
-                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-                source.setEventHandler { resumed.fire() }
-                source.resume()
-                resumed.keep(source)
-            }
-        }
-    }
 }
 
-/// Resumes a continuation once, however many signals arrive, and keeps the signal sources alive.
-private final class SignalLatch: @unchecked Sendable {
+/// SIGINT and SIGTERM, ignored from the moment this is made and taken by dispatch sources, so no
+/// handler runs in signal context and none that arrives before `wait()` is lost.
+private final class TerminationSignals: @unchecked Sendable {
     // Guarded by `lock`.
     private let lock = NSLock()
+    private var fired = false
     private var continuation: CheckedContinuation<Void, Never>?
     private var sources: [any DispatchSourceSignal] = []
 
-    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
+    init() {
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [self] in fire() }
+            source.resume()
+            sources.append(source)
+        }
+    }
 
-    func keep(_ source: any DispatchSourceSignal) { lock.withLock { sources.append(source) } }
+    /// Returns at the first SIGINT or SIGTERM since `init`.
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = lock.withLock { () -> Bool in
+                if fired { return true }
+                self.continuation = continuation
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
 
-    func fire() {
+    private func fire() {
         let pending = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            fired = true
             defer { continuation = nil }
             return continuation
         }

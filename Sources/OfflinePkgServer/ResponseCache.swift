@@ -136,6 +136,17 @@ final class ResponseCache: Sendable {
         return MappedFileBody.response(descriptor: descriptor, offset: 0, length: resource.size, populate: true)
     }
 
+    /// Drops the entries of files outside `trees` (a switch of the active set): an old tree's
+    /// responses are never asked for again, yet cost memory (or address space and the tree's disk
+    /// space, for maps) until evicted. A connection still sending one keeps it alive until done.
+    func keepOnly(trees: [String]) {
+        let prefixes = trees.map { $0 + "/" }
+        let removed = state.withLock { state in
+            state.entries.removeAll { path in !prefixes.contains { path.hasPrefix($0) } }
+        }
+        for (_, entry) in removed { entry.destroy() }
+    }
+
     /// Bytes held and entries, for tests.
     var usage: (bytes: Int, entries: Int) { state.withLock { ($0.entries.bytes, $0.entries.count) } }
 }

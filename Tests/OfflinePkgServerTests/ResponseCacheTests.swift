@@ -93,6 +93,39 @@ import Testing
         #expect(server.cachedResponses.entries == 8)
     }
 
+    /// A switch drops the cached responses of the trees no longer active: kept until evicted, they grew
+    /// a long-running serve by ~2.4 KB per file answered from every tree it ever served (issue 13:
+    /// memory flat across updates).
+    @Test func aSwitchDropsTheOldTreesResponses() async throws {
+        let scratch = try TemporaryDirectory()
+        defer { withExtendedLifetime(scratch) {} }
+        let repository = try RepositoryBuilder(directory: scratch.path("repo"))
+        func publish(_ version: Int) throws {
+            try writeSite(["a.txt": "a \(version)\n", "b.txt": "b \(version)\n"], to: scratch.path("site-\(version)"))
+            try repository.publish(
+                sequence: version,
+                packages: [.init(id: "app", version: "\(version)", routes: ["https://app.example.test/"], site: scratch.path("site-\(version)"))])
+        }
+        try publish(1)
+        let store = try PackageStore(
+            root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0, memoryCacheCapacity: 4 << 20))
+        _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
+        let server = try LoopbackServer(store: store, port: 0)
+        try server.start()
+        defer { server.stop() }
+        for name in ["a.txt", "b.txt"] { #expect(try get(server, name, host: "app.example.test").body == "\(name.prefix(1)) 1\n") }
+        #expect(server.cachedResponses.entries == 2)
+
+        try publish(2)
+        _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
+        // The switch reached the store (and the server) before `sync` returned.
+        #expect(store.activeSet.packages.first?.version == "2")
+        #expect(server.cachedResponses.entries == 0, "responses of the old tree kept after the switch")
+        #expect(server.cachedResponses.bytes == 0)
+        #expect(try get(server, "a.txt", host: "app.example.test").body == "a 2\n")
+        #expect(server.cachedResponses.entries == 1)
+    }
+
     /// Files past the cache go out from a memory map of the file, mapped from the page that holds a
     /// range's first byte: every range must come out exact, whatever its offset within a page.
     @Test func largeFilesAndRangesComeFromTheFileExactly() async throws {

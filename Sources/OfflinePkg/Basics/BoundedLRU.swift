@@ -58,6 +58,17 @@ package struct BoundedLRU<Key: Hashable, Value> {
 
     package var isEmpty: Bool { list.count == 0 }
 
+    /// Removes every entry whose key `shouldRemove` picks and returns them, for the caller to release.
+    /// O(entries): for rare sweeps (a switch of the active set), not per request.
+    @discardableResult
+    package mutating func removeAll(where shouldRemove: (Key) -> Bool) -> [(key: Key, value: Value)] {
+        var removed = [(key: Key, value: Value)]()
+        for key in list.keysNewestFirst where shouldRemove(key) {
+            if let value = remove(key) { removed.append((key, value)) }
+        }
+        return removed
+    }
+
     /// Keys from most to least recently used (tests, diagnostics).
     package var keysNewestFirst: [Key] { list.keysNewestFirst }
 }

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The lookup state of one active set: its routes in a small table, and for each package the memory
 /// mapped lookup table of its tree (`TreeLookupTable`). Opening it costs one map per package, whatever
 /// the number of files; a `Resource` is made the first time its file is answered and kept for the next.
@@ -28,8 +32,13 @@ package final class LookupIndex: @unchecked Sendable {
         let entry: [UInt8]
         /// The fallback's path bytes, made once: a navigation miss should not allocate.
         let fallbackPath: [UInt8]
-        /// One slot per file of the tree, filled the first time the file is answered.
-        let answers: UnsafeMutablePointer<Resource?>
+        /// One slot per file of the tree: 0 until the file is first answered, then its number in `made`
+        /// plus one. An anonymous map of zero pages, so opening costs no work per file and only the
+        /// pages of answered files become memory (4 bytes a file at most).
+        private let answers: UnsafeMutablePointer<UInt32>
+        private let answerPages: ZeroPages
+        /// The resources answered, in the order they were first asked for.
+        private var made: [Resource] = []
 
         init(package: InstalledPackage, tree: String, table: TreeLookupTable) {
             self.package = package
@@ -37,24 +46,27 @@ package final class LookupIndex: @unchecked Sendable {
             self.table = table
             entry = Array(package.entry.utf8)
             fallbackPath = Array((package.fallback ?? "").utf8)
-            answers = .allocate(capacity: max(1, table.fileCount))
-            answers.initialize(repeating: nil, count: max(1, table.fileCount))
+            answerPages = ZeroPages(byteCount: max(1, table.fileCount) * MemoryLayout<UInt32>.stride)
+            answers = answerPages.base.bindMemory(to: UInt32.self, capacity: max(1, table.fileCount))
         }
 
-        deinit {
-            answers.deinitialize(count: max(1, table.fileCount))
-            answers.deallocate()
-        }
+        deinit { answerPages.release() }
 
         func resource(_ number: Int, path: UnsafeRawBufferPointer) -> Resource {
-            if let known = answers[number] { return known }
+            let slot = Int(answers[number])
+            if slot != 0 { return made[slot - 1] }
             let record = table.record(number)
-            let made = Resource(
+            let resource = Resource(
                 path: tree + "/" + String(decoding: path, as: UTF8.self), size: record.size, sha256: record.sha256,
                 packageID: package.id, version: package.version)
-            answers[number] = made
-            return made
+            made.append(resource)
+            answers[number] = UInt32(made.count)
+            return resource
         }
+
+        /// Files answered so far, and the pages of answer slots in memory (tests).
+        var answered: Int { made.count }
+        var residentSlotPages: Int { answerPages.residentPages }
     }
 
     package static let empty = LookupIndex(set: .empty, layout: nil)
@@ -101,6 +113,9 @@ package final class LookupIndex: @unchecked Sendable {
         guard let files = try? TreeIndexFile.decode(FileSystem.read(index, limit: 1 << 30), path: index) else { return nil }
         return TreeLookupTable(encoding: files)
     }
+
+    /// Per package: files answered so far and pages of answer slots in memory (tests).
+    package var answerSlots: [(answered: Int, residentPages: Int)] { packages.map { ($0.answered, $0.residentSlotPages) } }
 
     /// SPEC §7 resolution of an absolute http(s) URL.
     package func resolve(_ url: String) -> Resource? {
@@ -177,5 +192,39 @@ package final class LookupIndex: @unchecked Sendable {
         }
         guard let fallback = route.fallback else { return nil }
         return package.fallbackPath.withUnsafeBytes { package.resource(fallback, path: $0) }
+    }
+}
+
+/// Zero-filled memory straight from the kernel: an anonymous private map whose pages cost nothing until
+/// written, and which goes back whole on release. Not malloc: glibc raises its mmap threshold after the
+/// first large free, so later tables came from the heap, were zeroed page by page, and stayed resident.
+struct ZeroPages {
+    let base: UnsafeMutableRawPointer
+    let byteCount: Int
+    /// False when the kernel refused a map and the memory came from `calloc`.
+    private let mapped: Bool
+
+    init(byteCount: Int) {
+        self.byteCount = max(1, byteCount)
+        let address = mmap(nil, self.byteCount, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        if let address, address != MAP_FAILED {
+            (base, mapped) = (address, true)
+        } else {
+            (base, mapped) = (calloc(1, self.byteCount)!, false)
+        }
+    }
+
+    /// Pages of the range in memory now (`mincore`); for tests.
+    var residentPages: Int {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let count = (byteCount + page - 1) / page
+        guard mapped else { return count }
+        var vector = [UInt8](repeating: 0, count: count)
+        guard mincore(base, byteCount, &vector) == 0 else { return count }
+        return vector.reduce(0) { $0 + Int($1 & 1) }
+    }
+
+    func release() {
+        if mapped { munmap(base, byteCount) } else { free(base) }
     }
 }

@@ -56,6 +56,9 @@ public final class PackageStore: Sendable {
     package let cache: ResourceCache
     private let schemes: CustomSchemes
     private let subscribers = Mutex<ActivationSubscribers>(ActivationSubscribers())
+    /// Told, on the thread that made the switch, of the trees the reader answers from after it
+    /// (`whenSwitched`).
+    private let switchObservers = Mutex<[@Sendable ([String]) -> Void]>([])
     /// Opened at the first `cachedResponse(for:)`.
     let runtimeCacheSlot = Mutex<RuntimeCache?>(nil)
 
@@ -161,7 +164,15 @@ public final class PackageStore: Sendable {
             return true
         }
         lease?.hold(index.trees)
-        if swapped { subscribers.withLock { $0.yield(index.set) } }
+        guard swapped else { return }
+        for observer in switchObservers.withLock({ $0 }) { observer(index.trees) }
+        subscribers.withLock { $0.yield(index.set) }
+    }
+
+    /// Calls `observer` right after each switch of this reader, with the trees it now answers from:
+    /// for what a host keeps per tree (the server's cached responses), to drop an old tree's share.
+    package func whenSwitched(_ observer: @escaping @Sendable (_ liveTrees: [String]) -> Void) {
+        switchObservers.withLock { $0.append(observer) }
     }
 
     /// Called by a `CacheRoot` of this process (opened on this store) right after it switched the

@@ -18,6 +18,15 @@ struct BoundedLRUTests {
         #expect(cache.count == 3 && cache.bytes == 3)
     }
 
+    @Test func removesWhatAPredicatePicksKeepingTheRestInOrder() {
+        var cache = BoundedLRU<String, Int>(maxBytes: 100)
+        for (number, name) in ["old/a", "new/b", "old/c", "new/d"].enumerated() { cache.insert(name, number, bytes: 10) }
+        let removed = cache.removeAll { $0.hasPrefix("old/") }
+        #expect(Set(removed.map(\.key)) == ["old/a", "old/c"] && Set(removed.map(\.value)) == [0, 2])
+        #expect(cache.keysNewestFirst == ["new/d", "new/b"])
+        #expect(cache.count == 2 && cache.bytes == 20)
+    }
+
     @Test func holdsTheByteBoundEvictingAsManyAsItTakes() {
         var cache = BoundedLRU<String, String>(maxBytes: 100)
         for name in ["a", "b", "c", "d"] { cache.insert(name, name, bytes: 25) }

@@ -1,0 +1,34 @@
+import Foundation
+import OfflinePkgTestSupport
+import Testing
+
+@testable import OfflinePkg
+
+/// The root's JSON dates are read without ICU (`InternetDate`), to the same instants as Foundation's
+/// `.iso8601`; what the fast form does not cover still goes through Foundation.
+@Suite struct InternetDateTests {
+    @Test(arguments: [
+        "1970-01-01T00:00:00Z", "2026-12-01T14:26:52Z", "2000-02-29T23:59:59Z", "1999-12-31T00:00:01Z", "2400-03-01T12:00:00Z",
+        "1900-02-28T06:07:08Z",
+    ])
+    func readsTheSameInstantAsFoundation(text: String) throws {
+        let expected = try Date(text, strategy: .iso8601)
+        #expect(InternetDate.parse(text) == expected)
+    }
+
+    @Test(arguments: ["2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-12-01 14:26:52Z", "2026-12-01T14:26:52+01:00", "2026-12-01T14:26:52.5Z", ""])
+    func leavesOtherFormsToFoundation(text: String) {
+        #expect(InternetDate.parse(text) == nil)
+    }
+
+    @Test func theRootsDecoderRoundTripsWhatItsEncoderWritesAndStillReadsOffsets() throws {
+        struct Stamp: Codable, Equatable { var at: Date }
+        let stamp = Stamp(at: Date(timeIntervalSince1970: 1_796_135_212))
+        #expect(try JSONCoding.decoder.decode(Stamp.self, from: Data(JSONCoding.encode(stamp))) == stamp)
+        let offset = try JSONCoding.decoder.decode(Stamp.self, from: Data(#"{"at": "2026-12-01T15:26:52+01:00"}"#.utf8))
+        #expect(offset.at == Date(timeIntervalSince1970: 1_796_135_212))
+        let scratch = try TemporaryDirectory()
+        try Data(#"{"at": "yesterday"}"#.utf8).write(to: URL(fileURLWithPath: scratch.path("stamp.json")))
+        #expect(throws: OfflinePkgError.self) { try JSONCoding.load(Stamp.self, from: scratch.path("stamp.json")) }
+    }
+}
