@@ -183,6 +183,26 @@ import Testing
         }
     }
 
+    /// The solid writers (tar.zst solid, tar.gz, zip) read into a buffer the size of the file plus one
+    /// byte: a file that reads more than `fstat` said is still caught, and a file of exactly its size is
+    /// archived whole.
+    @Test(arguments: ArchiveFormat.allCases) func theSolidWritersRefuseAGrowingFileAndKeepAWholeOne(format: ArchiveFormat) throws {
+        let scratch = try TemporaryDirectory(prefix: "solid-grows")
+        let writer = try ArchiveWriter(path: scratch.path("a.\(format.rawValue)"), format: format)
+        #expect {
+            _ = try writer.addFile("status", contentsOf: "/proc/self/status")
+        } throws: { error in
+            "\(error)".contains("/proc/self/status grew while it was being archived")
+        }
+        let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try FileSystem.write(bytes, to: scratch.path("big.bin"))
+        let whole = try ArchiveWriter(path: scratch.path("b.\(format.rawValue)"), format: format)
+        let file = try whole.addFile("big.bin", contentsOf: scratch.path("big.bin"))
+        try whole.finish()
+        #expect(file.sha256 == SHA256.hash(bytes).hex && file.size == 300_000)
+        #expect(try shell("bsdtar -xOf '\(scratch.path("b.\(format.rawValue)"))' big.bin | sha256sum | cut -c1-64") == SHA256.hash(bytes).hex + "\n")
+    }
+
     @Test func theFileIndexIsWrittenOnceAndTravelsWithPromote() throws {
         let scratch = try TemporaryDirectory(prefix: "chunked-promote")
         try writeSite(DemoSite.files(version: 1), to: scratch.path("site"))
