@@ -195,8 +195,12 @@ public final class LoopbackServer: Sendable {
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_NO_LISTEN_SOCKET.rawValue | MHD_USE_ITC.rawValue
         switch threadModel {
         case .pool:
-            // TURBO: skips the locking and shutdown() a thread of its own does not need.
-            flags |= MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_USE_TURBO.rawValue
+            // poll, not epoll: libmicrohttpd 0.9.75's epoll loop takes 128 events per `epoll_wait` and
+            // calls it again, with the same timeout, whenever it got exactly 128, so a thread with 256
+            // requests in at once (512 connections on two) sleeps on them until its next event or
+            // connection timeout (docs/benchmarks.md, "Serve tails, wave 4"). TURBO: skips the locking
+            // and shutdown() a thread of its own does not need.
+            flags |= MHD_USE_POLL_INTERNAL_THREAD.rawValue | MHD_USE_TURBO.rawValue
         case .threadPerConnection:
             flags |= MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_POLL.rawValue
         }

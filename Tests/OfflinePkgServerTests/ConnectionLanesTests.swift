@@ -86,4 +86,31 @@ import Glibc
         let lanes = demo.server.cachedResponsesPerLane
         #expect(lanes.map(\.entries) == [1, 1] && lanes.map(\.bytes) == [size, size], "\(lanes)")
     }
+
+    /// 256 keep-alive connections on two lanes, each lane's 128 requests all in at once (the server
+    /// stopped while they are sent): every one is answered. libmicrohttpd 0.9.75's epoll loop, given
+    /// exactly 128 events, waits again with the timeout it computed before (here up to the 60 s
+    /// connection timeout), so these requests sat unanswered; the lanes poll instead.
+    @Test func aLaneWithAHundredAndTwentyEightRequestsInAtOnceAnswersThem() async throws {
+        _ = raiseOpenFileLimit()
+        let site = try await ServeHardeningTests.Site()
+        let serve = try ServeProcess(root: site.root, environment: ["OFFLINEPKG_SERVE_THREADS": "2"])
+        let request = "GET /home/n.txt HTTP/1.1\r\n\(ServeHardeningTests.host)\r\n"
+        let connections = try (0..<256).map { _ in try RawConnection(port: serve.port) }
+        // First round: every connection accepted, answered and waiting in its lane for the next request.
+        for connection in connections { connection.send(request) }
+        #expect(connections.allSatisfy { $0.readResponse()?.body == "0123456789" })
+        for round in 0..<2 {
+            kill(serve.pid, SIGSTOP)
+            for connection in connections { connection.send(request) }
+            kill(serve.pid, SIGCONT)
+            // Stops at the first unanswered one (5 s receive timeout), not 5 s for each.
+            var answered = 0
+            for connection in connections {
+                guard connection.readResponse()?.body == "0123456789" else { break }
+                answered += 1
+            }
+            #expect(answered == 256, "round \(round): \(answered) answered in turn, then one not within 5 s")
+        }
+    }
 }
