@@ -17,7 +17,8 @@ import Glibc
 /// number, which the process's other files decide. So the server accepts itself and balances by count.
 final class ConnectionAcceptor: Sendable {
     let listener: Int32
-    /// Connections held at once, over all lanes; one past it is closed on accept, as MHD does.
+    /// Connections held at once, over all lanes; at it, new ones wait in the kernel's queue (as with
+    /// MHD's own accept) until one closes.
     let connectionLimit: Int
     /// A pipe whose write end wakes the accepting thread to stop.
     private let wake: (read: Int32, write: Int32)
@@ -114,9 +115,16 @@ final class ConnectionAcceptor: Sendable {
             let ready = poll(&fds, 2, timeout)
             if fds[1].revents != 0 { return }
             timeout = -1
-            guard ready > 0 else { continue }
+            fds[0].events = Int16(POLLIN)
+            guard ready > 0 || isAtLimit else { continue }
             // Every connection queued, each to its lane, before polling again.
             while true {
+                if isAtLimit {
+                    // Look again in 10 ms, the listener left out of the poll meanwhile.
+                    fds[0].events = 0
+                    timeout = 10
+                    break
+                }
                 var storage = sockaddr_storage()
                 var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
                 let client = withUnsafeMutablePointer(to: &storage) {
@@ -139,6 +147,10 @@ final class ConnectionAcceptor: Sendable {
         }
     }
 
+    private var isAtLimit: Bool {
+        lanes.withLock { $0.reduce(0) { $0 + $1.connections.load(ordering: .relaxed) } } >= connectionLimit
+    }
+
     /// To the lane with the fewest connections, ties taken in turn (a burst is accepted faster than
     /// the lanes' threads register it).
     private func hand(_ client: Int32, address: UnsafePointer<sockaddr>, length: socklen_t) {
@@ -148,10 +160,6 @@ final class ConnectionAcceptor: Sendable {
             return
         }
         let counts = lanes.map { $0.connections.load(ordering: .relaxed) }
-        guard counts.reduce(0, +) < connectionLimit else {
-            close(client)
-            return
-        }
         let start = Int(next.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(lanes.count))
         var chosen = start
         for step in 1..<max(1, lanes.count) {

@@ -113,4 +113,30 @@ import Glibc
             #expect(answered == 256, "round \(round): \(answered) answered in turn, then one not within 5 s")
         }
     }
+
+    /// At the connection limit a new connection waits in the kernel's queue, neither answered nor
+    /// closed, and is answered as soon as a held one closes.
+    @Test func pastTheLimitANewConnectionWaitsForAFreeSlot() async throws {
+        let scratch = try TemporaryDirectory()
+        let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
+        _ = try await Updater(store: store, manifestURL: demoManifest).sync()
+        let server = try LoopbackServer(store: store, port: 0, threadModel: .pool(threads: 2), limits: .init(connectionLimit: 4))
+        try server.start()
+        defer { server.stop() }
+        var held = try (0..<4).map { _ in try RawConnection(port: Int(server.port)) }
+        for connection in held {
+            connection.send(Self.request)
+            #expect(connection.readResponse()?.status == 200)
+        }
+        let waiting = try RawConnection(port: Int(server.port), receiveTimeout: 0.5)
+        waiting.send(Self.request)
+        #expect(waiting.readResponse() == nil, "answered past the limit of 4")
+        #expect(!waiting.isClosedByPeer())
+        #expect(server.connectionsPerLane.reduce(0, +) == 4)
+        held.removeFirst()
+        let start = Date()
+        var reply: HTTPReply?
+        while reply == nil, Date().timeIntervalSince(start) < 5 { reply = waiting.readResponse() }
+        #expect(reply?.status == 200, "not answered after a held connection closed")
+    }
 }
