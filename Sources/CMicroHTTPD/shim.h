@@ -23,22 +23,16 @@ static inline size_t cmicrohttpd_keep_escapes(void *cls, struct MHD_Connection *
 
 // What the loopback server sets on a daemon; the options go to MHD as one MHD_OPTION_ARRAY, so a
 // daemon with TLS, a handed-over socket or a pool is started by one function.
+// The daemon has no listening socket: the server accepts and hands it connections
+// (MHD_add_connection).
 struct cmicrohttpd_config {
     unsigned int flags;
-    // Bound to when `listen_fd` is -1.
-    const struct sockaddr *address;
-    // A listening socket to serve from instead (the socket a previous daemon served, when the
-    // certificate is re-issued): MHD then neither binds nor listens.
-    int listen_fd;
-    // > 0: epoll with that many threads; 0: one thread per connection (poll).
-    unsigned int pool_size;
     // Seconds of inactivity after which MHD closes a connection.
     unsigned int idle_timeout;
     // Each connection's memory pool (request line and headers, response headers), which MHD zeroes
     // whole after every request.
     size_t connection_memory;
     unsigned int connection_limit;
-    unsigned int listen_backlog;
     // Stack of each thread MHD starts (0: the system default, 8 MiB of address space each).
     size_t thread_stack_size;
     // PEM key and certificate, or NULL for plain HTTP.
@@ -61,16 +55,9 @@ static inline struct MHD_Daemon *cmicrohttpd_start(const struct cmicrohttpd_conf
         options[count].ptr_value = (void *)(pointer); \
         count++; \
     } while (0)
-    if (config->listen_fd >= 0) {
-        CMICROHTTPD_OPTION(MHD_OPTION_LISTEN_SOCKET, config->listen_fd, NULL);
-    } else {
-        CMICROHTTPD_OPTION(MHD_OPTION_SOCK_ADDR, 0, config->address);
-    }
-    if (config->pool_size > 0) CMICROHTTPD_OPTION(MHD_OPTION_THREAD_POOL_SIZE, config->pool_size, NULL);
     CMICROHTTPD_OPTION(MHD_OPTION_CONNECTION_TIMEOUT, config->idle_timeout, NULL);
     CMICROHTTPD_OPTION(MHD_OPTION_CONNECTION_MEMORY_LIMIT, config->connection_memory, NULL);
     CMICROHTTPD_OPTION(MHD_OPTION_CONNECTION_LIMIT, config->connection_limit, NULL);
-    CMICROHTTPD_OPTION(MHD_OPTION_LISTEN_BACKLOG_SIZE, config->listen_backlog, NULL);
     if (config->thread_stack_size > 0) CMICROHTTPD_OPTION(MHD_OPTION_THREAD_STACK_SIZE, config->thread_stack_size, NULL);
     // 1: an HTTP/1.1 request without Host is a 400 (RFC 9112 §3.2), as are spaces in the target.
     CMICROHTTPD_OPTION(MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL);
@@ -126,15 +113,4 @@ static inline unsigned int cmicrohttpd_field_count(struct MHD_Connection *connec
     return state.count;
 }
 
-// The port the daemon is bound to (the one the kernel picked when asked for port 0), or 0.
-static inline uint16_t cmicrohttpd_bound_port(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
-    return info ? info->port : 0;
-}
-
-// The daemon's listening socket, or -1.
-static inline int cmicrohttpd_listen_fd(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_LISTEN_FD);
-    return info ? info->listen_fd : -1;
-}
 #endif

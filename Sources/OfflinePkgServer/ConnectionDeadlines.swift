@@ -85,13 +85,15 @@ final class ConnectionDeadlines: Sendable {
     }
 }
 
-/// MHD's connection notifier (accepted / closed). A plain function: MHD calls it on its own threads.
+/// MHD's connection notifier (accepted / closed), with the `Daemon` as context. A plain function: MHD
+/// calls it on its own threads.
 func notifyConnection(
     context: UnsafeMutableRawPointer?, connection: OpaquePointer?, socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
     code: MHD_ConnectionNotificationCode
 ) {
     guard let context, let connection, let socketContext else { return }
-    let deadlines = Unmanaged<ConnectionDeadlines>.fromOpaque(context).takeUnretainedValue()
+    let daemon = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue()
+    let deadlines = daemon.deadlines
     switch code {
     case .CONNECTION_NOTIFY_STARTED:
         let entry = deadlines.opened(socket: cmicrohttpd_connection_fd(connection))
@@ -102,6 +104,7 @@ func notifyConnection(
         deadlines.closed(entry.takeUnretainedValue())
         entry.release()
         socketContext.pointee = nil
+        daemon.connections.subtract(1, ordering: .relaxed)
     default:
         break
     }
@@ -114,7 +117,7 @@ func notifyCompleted(
     code: MHD_RequestTerminationCode
 ) {
     guard let context, let connection, let stored = cmicrohttpd_socket_context(connection) else { return }
-    let deadlines = Unmanaged<ConnectionDeadlines>.fromOpaque(context).takeUnretainedValue()
+    let deadlines = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue().deadlines
     let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue()
     entry.deadline.store(ConnectionDeadlines.now() + deadlines.idleTimeout, ordering: .relaxed)
 }

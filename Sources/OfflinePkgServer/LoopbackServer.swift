@@ -55,12 +55,18 @@ public final class LoopbackServer: Sendable {
     public let usesTLS: Bool
     private let requestedPort: UInt16
     private let address: SocketAddress
-    private let handler: RequestHandler
+    /// One per lane (each pool thread's daemon; one for a thread per connection): each lane's thread
+    /// answers from its own response caches, so no lock or MHD response is shared between threads on
+    /// the hot path (a thread preempted while holding a shared cache's lock stalled the others:
+    /// docs/benchmarks.md, "Serve tails, wave 4").
+    private let handlers: [RequestHandler]
+    private let runtime: RuntimeCacheResponder?
     private let deadlines: ConnectionDeadlines
     private let state = Mutex<State>(State())
 
     private struct State: ~Copyable {
-        var daemon: Daemon?
+        var acceptor: ConnectionAcceptor?
+        var daemons: [Daemon] = []
         var port: UInt16 = 0
         var certificate: LoopbackCertificate?
         var watcher: Task<Void, Never>?
@@ -101,8 +107,13 @@ public final class LoopbackServer: Sendable {
         self.limits = limits
         self.usesTLS = tls
         self.address = address
-        self.handler = RequestHandler(store: store, origin: try origin.map(OriginRewrite.init), ownHost: host, tls: tls,
-            runtime: runtime.map { RuntimeCacheResponder(cache: $0, canSuspend: threadModel != .threadPerConnection) })
+        let runtime = runtime.map { RuntimeCacheResponder(cache: $0, canSuspend: threadModel != .threadPerConnection) }
+        let origin = try origin.map(OriginRewrite.init)
+        let lanes = if case .pool(let threads) = threadModel { threads } else { 1 }
+        self.runtime = runtime
+        self.handlers = (0..<lanes).map { _ in
+            RequestHandler(store: store, origin: origin, ownHost: host, tls: tls, runtime: runtime, lanes: lanes)
+        }
         self.deadlines = ConnectionDeadlines(headerTimeout: limits.headerTimeout, idleTimeout: limits.idleTimeout)
     }
 
@@ -111,33 +122,49 @@ public final class LoopbackServer: Sendable {
     /// Binds and starts serving on MHD's threads; returns at once.
     public func start() throws {
         try state.withLock { state in
-            guard state.daemon == nil else { return }
+            guard state.acceptor == nil else { return }
             var certificate: LoopbackCertificate?
             if usesTLS { certificate = try LoopbackCertificate.prepare(layout: store.layout, for: store.activeSet) }
-            let daemon = try startDaemon(listeningOn: nil, certificate: certificate)
-            state.daemon = daemon
-            state.certificate = certificate
-            state.port = cmicrohttpd_bound_port(daemon.pointer)
-            handler.ownPort.store(state.port, ordering: .releasing)
+            let acceptor: ConnectionAcceptor
+            do throws(Errno) {
+                acceptor = try ConnectionAcceptor(
+                    address: address, backlog: 4096, connectionLimit: Self.connectionLimit(limits.connectionLimit))
+            } catch {
+                throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", error)
+            }
+            let daemons: [Daemon]
+            do { daemons = try startDaemons(certificate: certificate) } catch {
+                acceptor.stop()
+                throw error
+            }
+            state.port = acceptor.port
+            for handler in handlers { handler.ownPort.store(state.port, ordering: .releasing) }
             deadlines.start()
+            acceptor.serve(daemons)
+            acceptor.start()
+            state.acceptor = acceptor
+            state.daemons = daemons
+            state.certificate = certificate
             if usesTLS { state.watcher = watchForNewHosts() }
         }
     }
 
     /// Closes the listening socket and every connection, and waits for MHD's threads to finish.
     public func stop() {
-        let (daemon, watcher) = state.withLock { state -> (Daemon?, Task<Void, Never>?) in
+        let (acceptor, daemons, watcher) = state.withLock { state -> (ConnectionAcceptor?, [Daemon], Task<Void, Never>?) in
             defer {
-                state.daemon = nil
+                state.acceptor = nil
+                state.daemons = []
                 state.watcher = nil
             }
-            return (state.daemon, state.watcher)
+            return (state.acceptor, state.daemons, state.watcher)
         }
         watcher?.cancel()
+        acceptor?.stop()
         // MHD may not stop with a connection suspended: those waiting on the network are answered 503.
-        handler.runtime?.abandonWaiting()
-        daemon?.stop()
-        if daemon != nil { deadlines.stop() }
+        runtime?.abandonWaiting()
+        for daemon in daemons { daemon.stop() }
+        if acceptor != nil { deadlines.stop() }
     }
 
     /// The certificate `serve --tls` presents now (nil for plain HTTP).
@@ -146,51 +173,61 @@ public final class LoopbackServer: Sendable {
     /// Connections closed for missing the header or keep-alive deadline (tests, diagnostics).
     package var connectionsClosedByDeadline: Int { deadlines.closedCount }
 
-    private func startDaemon(listeningOn socket: Int32?, certificate: LoopbackCertificate?) throws -> Daemon {
-        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue
-        var poolSize: UInt32 = 0
+    /// Connections each of the current lanes (a pool's threads) holds (tests, diagnostics).
+    package var connectionsPerLane: [Int] { state.withLock { $0.acceptor?.connectionsPerLane ?? [] } }
+
+    /// The pool's threads as one daemon each (`ConnectionAcceptor` hands them connections), or one
+    /// daemon with a thread per connection.
+    private func startDaemons(certificate: LoopbackCertificate?) throws -> [Daemon] {
+        var daemons = [Daemon]()
+        do {
+            for handler in handlers { daemons.append(try startDaemon(certificate: certificate, handler: handler)) }
+        } catch {
+            for daemon in daemons { daemon.stop() }
+            throw error
+        }
+        return daemons
+    }
+
+    private func startDaemon(certificate: LoopbackCertificate?, handler: RequestHandler) throws -> Daemon {
+        // No listening socket of its own: connections come from `ConnectionAcceptor` through
+        // `MHD_add_connection`, which needs the inter-thread channel to wake the daemon's thread.
+        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_NO_LISTEN_SOCKET.rawValue | MHD_USE_ITC.rawValue
         switch threadModel {
-        case .pool(let threads):
-            // TURBO: skips the listen-socket locking and shutdown() a pool does not need.
-            flags |= MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_USE_TURBO.rawValue
-            poolSize = UInt32(threads)
+        case .pool:
+            // poll, not epoll: libmicrohttpd 0.9.75's epoll loop takes 128 events per `epoll_wait` and
+            // calls it again, with the same timeout, whenever it got exactly 128, so a thread with 256
+            // requests in at once (512 connections on two) sleeps on them until its next event or
+            // connection timeout (docs/benchmarks.md, "Serve tails, wave 4"). TURBO: skips the locking
+            // and shutdown() a thread of its own does not need.
+            flags |= MHD_USE_POLL_INTERNAL_THREAD.rawValue | MHD_USE_TURBO.rawValue
         case .threadPerConnection:
             flags |= MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_POLL.rawValue
         }
-        if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
-        // A re-issued certificate needs a new daemon on the same socket: MHD_quiesce_daemon hands the
-        // socket over, and needs the inter-thread channel to tell its threads.
-        if certificate != nil { flags |= MHD_USE_ITC.rawValue }
         // The runtime cache suspends a connection while it waits on the network.
-        if handler.runtime != nil, threadModel != .threadPerConnection { flags |= MHD_ALLOW_SUSPEND_RESUME.rawValue }
-        let daemon = Daemon(certificate: certificate)
-        let pointer = address.withSockaddr { sockaddr -> OpaquePointer? in
-            var config = cmicrohttpd_config()
-            config.flags = flags
-            config.address = sockaddr
-            config.listen_fd = socket ?? -1
-            config.pool_size = poolSize
-            // MHD's own inactivity timeout: for a client that stops reading a response. The header and
-            // keep-alive deadlines are `ConnectionDeadlines`'.
-            config.idle_timeout = UInt32(limits.idleTimeout.rounded(.up))
-            config.connection_memory = Self.connectionMemory
-            config.connection_limit = UInt32(Self.connectionLimit(limits.connectionLimit))
-            config.listen_backlog = 4096
-            // A thread per connection: thousands of held connections are thousands of stacks.
-            config.thread_stack_size = threadModel == .threadPerConnection ? 512 * 1024 : 0
-            config.tls_key = daemon.key.map { UnsafePointer($0) }
-            config.tls_certificate = daemon.certificatePEM.map { UnsafePointer($0) }
-            config.handler = handleRequest
-            config.handler_context = Unmanaged.passUnretained(handler).toOpaque()
-            config.notify_connection = notifyConnection
-            config.notify_completed = notifyCompleted
-            config.notify_context = Unmanaged.passUnretained(deadlines).toOpaque()
-            return cmicrohttpd_start(&config)
-        }
-        guard let pointer else {
-            let code = errno == 0 ? EADDRINUSE : errno
+        if runtime != nil, threadModel != .threadPerConnection { flags |= MHD_ALLOW_SUSPEND_RESUME.rawValue }
+        let daemon = Daemon(certificate: certificate, deadlines: deadlines)
+        var config = cmicrohttpd_config()
+        config.flags = flags
+        // MHD's own inactivity timeout: for a client that stops reading a response. The header and
+        // keep-alive deadlines are `ConnectionDeadlines`'.
+        config.idle_timeout = UInt32(limits.idleTimeout.rounded(.up))
+        config.connection_memory = Self.connectionMemory
+        // The total is `ConnectionAcceptor`'s to keep; any one daemon may hold all of it.
+        config.connection_limit = UInt32(Self.connectionLimit(limits.connectionLimit))
+        // A thread per connection: thousands of held connections are thousands of stacks.
+        config.thread_stack_size = threadModel == .threadPerConnection ? 512 * 1024 : 0
+        config.tls_key = daemon.key.map { UnsafePointer($0) }
+        config.tls_certificate = daemon.certificatePEM.map { UnsafePointer($0) }
+        config.handler = handleRequest
+        config.handler_context = Unmanaged.passUnretained(handler).toOpaque()
+        config.notify_connection = notifyConnection
+        config.notify_completed = notifyCompleted
+        config.notify_context = Unmanaged.passUnretained(daemon).toOpaque()
+        guard let pointer = cmicrohttpd_start(&config) else {
             throw OfflinePkgError.io(
-                path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", Errno(code))
+                path: "\(host):\(requestedPort)", operation: usesTLS ? "start server (tls)" : "start server",
+                Errno(errno == 0 ? ENOMEM : errno))
         }
         daemon.pointer = pointer
         return daemon
@@ -221,27 +258,34 @@ public final class LoopbackServer: Sendable {
     }
 
     private func present(for set: ActiveSet) throws {
-        let retired = try state.withLock { state -> Daemon? in
-            guard let current = state.daemon, let certificate = state.certificate else { return nil }
+        let retired = try state.withLock { state -> [Daemon] in
+            guard let acceptor = state.acceptor, let certificate = state.certificate else { return [] }
             let next = try LoopbackCertificate.prepare(layout: store.layout, for: set)
-            guard next.certificatePEM != certificate.certificatePEM else { return nil }
-            let socket = MHD_quiesce_daemon(current.pointer)
-            guard socket >= 0 else { return nil }
-            state.daemon = try startDaemon(listeningOn: socket, certificate: next)
-            state.certificate = next
-            return current
+            guard next.certificatePEM != certificate.certificatePEM else { return [] }
+            let daemons = try startDaemons(certificate: next)
+            acceptor.serve(daemons)
+            defer {
+                state.daemons = daemons
+                state.certificate = next
+            }
+            return state.daemons
         }
-        guard let retired else { return }
-        // Requests in flight on the old daemon's connections finish first; its keep-alive connections
-        // then close, and clients reconnect to the new one.
-        DispatchQueue.global().asyncAfter(deadline: .now() + 5) { retired.stop() }
+        guard !retired.isEmpty else { return }
+        // Requests in flight on the old daemons' connections finish first; their keep-alive
+        // connections then close, and clients reconnect to the new ones.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 5) { for daemon in retired { daemon.stop() } }
     }
 
     /// The port listened on: the one asked for, or the one the kernel picked for port 0.
-    public var port: UInt16 { state.withLock { $0.daemon == nil ? requestedPort : $0.port } }
+    public var port: UInt16 { state.withLock { $0.acceptor == nil ? requestedPort : $0.port } }
 
     /// Bytes and entries of the small-file response cache (tests, diagnostics).
-    package var cachedResponses: (bytes: Int, entries: Int) { handler.responses.usage }
+    package var cachedResponses: (bytes: Int, entries: Int) {
+        cachedResponsesPerLane.reduce((0, 0)) { ($0.bytes + $1.bytes, $0.entries + $1.entries) }
+    }
+
+    /// The same for each lane's cache (each holds its share of the capacity).
+    package var cachedResponsesPerLane: [(bytes: Int, entries: Int)] { handlers.map(\.responses.usage) }
 
     /// `http://host:port/` (`https://` with TLS), IPv6 hosts in brackets.
     public var url: URL {
@@ -250,18 +294,23 @@ public final class LoopbackServer: Sendable {
     }
 }
 
-/// One MHD daemon and the PEM text it was started with (MHD reads it at start; kept until stop so no
-/// pointer it holds can dangle).
-private final class Daemon: @unchecked Sendable {
+/// One MHD daemon (one thread of the pool, or the thread-per-connection daemon), the PEM text it was
+/// started with (MHD reads it at start; kept until stop so no pointer it holds can dangle), and the
+/// connections it holds (`ConnectionAcceptor` adds, MHD's close notification takes away). The context
+/// of its connection notifications.
+final class Daemon: @unchecked Sendable {
     // @unchecked: `pointer` is set once right after start, before the daemon is shared; `stop` runs once.
     var pointer: OpaquePointer!
     let key: UnsafeMutablePointer<CChar>?
     let certificatePEM: UnsafeMutablePointer<CChar>?
+    let deadlines: ConnectionDeadlines
+    let connections = Atomic<Int>(0)
     private let stopped = Atomic<Bool>(false)
 
-    init(certificate: LoopbackCertificate?) {
+    init(certificate: LoopbackCertificate?, deadlines: ConnectionDeadlines) {
         key = certificate.map { strdup($0.keyPEM) }
         certificatePEM = certificate.map { strdup($0.certificatePEM) }
+        self.deadlines = deadlines
     }
 
     func stop() {

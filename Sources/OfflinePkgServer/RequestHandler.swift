@@ -13,7 +13,8 @@ final class RequestHandler: @unchecked Sendable {
     // @unchecked: the canned responses are created once before the daemon starts and only queued
     // afterwards; MHD reference-counts a queued response under its own lock, so sharing is safe.
     let store: PackageStore
-    /// Small files as finished responses (`ResponseCache`).
+    /// Small files as finished responses (`ResponseCache`): this lane's share of the store's memory
+    /// cache capacity.
     let responses: ResponseCache
     /// Larger files, whole, as finished responses over a shared map (`ResponseCache.Body.mapped`).
     let mappedResponses: ResponseCache
@@ -36,16 +37,19 @@ final class RequestHandler: @unchecked Sendable {
     /// Answers what no package answers, per the manifest's runtime rules (SPEC §11); nil: 404s.
     let runtime: RuntimeCacheResponder?
 
+    /// `lanes`: how many handlers (one per server thread) share the memory cache capacity.
     init(
         store: PackageStore, origin: OriginRewrite? = nil, ownHost: String = "127.0.0.1", tls: Bool = false,
-        runtime: RuntimeCacheResponder? = nil
+        runtime: RuntimeCacheResponder? = nil, lanes: Int = 1
     ) {
         self.store = store
         self.runtime = runtime
         scheme = tls ? "https://" : "http://"
         self.origin = origin
         self.ownHost = ownHost.lowercased()
-        responses = ResponseCache(capacity: store.options.memoryCacheCapacity)
+        let capacity = store.options.memoryCacheCapacity
+        // Each lane caches the same files as one cache of the whole capacity would (up to an eighth of it).
+        responses = ResponseCache(capacity: capacity / max(1, lanes), largestFile: capacity / 8)
         mappedResponses = ResponseCache(capacity: Self.mappedCapacity, body: .mapped)
         // An old tree's responses go at the switch, not when evicted: kept, they grew serve's memory by
         // ~2.4 KB per file answered from each tree it ever served.

@@ -15,7 +15,8 @@ import Glibc
 /// Keyed by file path: installed trees are immutable, so a path's bytes and validators never change,
 /// and a switch to a new set only makes old entries cold. Bounded in bytes like `ResourceCache`
 /// (`PackageStore.Options.memoryCacheCapacity`, 4 MiB by default; files up to an eighth of it), the
-/// least recently used entry going first.
+/// least recently used entry going first. The server keeps one per thread, each with its share of the
+/// capacity, so threads never wait on each other's lock (`LoopbackServer.handlers`).
 ///
 /// Lifetimes are MHD's: a response is reference-counted under its own lock, `MHD_queue_response` takes
 /// a reference for the connection and `MHD_destroy_response` drops one. The cache holds one per
@@ -61,16 +62,17 @@ final class ResponseCache: Sendable {
 
     let capacity: Int
     let body: Body
+    /// Largest file kept (at most `capacity`).
+    let largestCachedFile: Int
     private let state: Mutex<State>
 
-    init(capacity: Int, body: Body = .copied) {
+    /// `largestFile`: by default an eighth of `capacity` for copied bodies, a quarter for mapped ones.
+    init(capacity: Int, body: Body = .copied, largestFile: Int? = nil) {
         self.capacity = max(0, capacity)
         self.body = body
+        largestCachedFile = min(self.capacity, largestFile ?? (body == .copied ? self.capacity / 8 : self.capacity / 4))
         state = Mutex(State(entries: BoundedLRU(maxBytes: self.capacity)))
     }
-
-    /// Largest file kept.
-    var largestCachedFile: Int { body == .copied ? capacity / 8 : capacity / 4 }
 
     /// Queues the cached `200` (or, with `notModified`, `304`) response for `resource` on `connection`,
     /// reading the file into the cache first if need be. Nil when the file is too large to cache or

@@ -48,6 +48,14 @@ struct SocketAddress: Sendable {
         }
     }
 
+    /// The size of the address `withSockaddr` passes.
+    var length: socklen_t {
+        switch storage {
+        case .v4: socklen_t(MemoryLayout<sockaddr_in>.size)
+        case .v6: socklen_t(MemoryLayout<sockaddr_in6>.size)
+        }
+    }
+
     func withSockaddr<Result>(_ body: (UnsafePointer<sockaddr>) -> Result) -> Result {
         switch storage {
         case .v4(var address):

@@ -1,0 +1,176 @@
+internal import CMicroHTTPD
+import Foundation
+import OfflinePkg
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The server's listening socket and the one thread that accepts from it, handing each connection to
+/// the lane (an MHD daemon with one thread, or a thread per connection) that holds the fewest.
+///
+/// MHD's own thread pool lets every thread accept from the shared socket, up to 10 at a time: a burst
+/// of new connections lands mostly on whichever thread wakes first (54 of 64 on one thread of two,
+/// measured with wrk — docs/benchmarks.md, "Serve tails, wave 4"), and that thread's connections then
+/// wait behind each other while the other thread idles. Its `MHD_add_connection` spreads by socket
+/// number, which the process's other files decide. So the server accepts itself and balances by count.
+final class ConnectionAcceptor: Sendable {
+    let listener: Int32
+    /// Connections held at once, over all lanes; at it, new ones wait in the kernel's queue (as with
+    /// MHD's own accept) until one closes.
+    let connectionLimit: Int
+    /// A pipe whose write end wakes the accepting thread to stop.
+    private let wake: (read: Int32, write: Int32)
+    private let lanes: Mutex<[Daemon]>
+    private let next = Atomic<UInt>(0)
+    private let finished = DispatchSemaphore(value: 0)
+    private let running = Atomic<Bool>(false)
+
+    /// Binds and listens on `address` (the kernel queues up to `backlog` connections not yet accepted).
+    init(address: SocketAddress, backlog: Int32, connectionLimit: Int) throws(Errno) {
+        let listener = socket(address.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard listener >= 0 else { throw Errno(errno) }
+        var one: Int32 = 1
+        // As MHD does: a restarted server binds its port while old connections sit in TIME_WAIT.
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        if address.isIPv6 { setsockopt(listener, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
+        let bound = address.withSockaddr { bind(listener, $0, address.length) }
+        guard bound == 0, Glibc.listen(listener, backlog) == 0 else {
+            let code = errno
+            close(listener)
+            throw Errno(code)
+        }
+        var pipeEnds: [Int32] = [-1, -1]
+        guard pipe(&pipeEnds) == 0 else {
+            let code = errno
+            close(listener)
+            throw Errno(code)
+        }
+        for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        self.listener = listener
+        wake = (pipeEnds[0], pipeEnds[1])
+        self.connectionLimit = connectionLimit
+        lanes = Mutex([])
+    }
+
+    deinit { closeSockets() }
+
+    private let closed = Atomic<Bool>(false)
+
+    private func closeSockets() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        close(listener)
+        close(wake.read)
+        close(wake.write)
+    }
+
+    /// The bound port (the kernel's pick for port 0).
+    var port: UInt16 {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        guard named == 0 else { return 0 }
+        return withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+        }
+    }
+
+    /// Where new connections go from now on (a re-issued certificate's daemons); connections already
+    /// handed out stay where they are.
+    func serve(_ daemons: [Daemon]) { lanes.withLock { $0 = daemons } }
+
+    /// Connections each lane holds now (tests, diagnostics).
+    var connectionsPerLane: [Int] { lanes.withLock { $0.map { $0.connections.load(ordering: .relaxed) } } }
+
+    func start() {
+        running.store(true, ordering: .releasing)
+        let thread = Thread { [self] in
+            acceptUntilWoken()
+            finished.signal()
+        }
+        thread.name = "offlinepkg.serve-accept"
+        thread.start()
+    }
+
+    /// Stops accepting, waits for the thread and closes the listener (connections still queued are
+    /// refused).
+    func stop() {
+        if running.exchange(false, ordering: .acquiringAndReleasing) {
+            var one: UInt64 = 1
+            _ = write(wake.write, &one, 1)
+            finished.wait()
+        }
+        closeSockets()
+    }
+
+    private func acceptUntilWoken() {
+        var fds = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+        var timeout: Int32 = -1
+        while true {
+            fds[0].revents = 0
+            fds[1].revents = 0
+            let ready = poll(&fds, 2, timeout)
+            if fds[1].revents != 0 { return }
+            timeout = -1
+            fds[0].events = Int16(POLLIN)
+            guard ready > 0 || isAtLimit else { continue }
+            // Every connection queued, each to its lane, before polling again.
+            while true {
+                if isAtLimit {
+                    // Look again in 10 ms, the listener left out of the poll meanwhile.
+                    fds[0].events = 0
+                    timeout = 10
+                    break
+                }
+                var storage = sockaddr_storage()
+                var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                let client = withUnsafeMutablePointer(to: &storage) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        accept(listener, $0, &length)
+                    }
+                }
+                if client < 0 {
+                    // Out of descriptors or memory: the connection waits in the queue; try again in
+                    // 10 ms instead of spinning on a socket that stays readable.
+                    if [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(errno) { timeout = 10 }
+                    break
+                }
+                // MHD makes it non-blocking; not inherited by a process the host starts.
+                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                withUnsafePointer(to: &storage) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { hand(client, address: $0, length: length) }
+                }
+            }
+        }
+    }
+
+    private var isAtLimit: Bool {
+        lanes.withLock { $0.reduce(0) { $0 + $1.connections.load(ordering: .relaxed) } } >= connectionLimit
+    }
+
+    /// To the lane with the fewest connections, ties taken in turn (a burst is accepted faster than
+    /// the lanes' threads register it).
+    private func hand(_ client: Int32, address: UnsafePointer<sockaddr>, length: socklen_t) {
+        let lanes = lanes.withLock { $0 }
+        guard !lanes.isEmpty else {
+            close(client)
+            return
+        }
+        let counts = lanes.map { $0.connections.load(ordering: .relaxed) }
+        let start = Int(next.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(lanes.count))
+        var chosen = start
+        for step in 1..<max(1, lanes.count) {
+            let index = (start + step) % lanes.count
+            if counts[index] < counts[chosen] { chosen = index }
+        }
+        let lane = lanes[chosen]
+        lane.connections.add(1, ordering: .relaxed)
+        // MHD closes the socket when it cannot take it.
+        if MHD_add_connection(lane.pointer, client, address, length) != .YES {
+            lane.connections.subtract(1, ordering: .relaxed)
+        }
+    }
+}

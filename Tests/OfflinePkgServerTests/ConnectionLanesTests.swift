@@ -1,0 +1,142 @@
+import Foundation
+import OfflinePkg
+import OfflinePkgServer
+import OfflinePkgTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How `LoopbackServer` shares connections between its threads (docs/benchmarks.md, "Serve tails,
+/// wave 4"): it accepts itself and hands each new connection to the lane (one pool thread) holding the
+/// fewest, and each lane answers from its own response cache. Counts and answers, not times.
+@Suite(.serialized) struct ConnectionLanesTests {
+    static let request = "GET /css/site.css HTTP/1.1\r\nHost: demo.offlinepkg.test\r\n\r\n"
+
+    /// Waits up to 5 s for the lanes to hold `expected` connections in all.
+    static func waitForTotal(_ server: LoopbackServer, _ expected: Int) async throws -> [Int] {
+        let start = Date()
+        while server.connectionsPerLane.reduce(0, +) != expected, Date().timeIntervalSince(start) < 5 {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        return server.connectionsPerLane
+    }
+
+    /// 256 keep-alive connections opened back to back (as wrk opens its 64 or 512) land on the four
+    /// lanes 64 each, every request on every one is answered whole; closed, they leave their lanes,
+    /// and the next ones fill the emptiest lane first.
+    @Test func newConnectionsGoToTheLaneWithTheFewestAndAllAreAnswered() async throws {
+        _ = raiseOpenFileLimit()
+        let demo = try await ServedDemo(threadModel: .pool(threads: 4))
+        let expected = try String(contentsOfFile: try #require(demo.store.resolve("https://demo.offlinepkg.test/css/site.css")).path, encoding: .utf8)
+        var connections = try (0..<256).map { _ in try RawConnection(port: Int(demo.port)) }
+        var answered = 0
+        for _ in 0..<3 {
+            for connection in connections { connection.send(Self.request) }
+            for connection in connections {
+                let reply = connection.readResponse()
+                if reply?.status == 200 && reply?.body == expected { answered += 1 }
+            }
+        }
+        #expect(answered == 3 * 256)
+        let lanes = try await Self.waitForTotal(demo.server, 256)
+        #expect(lanes == [64, 64, 64, 64], "connections per lane: \(lanes)")
+
+        // Close the first 64 (handed out in turn: 16 from each lane); 64 new ones make the lanes even again.
+        connections.removeFirst(64)
+        let afterClose = try await Self.waitForTotal(demo.server, 192)
+        #expect(afterClose == [48, 48, 48, 48], "after closing 64: \(afterClose)")
+        connections += try (0..<64).map { _ in try RawConnection(port: Int(demo.port)) }
+        for connection in connections.suffix(64) { connection.send(Self.request) }
+        #expect(connections.suffix(64).allSatisfy { $0.readResponse()?.status == 200 })
+        let refilled = try await Self.waitForTotal(demo.server, 256)
+        #expect(refilled == [64, 64, 64, 64], "after 64 new connections: \(refilled)")
+
+        connections.removeAll()
+        let empty = try await Self.waitForTotal(demo.server, 0)
+        #expect(empty == [0, 0, 0, 0], "after closing all: \(empty)")
+    }
+
+    /// With one lane holding more connections (the others' closed), new ones go to the others until
+    /// they are even.
+    @Test func aLaneLeftEmptyIsFilledFirst() async throws {
+        let demo = try await ServedDemo(threadModel: .pool(threads: 2))
+        var first = try (0..<8).map { _ in try RawConnection(port: Int(demo.port)) }
+        #expect(try await Self.waitForTotal(demo.server, 8) == [4, 4])
+        // The ones on lane 0 were handed out first, third, ...: close those.
+        first = first.enumerated().filter { $0.offset % 2 == 1 }.map(\.element)
+        #expect(try await Self.waitForTotal(demo.server, 4) == [0, 4])
+        let next = try (0..<4).map { _ in try RawConnection(port: Int(demo.port)) }
+        #expect(try await Self.waitForTotal(demo.server, 8) == [4, 4])
+        for connection in first + next { connection.send(Self.request) }
+        #expect((first + next).allSatisfy { $0.readResponse()?.status == 200 })
+    }
+
+    /// Each lane caches a small file in its own cache (nothing shared between threads on the hot
+    /// path), and the lanes' caches together stay within the store's capacity.
+    @Test func eachLaneAnswersFromItsOwnCache() async throws {
+        let demo = try await ServedDemo(threadModel: .pool(threads: 2))
+        let connections = try (0..<2).map { _ in try RawConnection(port: Int(demo.port)) }
+        for connection in connections {
+            connection.send(Self.request)
+            #expect(connection.readResponse()?.status == 200)
+        }
+        let size = Int(try #require(demo.store.resolve("https://demo.offlinepkg.test/css/site.css")).size)
+        let lanes = demo.server.cachedResponsesPerLane
+        #expect(lanes.map(\.entries) == [1, 1] && lanes.map(\.bytes) == [size, size], "\(lanes)")
+    }
+
+    /// 256 keep-alive connections on two lanes, each lane's 128 requests all in at once (the server
+    /// stopped while they are sent): every one is answered. libmicrohttpd 0.9.75's epoll loop, given
+    /// exactly 128 events, waits again with the timeout it computed before (here up to the 60 s
+    /// connection timeout), so these requests sat unanswered; the lanes poll instead.
+    @Test func aLaneWithAHundredAndTwentyEightRequestsInAtOnceAnswersThem() async throws {
+        _ = raiseOpenFileLimit()
+        let site = try await ServeHardeningTests.Site()
+        let serve = try ServeProcess(root: site.root, environment: ["OFFLINEPKG_SERVE_THREADS": "2"])
+        let request = "GET /home/n.txt HTTP/1.1\r\n\(ServeHardeningTests.host)\r\n"
+        let connections = try (0..<256).map { _ in try RawConnection(port: serve.port) }
+        // First round: every connection accepted, answered and waiting in its lane for the next request.
+        for connection in connections { connection.send(request) }
+        #expect(connections.allSatisfy { $0.readResponse()?.body == "0123456789" })
+        for round in 0..<2 {
+            kill(serve.pid, SIGSTOP)
+            for connection in connections { connection.send(request) }
+            kill(serve.pid, SIGCONT)
+            // Stops at the first unanswered one (5 s receive timeout), not 5 s for each.
+            var answered = 0
+            for connection in connections {
+                guard connection.readResponse()?.body == "0123456789" else { break }
+                answered += 1
+            }
+            #expect(answered == 256, "round \(round): \(answered) answered in turn, then one not within 5 s")
+        }
+    }
+
+    /// At the connection limit a new connection waits in the kernel's queue, neither answered nor
+    /// closed, and is answered as soon as a held one closes.
+    @Test func pastTheLimitANewConnectionWaitsForAFreeSlot() async throws {
+        let scratch = try TemporaryDirectory()
+        let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
+        _ = try await Updater(store: store, manifestURL: demoManifest).sync()
+        let server = try LoopbackServer(store: store, port: 0, threadModel: .pool(threads: 2), limits: .init(connectionLimit: 4))
+        try server.start()
+        defer { server.stop() }
+        var held = try (0..<4).map { _ in try RawConnection(port: Int(server.port)) }
+        for connection in held {
+            connection.send(Self.request)
+            #expect(connection.readResponse()?.status == 200)
+        }
+        let waiting = try RawConnection(port: Int(server.port), receiveTimeout: 0.5)
+        waiting.send(Self.request)
+        #expect(waiting.readResponse() == nil, "answered past the limit of 4")
+        #expect(!waiting.isClosedByPeer())
+        #expect(server.connectionsPerLane.reduce(0, +) == 4)
+        held.removeFirst()
+        let start = Date()
+        var reply: HTTPReply?
+        while reply == nil, Date().timeIntervalSince(start) < 5 { reply = waiting.readResponse() }
+        #expect(reply?.status == 200, "not answered after a held connection closed")
+    }
+}
