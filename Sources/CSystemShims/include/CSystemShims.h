@@ -10,10 +10,4 @@ int csystemshims_syncfs(int fd);
 // one in a single step, with no moment where the path is missing. Also GNU-only in glibc's headers.
 int csystemshims_exchange(const char *first, const char *second);
 
-// Sets the folder's "top of directory hierarchies" flag (FS_TOPDIR_FL, chattr +T): ext4's Orlov
-// allocator then spreads the folders made in it over the block groups with the most room, instead of
-// packing them beside their parent. 0 on success or when already set; -1 with errno (ENOTTY,
-// EOPNOTSUPP on file systems without the flag).
-int csystemshims_mark_top_folder(int fd);
-
 #endif

@@ -1,10 +1,5 @@
-internal import CSystemShims
 import Foundation
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Brings one package version onto disk as an installed, read-only tree: download (hashed while it
 /// streams), unpack into staging on the same file system, check the tree hash, then rename into
@@ -94,7 +89,7 @@ package struct PackageInstaller: Sendable {
             limits: limits, baseVersion: base.version, baseTree: base.tree, baseIndex: base.index, content: Self.contentStore(layout))
         let staged = try await runBlocking {
             let staging = layout.stagingDirectory("\(entry.id)-delta-\(UUID().uuidString)")
-            try Self.makeStaging(staging, layout: layout)
+            try FileSystem.makeDirectories(staging)
             do {
                 let tree = try applier.apply(delta: download.path, name: file.url, targetVersion: entry.version, into: staging)
                 return try Self.stage(tree.files, folders: tree.folders, staged: staging, entry: entry, layout: layout)
@@ -112,28 +107,13 @@ package struct PackageInstaller: Sendable {
         ContentStore(layout: layout, afterLink: { FailPoint.contentLink.hit() })
     }
 
-    /// Makes a package's staging folder in `staging/`, which is marked the top of directory hierarchies
-    /// first (`csystemshims_mark_top_folder`): each tree unpacked there is placed by ext4 in the block
-    /// groups with the most room, apart from the folders other programs create and delete. On ext4
-    /// without a journal every inode freed in the last 30 s is skipped one by one when a file is created
-    /// in its group; a 10k-file unpack beside a busy `/tmp` spent most of its time there (docs/benchmarks.md,
-    /// "One big package, wave 4"). Elsewhere the flag is not known and nothing changes.
-    static func makeStaging(_ staging: String, layout: CacheLayout) throws {
-        try FileSystem.makeDirectories(layout.staging)
-        if let top = try? FileDescriptor.openFolder(path: layout.staging) {
-            _ = csystemshims_mark_top_folder(top.rawValue)
-            top.close()
-        }
-        try FileSystem.makeDirectories(staging)
-    }
-
     /// Unpacks a verified archive into staging and checks the tree hash.
     private func unpackAndStage(_ entry: PackageEntry, archive: String, archiveName: String) async throws -> StagedTree {
         let layout = self.layout
         let limits = self.limits
         return try await runBlocking {
             let staging = layout.stagingDirectory("\(entry.id)-\(UUID().uuidString)")
-            try Self.makeStaging(staging, layout: layout)
+            try FileSystem.makeDirectories(staging)
             do {
                 let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName, keepFile: Self.contentStore(layout).keepFile)
                     .unpack(archivePath: archive, into: staging)
