@@ -62,19 +62,4 @@ struct UnpackThreadTests {
             #expect(mode as? Int == 0o444, "\(file)")
         }
     }
-
-    /// `staging/` carries ext4's top-of-hierarchies flag (`chattr +T`), so each tree unpacked in it is
-    /// placed apart from the folders other programs churn (`PackageInstaller.makeStaging`).
-    @Test func stagingIsMarkedTheTopOfItsTrees() throws {
-        let repo = try TestRepository()
-        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home")])
-        try repo.publish()
-        let root = try TemporaryDirectory()
-        let sync = try run(OfflinePkgBinary.path, ["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"])
-        #expect(sync.status == 0, "\(sync.stderr)")
-        let attributes = try run("lsattr", ["-d", root.path("root/staging")])
-        try #require(attributes.status == 0, "lsattr needs a file system with attributes (ext4): \(attributes.stderr)")
-        let flags = attributes.stdout.split(separator: " ").first ?? ""
-        #expect(flags.contains("T"), "\(attributes.stdout)")
-    }
 }
