@@ -36,7 +36,8 @@ struct UnpackThreadTests {
     func treeFilesAreBornReadOnly(umask: String) throws {
         let strace = try #require(which("strace"), "strace is needed (make deps installs it)")
         let repo = try TestRepository()
-        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home"), SiteFile("a/b.js", "b")])
+        try repo.add(
+            "home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home"), SiteFile("a/b.js", "b")])
         try repo.publish()
         let root = try TemporaryDirectory()
         let result = try run(
@@ -58,7 +59,8 @@ struct UnpackThreadTests {
         let tree = try #require(
             try FileManager.default.contentsOfDirectory(atPath: root.path("root/trees/home")).first { !$0.contains(".") })
         for file in ["index.html", "a/b.js"] {
-            let mode = try FileManager.default.attributesOfItem(atPath: root.path("root/trees/home/\(tree)/\(file)"))[.posixPermissions]
+            let path = root.path("root/trees/home/\(tree)/\(file)")
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions]
             #expect(mode as? Int == 0o444, "\(file)")
         }
     }
