@@ -24,4 +24,39 @@ struct UnpackThreadTests {
             traced.calls(containing: ".js\"").filter { $0.contains("O_CREAT|O_EXCL") }.compactMap { $0.split(separator: " ").first })
         #expect(creators.count >= 2, "threads that created the tree's files: \(creators.sorted())")
     }
+
+    /// A tree file is created 0444 in its `openat`, with no `fchmod` after; under a umask that would
+    /// clear a read bit it still ends 0444 (set on the descriptor).
+    @Test(arguments: ["022", "077"])
+    func treeFilesAreBornReadOnly(umask: String) throws {
+        let strace = try #require(which("strace"), "strace is needed (make deps installs it)")
+        let repo = try TestRepository()
+        try repo.add(
+            "home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home"), SiteFile("a/b.js", "b")])
+        try repo.publish()
+        let root = try TemporaryDirectory()
+        let result = try run(
+            "sh",
+            ["-c", "umask \(umask) && exec \"$0\" \"$@\"", strace, "-f", "-qq", "-e", "trace=openat,fchmod",
+             OfflinePkgBinary.path, "sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"],
+            timeout: 60)
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stderr.split(separator: "\n")
+        let created = lines.filter { $0.contains("\"b.js\"") && $0.contains("O_CREAT|O_EXCL") }
+        #expect(created.count == 1, "\(lines)")
+        let chmods = lines.filter { $0.contains("fchmod(") }
+        if umask == "022" {
+            #expect(created.allSatisfy { $0.contains("O_CLOEXEC, 0444") }, "\(created)")
+            #expect(chmods.isEmpty, "\(chmods)")
+        } else {
+            #expect(chmods.count == 2, "\(chmods)")
+        }
+        let tree = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: root.path("root/trees/home")).first { !$0.contains(".") })
+        for file in ["index.html", "a/b.js"] {
+            let path = root.path("root/trees/home/\(tree)/\(file)")
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions]
+            #expect(mode as? Int == 0o444, "\(file)")
+        }
+    }
 }

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A path inside a package (relative, `/` separators): a byte string, as SPEC §3 says. Two paths are
 /// equal only when their bytes are, and they sort by their bytes (what `LC_ALL=C sort` does). A Swift
 /// `String` would compare by canonical equivalence and merge a precomposed `é` with `e` + U+0301.
@@ -16,8 +20,23 @@ public struct PackagePath: Hashable, Comparable, Sendable, CustomStringConvertib
         self.init(value)
     }
 
+    /// By bytes, with `memcmp`: a tree's paths are sorted for its hash, index and lookup table.
     public static func < (lhs: PackagePath, rhs: PackagePath) -> Bool {
-        lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
+        lhs.bytes.withUnsafeBufferPointer { left in
+            rhs.bytes.withUnsafeBufferPointer { right in
+                let common = min(left.count, right.count)
+                let order = common == 0 ? 0 : memcmp(left.baseAddress!, right.baseAddress!, common)
+                return order != 0 ? order < 0 : left.count < right.count
+            }
+        }
+    }
+
+    public static func == (lhs: PackagePath, rhs: PackagePath) -> Bool { lhs.bytes == rhs.bytes }
+
+    /// The bytes in one piece: an array's own hashing feeds them to the hasher one at a time, the
+    /// most of an unpack's user time in its path dictionaries.
+    public func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 
     public var isEmpty: Bool { bytes.isEmpty }

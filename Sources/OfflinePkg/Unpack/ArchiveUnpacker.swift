@@ -47,8 +47,11 @@ package struct ArchiveUnpacker {
         let bounds = UnpackBounds(archiveName: archiveName, limits: limits)
         let source = try ArchiveSource(path: archivePath, bounds: bounds)
         if let reason = try source.open(reader) { throw refuse(nil, reason) }
+        let budgeted = laneCount == nil
+        let count = laneCount ?? laneBudget.begin(wanted: WriterLanes.defaultCount)
+        defer { if budgeted { laneBudget.end() } }
         let lanes = try WriterLanes(
-            root: destination, replacesFiles: isDelta, count: laneCount, archiveName: archiveName, bounds: bounds,
+            root: destination, replacesFiles: isDelta, count: count, archiveName: archiveName, bounds: bounds,
             keepFile: keepFile)
         let filters = archive_filter_count(reader)
 
@@ -68,11 +71,15 @@ package struct ArchiveUnpacker {
             throw refuse(nil, "a delta must hold \(ArchivePath.deltaControlName) at its root")
         }
         if state.entries == 0 { throw refuse(nil, "not an archive, or an empty one") }
-        return UnpackedTree(files: files, folders: state.made, deltaControl: state.deltaControl)
+        return UnpackedTree(
+            files: files, folders: state.made, deltaControl: state.deltaControl, writerThreads: lanes.threadCount)
     }
 
-    /// The lanes that write files (`WriterLanes`); settable so a test can pin one.
-    package var laneCount = WriterLanes.defaultCount
+    /// The lanes that write files (`WriterLanes`, 0: the reading thread writes); nil takes them from
+    /// `laneBudget`. Settable so a test can pin them.
+    package var laneCount: Int?
+    /// Shares the cores among the unpacks running together (`LaneBudget`).
+    package var laneBudget = LaneBudget.shared
 
     /// Reads, checks and hands over every entry of the archive in order.
     private func readEntries(

@@ -4,11 +4,12 @@ import Glibc
 
 /// Writes an unpacked tree below one staging folder with nothing that can follow a link: every folder
 /// is opened one component at a time with `O_NOFOLLOW | O_DIRECTORY` below its parent's descriptor,
-/// every file is created with `O_CREAT | O_EXCL | O_NOFOLLOW` (a new inode or an error) and its mode is
-/// set on the open descriptor. So even an entry a check let through could not reach outside staging.
+/// every file is created with `O_CREAT | O_EXCL | O_NOFOLLOW` (a new inode or an error), read-only from
+/// its birth (or, under a umask that would clear a read bit, set so on the open descriptor). So even an
+/// entry a check let through could not reach outside staging.
 ///
 /// The descriptors of the last folder chain stay open: archives list a folder's files together, so a
-/// file costs one `openat`, its writes, one `fchmod` and one `close`.
+/// file costs one `openat` (which gives it its final mode), its writes and one `close`.
 package final class TreeWriter {
     /// The staging folder, for messages.
     package let root: String
@@ -43,26 +44,70 @@ package final class TreeWriter {
         _ = try folder(path.split(separator: "/")[...], for: path)
     }
 
-    /// Creates the file `path` (relative, clean), runs `write` with its descriptor, then makes it 0444.
+    /// Creates the file `path` (relative, clean), runs `write` with its descriptor, and closes it 0444.
     package func writeFile<R>(_ path: String, _ write: (FileDescriptor) throws -> R) throws -> R {
+        let file = try create(path)
+        let result: R
+        do { result = try write(file.descriptor) } catch {
+            file.abandon()
+            throw error
+        }
+        try file.close()
+        return result
+    }
+
+    /// A file `create` made, open for writing until `close` (or `abandon`).
+    package struct NewFile {
+        package let descriptor: FileDescriptor
+        /// Its path below the staging folder, for messages.
+        package let shownPath: String
+        let bornReadOnly: Bool
+
+        /// Makes it 0444 (when it was not born so) and closes it: a late write error counts.
+        package func close() throws {
+            if !bornReadOnly {
+                do { try descriptor.setMode(0o444) } catch {
+                    abandon()
+                    throw OfflinePkgError.io(path: shownPath, operation: "chmod", error)
+                }
+            }
+            // close reports a late write error on some file systems (quota, NFS): it counts.
+            if Glibc.close(descriptor.rawValue) != 0 {
+                throw OfflinePkgError.io(path: shownPath, operation: "close", Errno.current)
+            }
+        }
+
+        /// Closes it after a failure: the staging folder it is in is about to be removed.
+        package func abandon() { descriptor.close() }
+    }
+
+    /// Creates the file `path` (relative, clean), open for writing. It is born 0444 when the umask keeps
+    /// those bits (the descriptor is writable all the same): one `fchmod` a file fewer; under a umask
+    /// that would clear one, it is created private and set 0444 by `NewFile.close`.
+    package func create(_ path: String) throws -> NewFile {
         let (parent, name) = try parentAndName(path)
         try clearName(name, in: parent, for: path)
-        let file: FileDescriptor
-        do { file = try parent.createFile(name, mode: 0o600) } catch {
+        let bornReadOnly = Self.umaskKeepsReadBits
+        do {
+            return NewFile(
+                descriptor: try parent.createFile(name, mode: bornReadOnly ? 0o444 : 0o600), shownPath: root + "/" + path,
+                bornReadOnly: bornReadOnly)
+        } catch {
             if error.rawValue == EEXIST { throw Conflict(reason: "path is both a file and a folder") }
             throw OfflinePkgError.io(path: root + "/" + path, operation: "create", error)
         }
-        var closed = false
-        defer { if !closed { file.close() } }
-        let result = try write(file)
-        do { try file.setMode(0o444) } catch { throw OfflinePkgError.io(path: root + "/" + path, operation: "chmod", error) }
-        closed = true
-        // close reports a late write error on some file systems (quota, NFS): it counts.
-        if Glibc.close(file.rawValue) != 0 {
-            throw OfflinePkgError.io(path: root + "/" + path, operation: "close", Errno.current)
-        }
-        return result
     }
+
+    /// Whether the process's umask leaves 0444 whole, from `/proc/self/status` (reading it with
+    /// `umask(2)` would set it, racing other threads). Unknown counts as no.
+    static let umaskKeepsReadBits: Bool = {
+        guard let status = try? FileSystem.read("/proc/self/status", limit: 1 << 16) else { return false }
+        let text = String(decoding: status, as: UTF8.self)
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
+            let mask = mode_t(String(line.dropFirst("Umask:".count).filter { $0 != " " && $0 != "\t" }), radix: 8)
+        else { return false }
+        return mask & 0o444 == 0
+    }()
 
     /// Makes the file `path` (relative, clean) a hard link to the existing file `source` (an absolute
     /// path the store controls, e.g. held content): a tree built from what is already on disk.

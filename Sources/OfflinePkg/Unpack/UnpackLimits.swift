@@ -31,4 +31,6 @@ package struct UnpackedTree: Sendable {
     package var files: [PackagePath: TreeFile]
     package var folders: Set<PackagePath>
     package var deltaControl: [UInt8]?
+    /// The lane threads that wrote it (0: the reading thread did; `LaneBudget`).
+    package var writerThreads = 0
 }

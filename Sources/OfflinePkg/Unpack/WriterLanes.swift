@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The file-system end of an unpack, on threads of its own: the reading thread decompresses and checks
 /// every entry, then hands the checked bytes to a lane, which creates, writes, hashes and closes the
@@ -36,7 +37,8 @@ final class WriterLanes: @unchecked Sendable {
 
     /// Files up to this size are handed over whole; larger ones stream in pieces of this size.
     static let wholeFileLimit = 256 << 10
-    /// Bytes queued per lane before the reader waits: bounds an unpack's memory.
+    /// Bytes queued per lane before the reader waits: bounds an unpack's memory. The reader waits until
+    /// the lane has written half of them, so it is woken once per 2 MiB, not once per file taken.
     static let queueLimit = 4 << 20
 
     private final class Lane {
@@ -45,11 +47,30 @@ final class WriterLanes: @unchecked Sendable {
         var queue: [Item] = []
         var head = 0
         var queuedBytes = 0
+        /// The lane waits for an item: the reader wakes it only then.
+        var idle = false
         var results: [PackagePath: TreeFile] = [:]
+        /// The file being streamed in pieces (`begin` ... `end`).
+        var open: OpenFile?
     }
-    private var closed = false
 
-    /// Starts `count` lanes writing below `root` (`replacesFiles` as `TreeWriter` takes it).
+    /// A file of `begin` while its `chunk`s arrive.
+    private struct OpenFile {
+        var file: TreeWriter.NewFile
+        var path: PackagePath
+        var raw: PackagePath
+        var hasher = SHA256()
+        var size: Int64 = 0
+    }
+
+    private var closed = false
+    /// The reader waits for a lane's queue to drain (`queueLimit`).
+    private var readerWaiting = false
+    /// With no lane threads (`count` 0) the reading thread writes each item as it hands it over.
+    private let inline: Lane?
+
+    /// Starts `count` lanes writing below `root` (`replacesFiles` as `TreeWriter` takes it); with
+    /// `count` 0, no thread: every item is written by the caller of `send`.
     init(
         root: String, replacesFiles: Bool, count: Int, archiveName: String, bounds: UnpackBounds,
         keepFile: ((TreeWriter, PackagePath, String) throws -> Void)? = nil
@@ -58,7 +79,8 @@ final class WriterLanes: @unchecked Sendable {
         self.bounds = bounds
         self.keepFile = keepFile
         // Each lane opens the root before the first entry is read, so a missing staging folder fails here.
-        lanes = try (0..<count).map { _ in Lane(writer: try TreeWriter(root: root, replacesFiles: replacesFiles)) }
+        lanes = try (0..<max(1, count)).map { _ in Lane(writer: try TreeWriter(root: root, replacesFiles: replacesFiles)) }
+        inline = count == 0 ? lanes[0] : nil
         threadsRunning = count
         for index in 0..<count {
             let thread = Thread { [self] in run(lane: lanes[index]) }
@@ -71,6 +93,9 @@ final class WriterLanes: @unchecked Sendable {
     /// already overlap), at most four (past that the folder locks of the file system serialise them).
     static var defaultCount: Int { min(4, max(2, ProcessInfo.processInfo.activeProcessorCount)) }
 
+    /// The threads writing for this unpack (0: the reading thread writes).
+    var threadCount: Int { inline == nil ? lanes.count : 0 }
+
     /// The lane of everything in `folder`: files of one folder stay in one lane, so its `TreeWriter`
     /// keeps that folder open and the archive's order within a folder is the order on disk.
     func lane(for folder: PackagePath) -> Int {
@@ -78,27 +103,34 @@ final class WriterLanes: @unchecked Sendable {
     }
 
     /// Queues `item` on lane `index`, waiting while the lane holds `queueLimit` bytes. Throws the first
-    /// failure of any lane, or the unpack's deadline passing while it waits.
+    /// failure of any lane, or the unpack's deadline passing while it waits. With no lane threads, writes
+    /// `item` now.
     func send(_ item: Item, to index: Int) throws {
-        let bytes: Int
-        switch item {
-        case .file(_, _, let data), .chunk(let data): bytes = data.count
-        default: bytes = 0
+        if let inline {
+            do { try write(item, lane: inline) } catch {
+                failure = failure ?? error
+                throw error
+            }
+            return
         }
         condition.lock()
         defer { condition.unlock() }
         let lane = lanes[index]
-        while failure == nil && lane.queuedBytes > Self.queueLimit {
-            if let reason = bounds.exceeded(checkMemory: false) {
-                failure = OfflinePkgError.archiveRefused(archive: archiveName, entry: nil, reason: reason)
-                break
+        if lane.queuedBytes > Self.queueLimit {
+            readerWaiting = true
+            while failure == nil && lane.queuedBytes > Self.queueLimit / 2 {
+                if let reason = bounds.exceeded(checkMemory: false) {
+                    failure = OfflinePkgError.archiveRefused(archive: archiveName, entry: nil, reason: reason)
+                    break
+                }
+                _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
             }
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+            readerWaiting = false
         }
         if let failure { throw failure }
         lane.queue.append(item)
-        lane.queuedBytes += bytes
-        condition.broadcast()
+        lane.queuedBytes += item.bytes
+        if lane.idle { condition.broadcast() }
     }
 
     /// Waits for every lane to write what it was given, and returns each file written with its hash;
@@ -115,6 +147,11 @@ final class WriterLanes: @unchecked Sendable {
     /// Closes the queues and waits for the lanes to end: after a failure on the reading thread, what was
     /// queued is still written (the caller removes the staging folder once no lane can create in it).
     func stop() {
+        if let inline {
+            inline.open?.file.abandon()
+            inline.open = nil
+            return
+        }
         condition.lock()
         closed = true
         condition.broadcast()
@@ -126,17 +163,18 @@ final class WriterLanes: @unchecked Sendable {
     private func next(_ lane: Lane) -> Item? {
         condition.lock()
         defer { condition.unlock() }
-        while lane.head == lane.queue.count && !closed && failure == nil { condition.wait() }
+        while lane.head == lane.queue.count && !closed && failure == nil {
+            lane.idle = true
+            condition.wait()
+        }
+        lane.idle = false
         guard failure == nil, lane.head < lane.queue.count else { return nil }
         let item = lane.queue[lane.head]
         // The slot lets go of the bytes now: a reader that keeps the queue from ever draining (a 1 GiB
         // file) would otherwise keep every piece it sent alive until the end of the file.
         lane.queue[lane.head] = .end
         lane.head += 1
-        switch item {
-        case .file(_, _, let data), .chunk(let data): lane.queuedBytes -= data.count
-        default: break
-        }
+        lane.queuedBytes -= item.bytes
         // Drop the taken slots once the queue has drained, or once they are many, so the array stays small.
         if lane.head == lane.queue.count {
             lane.queue.removeAll(keepingCapacity: true)
@@ -145,7 +183,7 @@ final class WriterLanes: @unchecked Sendable {
             lane.queue.removeFirst(lane.head)
             lane.head = 0
         }
-        condition.broadcast()
+        if readerWaiting && lane.queuedBytes <= Self.queueLimit / 2 { condition.broadcast() }
         return item
     }
 
@@ -157,6 +195,8 @@ final class WriterLanes: @unchecked Sendable {
             if failure == nil { failure = error }
             condition.unlock()
         }
+        lane.open?.file.abandon()
+        lane.open = nil
         condition.lock()
         threadsRunning -= 1
         condition.broadcast()
@@ -172,29 +212,32 @@ final class WriterLanes: @unchecked Sendable {
             }
         case .file(let path, let raw, let data):
             let hasher = SHA256()
-            try writeFile(path, raw: raw, writer: writer) { file, target in
+            let file = try create(path, raw: raw, writer: writer)
+            do {
                 try data.withUnsafeBytes { buffer in
                     hasher.update(buffer)
-                    try Self.write(buffer, to: file, target: target)
+                    try Self.write(buffer, to: file)
                 }
+            } catch {
+                file.abandon()
+                throw error
             }
+            try file.close()
             try finished(path, TreeFile(sha256: hasher.finalize().hex, size: Int64(data.count)), lane: lane)
         case .begin(let path, let raw):
-            let hasher = SHA256()
-            var size: Int64 = 0
-            try writeFile(path, raw: raw, writer: writer) { file, target in
-                while let piece = next(lane) {
-                    guard case .chunk(let data) = piece else { return }
-                    try data.withUnsafeBytes { buffer in
-                        hasher.update(buffer)
-                        try Self.write(buffer, to: file, target: target)
-                    }
-                    size += Int64(data.count)
-                }
+            lane.open = OpenFile(file: try create(path, raw: raw, writer: writer), path: path, raw: raw)
+        case .chunk(let data):
+            guard let open = lane.open else { return }
+            try data.withUnsafeBytes { buffer in
+                open.hasher.update(buffer)
+                try Self.write(buffer, to: open.file)
             }
-            try finished(path, TreeFile(sha256: hasher.finalize().hex, size: size), lane: lane)
-        case .chunk, .end:
-            break  // only ever consumed inside `.begin`
+            lane.open?.size += Int64(data.count)
+        case .end:
+            guard let open = lane.open else { return }
+            lane.open = nil
+            try open.file.close()
+            try finished(open.path, TreeFile(sha256: open.hasher.finalize().hex, size: open.size), lane: lane)
         }
     }
 
@@ -203,25 +246,59 @@ final class WriterLanes: @unchecked Sendable {
         lane.results[path] = file
     }
 
-    private func writeFile(
-        _ path: PackagePath, raw: PackagePath, writer: TreeWriter, _ body: (FileDescriptor, String) throws -> Void
-    ) throws {
+    private func create(_ path: PackagePath, raw: PackagePath, writer: TreeWriter) throws -> TreeWriter.NewFile {
         if let reason = bounds.exceeded(checkMemory: false) {
             throw OfflinePkgError.archiveRefused(archive: archiveName, entry: nil, reason: reason)
         }
-        let target = writer.root + "/" + path.string
         // No early writeback here: `sync_file_range(SYNC_FILE_RANGE_WRITE)` per file tripled the
         // unpack's system time (one small write-out per file instead of the syncfs's merged one).
-        do { try writer.writeFile(path.string) { file in try body(file, target) } } catch let conflict as TreeWriter.Conflict {
+        do { return try writer.create(path.string) } catch let conflict as TreeWriter.Conflict {
             throw refuse(raw, conflict.reason)
         }
     }
 
-    private static func write(_ buffer: UnsafeRawBufferPointer, to file: FileDescriptor, target: String) throws {
-        do throws(Errno) { try file.writeAll(buffer) } catch { throw OfflinePkgError.io(path: target, operation: "write", error) }
+    private static func write(_ buffer: UnsafeRawBufferPointer, to file: TreeWriter.NewFile) throws {
+        do throws(Errno) { try file.descriptor.writeAll(buffer) } catch {
+            throw OfflinePkgError.io(path: file.shownPath, operation: "write", error)
+        }
     }
 
     private func refuse(_ entry: PackagePath, _ reason: String) -> OfflinePkgError {
         .archiveRefused(archive: archiveName, entry: entry, reason: reason)
     }
+}
+
+extension WriterLanes.Item {
+    /// The bytes it holds, counted against `queueLimit`.
+    var bytes: Int {
+        switch self {
+        case .file(_, _, let data), .chunk(let data): data.count
+        default: 0
+        }
+    }
+}
+
+/// The writer lanes of the unpacks running in one process together stay within the cores: an unpack
+/// that starts alone gets its lanes, one that starts while another runs writes on its own reading
+/// thread. Four packages unpacking side by side (`--jobs`) with lanes each ran four readers and eight
+/// lanes on two cores, 1.48× slower than four plain unpacks (docs/benchmarks.md, "One big package,
+/// wave 4").
+package final class LaneBudget: Sendable {
+    private let running = Mutex(0)
+
+    package init() {}
+
+    /// The budget of every unpack of this process.
+    package static let shared = LaneBudget()
+
+    /// Lanes for an unpack that starts now: `wanted` when no other is running, else 0. Every call is
+    /// paired with an `end`.
+    package func begin(wanted: Int) -> Int {
+        running.withLock { count in
+            defer { count += 1 }
+            return count == 0 ? wanted : 0
+        }
+    }
+
+    package func end() { running.withLock { $0 -= 1 } }
 }

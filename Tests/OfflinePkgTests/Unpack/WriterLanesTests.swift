@@ -28,7 +28,7 @@ struct WriterLanesTests {
         let archive = dir.path("a")
         try run("bsdtar", ["-c", option, "-f", archive, "-C", site, "."]).checked()
         var trees = [[PackagePath: TreeFile]]()
-        for lanes in [1, 2, 4] {
+        for lanes in [0, 1, 2, 4] {
             let staging = try dir.makeDirectory("staging-\(lanes)")
             var unpacker = ArchiveUnpacker(limits: .init(), archiveName: "a")
             unpacker.laneCount = lanes
@@ -58,5 +58,37 @@ struct WriterLanesTests {
         let tree = try unpacker.unpack(archivePath: dir.path("a.tar.gz"), into: staging)
         #expect(tree.files["zeros.bin"]?.size == 160 << 20)
         #expect(tree.files["zeros.bin"]?.sha256 == (try FileHasher.sha256(ofFile: dir.path("site/zeros.bin"))))
+    }
+
+    /// An unpack that starts while another runs in the process writes on its own reading thread, so the
+    /// lanes of unpacks side by side (`--jobs`) stay within the cores; alone, it gets its lanes. The
+    /// budget is given back whether the unpack succeeds or is refused.
+    @Test func anUnpackBesideAnotherWritesWithoutLanes() throws {
+        let dir = try TemporaryDirectory()
+        let site = try Self.site(in: dir)
+        let archive = dir.path("a.tar.gz")
+        try run("bsdtar", ["-czf", archive, "-C", site, "."]).checked()
+        let budget = LaneBudget()
+        var unpacker = ArchiveUnpacker(limits: .init(), archiveName: "a")
+        unpacker.laneBudget = budget
+
+        let alone = try unpacker.unpack(archivePath: archive, into: try dir.makeDirectory("alone"))
+        #expect(alone.writerThreads == WriterLanes.defaultCount)
+
+        // Another unpack holds its lanes.
+        #expect(budget.begin(wanted: WriterLanes.defaultCount) == WriterLanes.defaultCount)
+        let beside = try unpacker.unpack(archivePath: archive, into: try dir.makeDirectory("beside"))
+        #expect(beside.writerThreads == 0)
+        #expect(beside.files == alone.files)
+        // A refused unpack gives its share back too.
+        let link = try dir.makeDirectory("link-site")
+        try run("sh", ["-c", "echo x > \(link)/a.txt && ln -s /etc/passwd \(link)/passwd"]).checked()
+        try run("bsdtar", ["-czf", dir.path("link.tar.gz"), "-C", link, "."]).checked()
+        let bad = try dir.makeDirectory("bad")
+        #expect(throws: OfflinePkgError.self) { try unpacker.unpack(archivePath: dir.path("link.tar.gz"), into: bad) }
+        budget.end()
+
+        let again = try unpacker.unpack(archivePath: archive, into: try dir.makeDirectory("again"))
+        #expect(again.writerThreads == WriterLanes.defaultCount)
     }
 }
