@@ -41,6 +41,8 @@ test: build
 	$(MAKE) example-webkit
 	scripts/readme-snippets
 	scripts/check-targets
+	# scripts/bench end to end on tiny sizes (~20 s of CPU): every row of issue 13's table is printed.
+	OFFLINEPKG=$$($(SWIFT) build --show-bin-path)/offlinepkg scripts/bench-smoke
 	$(SWIFT) build --build-tests
 	# One test at a time: several suites measure time (stall timeouts, a switch seen within a second,
 	# a lock held during a slow download) and would measure the machine's load instead. Last, so the
