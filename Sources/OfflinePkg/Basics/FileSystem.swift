@@ -65,21 +65,23 @@ package enum FileSystem {
     }
 
     /// Writes `bytes` so that readers see either the old file or the whole new one, even across a power
-    /// loss: write a temporary sibling, fsync it, rename it over `path`, fsync the folder.
-    package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
+    /// loss: write a temporary sibling, fsync it, rename it over `path`, fsync the folder. `durable: false`
+    /// leaves out both flushes, for a hint that a power loss may take (readers still never see half a
+    /// file, the rename is atomic, but after a crash the file may be the old one, or empty).
+    package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644, durable: Bool = true) throws {
         let temporary = path + temporarySuffix + String(getpid())
         let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
         do {
             try fd.closeAfter { (fd) throws in
                 try fd.writeAll(bytes, path: temporary)
-                try fd.sync(path: temporary)
+                if durable { try fd.sync(path: temporary) }
             }
             try rename(temporary, to: path)
         } catch {
             unlink(temporary)
             throw error
         }
-        try syncDirectory(parentPath(path))
+        if durable { try syncDirectory(parentPath(path)) }
     }
 
     /// `writeAtomically` writes `<path>.tmp-<pid>`: a kill between its open and its rename leaves one.
