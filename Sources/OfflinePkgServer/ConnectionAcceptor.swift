@@ -133,9 +133,13 @@ final class ConnectionAcceptor: Sendable {
                     }
                 }
                 if client < 0 {
-                    // Out of descriptors or memory: the connection waits in the queue; try again in
-                    // 10 ms instead of spinning on a socket that stays readable.
-                    if [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(errno) { timeout = 10 }
+                    // Out of descriptors or memory: the connection waits in the queue. The listener
+                    // stays readable, so it is left out of the poll for 10 ms; polling it again at once
+                    // would spin a core until a descriptor is free.
+                    if [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(errno) {
+                        fds[0].events = 0
+                        timeout = 10
+                    }
                     break
                 }
                 // MHD makes it non-blocking; not inherited by a process the host starts.
