@@ -122,9 +122,16 @@ package final class ContentLedger: Sendable {
         try FileSystem.writeAtomically(JSONCoding.encode(figure, pretty: false), to: layout.contentUsage)
     }
 
-    /// A new locked operation (the root lock was taken): held content is hashed again before reuse.
+    /// A new locked operation (the root lock was taken): held content is hashed again before reuse, and
+    /// a session an earlier operation of this process left open (a sync that failed before its close)
+    /// is dropped: between the two locks another process may have closed the figure, and changes
+    /// counted on that session would land under a closed figure, believed and wrong. Its figure on
+    /// disk is still open unless another process walked, so the next close walks and finds its orphans.
     package func lockTaken() {
-        state.withLock { $0.sound = [] }
+        state.withLock { state in
+            state.sound = []
+            state.session = nil
+        }
     }
 
     /// Called before any change to `content/`'s names: opens the session on disk first, so a kill after

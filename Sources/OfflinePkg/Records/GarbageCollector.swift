@@ -59,6 +59,9 @@ package struct GarbageCollector {
                     continue
                 }
                 noteContent(of: tree)
+                // The figure opens before the first tree goes: a kill after it would otherwise leave a
+                // closed figure, believed, and content that only the removed tree linked collected never.
+                try ContentLedger.of(layout).willChange()
                 try FileSystem.removeTree(path)
                 if !isCompanion { result.removedTrees.append(tree) }
             }
