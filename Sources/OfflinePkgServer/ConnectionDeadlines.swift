@@ -34,7 +34,9 @@ final class ConnectionDeadlines: Sendable {
     let headerTimeout: UInt64
     let idleTimeout: UInt64
     private let entries = Mutex<[ObjectIdentifier: Entry]>([:])
-    private let stopped = Atomic<Bool>(false)
+    /// Each `start()` and `stop()` moves it on; a sweeper runs while it is the one its start set, so a
+    /// server stopped and started again gets a sweeper again (and an old one still asleep just ends).
+    private let generation = Atomic<Int>(0)
     private let closedByDeadline = Atomic<Int>(0)
 
     init(headerTimeout: TimeInterval, idleTimeout: TimeInterval) {
@@ -61,17 +63,18 @@ final class ConnectionDeadlines: Sendable {
     func closed(_ entry: Entry) { _ = entries.withLock { $0.removeValue(forKey: ObjectIdentifier(entry)) } }
 
     func start() {
+        let mine = generation.add(1, ordering: .acquiringAndReleasing).newValue
         let thread = Thread { [self] in
-            while !stopped.load(ordering: .acquiring) {
+            while generation.load(ordering: .acquiring) == mine {
                 Thread.sleep(forTimeInterval: 0.5)
-                sweep()
+                if generation.load(ordering: .acquiring) == mine { sweep() }
             }
         }
         thread.name = "offlinepkg.serve-deadlines"
         thread.start()
     }
 
-    func stop() { stopped.store(true, ordering: .releasing) }
+    func stop() { generation.add(1, ordering: .acquiringAndReleasing) }
 
     private func sweep() {
         let now = Self.now()

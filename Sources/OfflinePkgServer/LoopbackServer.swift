@@ -67,6 +67,9 @@ public final class LoopbackServer: Sendable {
     private struct State: ~Copyable {
         var acceptor: ConnectionAcceptor?
         var daemons: [Daemon] = []
+        /// Daemons of a certificate a re-issue replaced, still holding connections; stopped when they
+        /// hold none, or by `stop()`.
+        var retired: [Daemon] = []
         var port: UInt16 = 0
         var certificate: LoopbackCertificate?
         var watcher: Task<Void, Never>?
@@ -155,9 +158,10 @@ public final class LoopbackServer: Sendable {
             defer {
                 state.acceptor = nil
                 state.daemons = []
+                state.retired = []
                 state.watcher = nil
             }
-            return (state.acceptor, state.daemons, state.watcher)
+            return (state.acceptor, state.daemons + state.retired, state.watcher)
         }
         watcher?.cancel()
         acceptor?.stop()
@@ -172,6 +176,9 @@ public final class LoopbackServer: Sendable {
 
     /// Connections closed for missing the header or keep-alive deadline (tests, diagnostics).
     package var connectionsClosedByDeadline: Int { deadlines.closedCount }
+
+    /// Daemons of a replaced certificate not stopped yet: they still hold connections (tests, diagnostics).
+    package var retiredDaemons: Int { state.withLock { $0.retired.count } }
 
     /// Connections each of the current lanes (a pool's threads) holds (tests, diagnostics).
     package var connectionsPerLane: [Int] { state.withLock { $0.acceptor?.connectionsPerLane ?? [] } }
@@ -265,15 +272,32 @@ public final class LoopbackServer: Sendable {
             let daemons = try startDaemons(certificate: next)
             acceptor.serve(daemons)
             defer {
+                state.retired += state.daemons
                 state.daemons = daemons
                 state.certificate = next
             }
             return state.daemons
         }
         guard !retired.isEmpty else { return }
-        // Requests in flight on the old daemons' connections finish first; their keep-alive
-        // connections then close, and clients reconnect to the new ones.
-        DispatchQueue.global().asyncAfter(deadline: .now() + 5) { for daemon in retired { daemon.stop() } }
+        stopRetiredDaemonsWhenEmpty()
+    }
+
+    /// Requests in flight on the old daemons' connections finish first, and their keep-alive
+    /// connections close (at the latest by the idle deadline), clients reconnecting to the new ones. A
+    /// daemon is stopped only once it holds no connection: MHD may not stop one with a connection
+    /// suspended (a runtime-cache request waiting on the network), and a request on it must never
+    /// outlive its handler. `stop()` stops whatever is left, after abandoning the waits.
+    private func stopRetiredDaemonsWhenEmpty() {
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
+            guard let self else { return }
+            let (empty, more) = state.withLock { state -> ([Daemon], Bool) in
+                let empty = state.retired.filter { $0.connections.load(ordering: .acquiring) == 0 }
+                state.retired.removeAll { $0.connections.load(ordering: .acquiring) == 0 }
+                return (empty, !state.retired.isEmpty)
+            }
+            for daemon in empty { daemon.stop() }
+            if more { stopRetiredDaemonsWhenEmpty() }
+        }
     }
 
     /// The port listened on: the one asked for, or the one the kernel picked for port 0.

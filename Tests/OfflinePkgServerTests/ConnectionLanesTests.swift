@@ -114,6 +114,31 @@ import Glibc
         }
     }
 
+    /// A host app that stops its server when it goes to the background and starts it again on return
+    /// keeps the header deadline: the sweeper of the first start ended with its stop, and a new one
+    /// runs for the second (it once stayed ended, and tricklers were held for good).
+    @Test func aServerStoppedAndStartedAgainStillClosesATrickler() async throws {
+        let scratch = try TemporaryDirectory()
+        let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
+        _ = try await Updater(store: store, manifestURL: demoManifest).sync()
+        let server = try LoopbackServer(store: store, port: 0, threadModel: .pool(threads: 2), limits: .init(headerTimeout: 1, idleTimeout: 5))
+        try server.start()
+        server.stop()
+        try server.start()
+        defer { server.stop() }
+        let trickler = try RawConnection(port: Int(server.port))
+        #expect(trickler.send("GET / HTTP/1.1\r\nX-Slow: "))
+        let start = Date()
+        var closedAfter: TimeInterval?
+        while closedAfter == nil, Date().timeIntervalSince(start) < 6 {
+            if !trickler.send("a") || trickler.isClosedByPeer() { closedAfter = Date().timeIntervalSince(start) }
+            try await Task.sleep(nanoseconds: 250_000_000)
+        }
+        let closed = try #require(closedAfter, "a trickler was still open 6 s after a restart, with a 1 s header deadline")
+        #expect(closed < 4, "closed after \(closed) s")
+        #expect(server.connectionsClosedByDeadline >= 1)
+    }
+
     /// At the connection limit a new connection waits in the kernel's queue, neither answered nor
     /// closed, and is answered as soon as a held one closes.
     @Test func pastTheLimitANewConnectionWaitsForAFreeSlot() async throws {

@@ -50,5 +50,9 @@ import Testing
         #expect(after.stdout == "two 200", "\(after.stderr)")
         #expect(try Self.curl(certificate, host: "a.example.com", port: server.port, path: "/").stdout == "one 200")
         #expect(server.certificate?.spkiSHA256 == pin)
+        // The old certificate's daemons are stopped once the connections they held are gone (curl's
+        // closed with each call), not left running, and not stopped under a connection.
+        for _ in 0..<50 where server.retiredDaemons > 0 { try await Task.sleep(nanoseconds: 100_000_000) }
+        #expect(server.retiredDaemons == 0)
     }
 }
