@@ -59,7 +59,9 @@ package enum InternetDate {
         }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
             let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61,
+            // Foundation's calendar is Julian before the Gregorian reform: those dates are its to read.
+            year >= 1583
         else { return nil }
         // Days from 1970-01-01 to the date, proleptic Gregorian (Howard Hinnant's days_from_civil).
         let y = month <= 2 ? year - 1 : year

@@ -9,14 +9,14 @@ import Testing
 @Suite struct InternetDateTests {
     @Test(arguments: [
         "1970-01-01T00:00:00Z", "2026-12-01T14:26:52Z", "2000-02-29T23:59:59Z", "1999-12-31T00:00:01Z", "2400-03-01T12:00:00Z",
-        "1900-02-28T06:07:08Z",
+        "1900-02-28T06:07:08Z", "1583-01-01T00:00:00Z",
     ])
     func readsTheSameInstantAsFoundation(text: String) throws {
         let expected = try Date(text, strategy: .iso8601)
         #expect(InternetDate.parse(text) == expected)
     }
 
-    @Test(arguments: ["2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-12-01 14:26:52Z", "2026-12-01T14:26:52+01:00", "2026-12-01T14:26:52.5Z", ""])
+    @Test(arguments: ["2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "0000-01-01T00:00:00Z", "1582-10-15T00:00:00Z", "2026-12-01 14:26:52Z", "2026-12-01T14:26:52+01:00", "2026-12-01T14:26:52.5Z", ""])
     func leavesOtherFormsToFoundation(text: String) {
         #expect(InternetDate.parse(text) == nil)
     }
