@@ -8,13 +8,7 @@ import Testing
 @Suite("Disk writes")
 struct DiskWriteTests {
     @Test func downloadsAreDeletedBeforeTheOneFlushOfASync() throws {
-        let repo = try TestRepository()
-        for id in ["home", "docs", "lib", "img"] {
-            try repo.add(
-                id, "1", routes: ["https://m.example.com/\(id == "home" ? "" : id + "/")"],
-                files: [SiteFile("index.html", "\(id) 1"), SiteFile("data.bin", bytes: Array(repeating: UInt8(id.count), count: 200_000))])
-        }
-        try repo.publish()
+        let repo = try Self.repository(["home", "docs", "lib", "img"], dataBytes: 200_000)
         let root = try TemporaryDirectory()
         let traced = try Strace.offlinepkg(
             ["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"], trace: "syncfs,unlink,unlinkat", timeout: 60)
@@ -36,13 +30,7 @@ struct DiskWriteTests {
     /// scripts/bench-writes), and nothing under `downloads/` is flushed (the resume point is a hint: its
     /// fsync and its folder's were two per package, 2,012 for a 1,000-package manifest).
     @Test func aColdSyncNeitherTruncatesNorFlushesItsDownloads() throws {
-        let repo = try TestRepository()
-        for id in ["home", "docs", "lib"] {
-            try repo.add(
-                id, "1", routes: ["https://m.example.com/\(id == "home" ? "" : id + "/")"],
-                files: [SiteFile("index.html", "\(id) 1"), SiteFile("data.bin", bytes: Array(repeating: UInt8(id.count), count: 100_000))])
-        }
-        try repo.publish()
+        let repo = try Self.repository(["home", "docs", "lib"], dataBytes: 100_000)
         let scratch = try TemporaryDirectory()
         let traced = try Strace.offlinepkg(
             ["sync", "file://" + repo.manifestPath, "--root", scratch.path("root"), "--quiet"],
@@ -86,5 +74,17 @@ struct DiskWriteTests {
         #expect(
             calls[(renamed + 1)...].contains { $0.contains("fsync(") && $0.contains("<\(root)>") },
             "no fsync of \(root) after the rename of active.json: \(calls[(renamed + 1)...])")
+    }
+
+    /// A published repository of one package per id, each a page and a `data.bin` of `dataBytes`.
+    private static func repository(_ ids: [String], dataBytes: Int) throws -> TestRepository {
+        let repo = try TestRepository()
+        for id in ids {
+            try repo.add(
+                id, "1", routes: ["https://m.example.com/\(id == "home" ? "" : id + "/")"],
+                files: [SiteFile("index.html", "\(id) 1"), SiteFile("data.bin", bytes: Array(repeating: UInt8(id.count), count: dataBytes))])
+        }
+        try repo.publish()
+        return repo
     }
 }
