@@ -290,10 +290,12 @@ public final class LoopbackServer: Sendable {
     private func stopRetiredDaemonsWhenEmpty() {
         DispatchQueue.global().asyncAfter(deadline: .now() + 1) { [weak self] in
             guard let self else { return }
+            // One look at each count: a daemon that emptied between two looks would leave the list
+            // unstopped, and be stopped by its deinit under this lock.
             let (empty, more) = state.withLock { state -> ([Daemon], Bool) in
-                let empty = state.retired.filter { $0.connections.load(ordering: .acquiring) == 0 }
-                state.retired.removeAll { $0.connections.load(ordering: .acquiring) == 0 }
-                return (empty, !state.retired.isEmpty)
+                let looked = state.retired.map { ($0, $0.connections.load(ordering: .acquiring) == 0) }
+                state.retired = looked.filter { !$0.1 }.map(\.0)
+                return (looked.filter(\.1).map(\.0), !state.retired.isEmpty)
             }
             for daemon in empty { daemon.stop() }
             if more { stopRetiredDaemonsWhenEmpty() }
