@@ -47,6 +47,14 @@ public struct Resource: Sendable, Equatable {
         storage = Storage(path: path, size: size, sha256: sha256, packageID: packageID, version: version)
     }
 
+    /// The storage as a pointer that holds no reference, for a slot whose owner keeps the `Resource`
+    /// alive (`LookupIndex`'s answer slots); `init(unretained:)` makes the `Resource` again.
+    package var unretained: UnsafeMutableRawPointer { Unmanaged.passUnretained(storage).toOpaque() }
+
+    package init(unretained pointer: UnsafeMutableRawPointer) {
+        storage = Unmanaged<Storage>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
     private enum CodingKeys: String, CodingKey {
         case path, mimeType, size, packageID, version, etag, sha256
     }

@@ -32,12 +32,14 @@ package final class LookupIndex: @unchecked Sendable {
         let entry: [UInt8]
         /// The fallback's path bytes, made once: a navigation miss should not allocate.
         let fallbackPath: [UInt8]
-        /// One slot per file of the tree: 0 until the file is first answered, then its number in `made`
-        /// plus one. An anonymous map of zero pages, so opening costs no work per file and only the
-        /// pages of answered files become memory (4 bytes a file at most).
-        private let answers: UnsafeMutablePointer<UInt32>
+        /// One slot per file of the tree: nil until the file is first answered, then its `Resource`
+        /// (unretained: `made` owns it). An anonymous map of zero pages, so opening costs no work per
+        /// file and only the pages of answered files become memory (8 bytes a file at most). The hot
+        /// path reads the slot alone: no array of a class, whose access checks and bounds cost a
+        /// quarter of a resolve (`OfflinePkgBenchmarks`, docs/benchmarks.md).
+        private let answers: UnsafeMutablePointer<UnsafeMutableRawPointer?>
         private let answerPages: ZeroPages
-        /// The resources answered, in the order they were first asked for.
+        /// The resources answered, in the order they were first asked for: their owner.
         private var made: [Resource] = []
 
         init(package: InstalledPackage, tree: String, table: TreeLookupTable) {
@@ -46,21 +48,20 @@ package final class LookupIndex: @unchecked Sendable {
             self.table = table
             entry = Array(package.entry.utf8)
             fallbackPath = Array((package.fallback ?? "").utf8)
-            answerPages = ZeroPages(byteCount: max(1, table.fileCount) * MemoryLayout<UInt32>.stride)
-            answers = answerPages.base.bindMemory(to: UInt32.self, capacity: max(1, table.fileCount))
+            answerPages = ZeroPages(byteCount: max(1, table.fileCount) * MemoryLayout<UnsafeMutableRawPointer?>.stride)
+            answers = answerPages.base.bindMemory(to: UnsafeMutableRawPointer?.self, capacity: max(1, table.fileCount))
         }
 
         deinit { answerPages.release() }
 
         func resource(_ number: Int, path: UnsafeRawBufferPointer) -> Resource {
-            let slot = Int(answers[number])
-            if slot != 0 { return made[slot - 1] }
+            if let known = answers[number] { return Resource(unretained: known) }
             let record = table.record(number)
             let resource = Resource(
                 path: tree + "/" + String(decoding: path, as: UTF8.self), size: record.size, sha256: record.sha256,
                 packageID: package.id, version: package.version)
             made.append(resource)
-            answers[number] = UInt32(made.count)
+            answers[number] = resource.unretained
             return resource
         }
 

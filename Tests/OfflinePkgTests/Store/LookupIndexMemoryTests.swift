@@ -28,7 +28,7 @@ import Testing
     }
 
     @Test func openingTouchesNoMemoryPerFileAndAnAnswerOnePage() throws {
-        // 32,768 files: 128 KiB of answer slots, 32 pages. Filling them at open (as the index did)
+        // 32,768 files: 256 KiB of answer slots, 64 pages. Filling them at open (as the index did)
         // made every page resident; zero pages from the kernel stay out until a file is answered.
         let (scratch, layout, set) = try Self.root(files: 32_768)
         defer { withExtendedLifetime(scratch) {} }
