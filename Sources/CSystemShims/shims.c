@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include "CSystemShims.h"
 
@@ -10,4 +11,8 @@ int csystemshims_syncfs(int fd) {
 
 int csystemshims_exchange(const char *first, const char *second) {
     return renameat2(AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE);
+}
+
+int csystemshims_accept_cloexec(int fd, void *address, unsigned int *length) {
+    return accept4(fd, (struct sockaddr *)address, (socklen_t *)length, SOCK_CLOEXEC);
 }

@@ -1,4 +1,5 @@
 internal import CMicroHTTPD
+internal import CSystemShims
 import Foundation
 import OfflinePkg
 import Synchronization
@@ -17,18 +18,27 @@ import Glibc
 /// number, which the process's other files decide. So the server accepts itself and balances by count.
 final class ConnectionAcceptor: Sendable {
     let listener: Int32
-    /// Connections held at once, over all lanes; at it, new ones wait in the kernel's queue (as with
-    /// MHD's own accept) until one closes.
+    /// Connections held at once, over all lanes (a replaced certificate's daemons too); at it, the
+    /// idle keep-alive connections longest idle are closed for clients waiting, and if every held one
+    /// is busy, new ones wait in the kernel's queue until one closes.
     let connectionLimit: Int
     /// A pipe whose write end wakes the accepting thread to stop.
     private let wake: (read: Int32, write: Int32)
-    private let lanes: Mutex<[Daemon]>
+    private let held: Mutex<Held>
+    private let deadlines: ConnectionDeadlines
+
+    private struct Held {
+        /// Where new connections go.
+        var lanes: [Daemon] = []
+        /// Lanes replaced by `serve(_:)` that still hold connections: they count against the limit.
+        var retired: [Daemon] = []
+    }
     private let next = Atomic<UInt>(0)
     private let finished = DispatchSemaphore(value: 0)
     private let running = Atomic<Bool>(false)
 
     /// Binds and listens on `address` (the kernel queues up to `backlog` connections not yet accepted).
-    init(address: SocketAddress, backlog: Int32, connectionLimit: Int) throws(Errno) {
+    init(address: SocketAddress, backlog: Int32, connectionLimit: Int, deadlines: ConnectionDeadlines) throws(Errno) {
         let listener = socket(address.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard listener >= 0 else { throw Errno(errno) }
         var one: Int32 = 1
@@ -51,7 +61,8 @@ final class ConnectionAcceptor: Sendable {
         self.listener = listener
         wake = (pipeEnds[0], pipeEnds[1])
         self.connectionLimit = connectionLimit
-        lanes = Mutex([])
+        self.deadlines = deadlines
+        held = Mutex(Held())
     }
 
     deinit { closeSockets() }
@@ -80,10 +91,15 @@ final class ConnectionAcceptor: Sendable {
 
     /// Where new connections go from now on (a re-issued certificate's daemons); connections already
     /// handed out stay where they are.
-    func serve(_ daemons: [Daemon]) { lanes.withLock { $0 = daemons } }
+    func serve(_ daemons: [Daemon]) {
+        held.withLock { held in
+            held.retired = (held.retired + held.lanes).filter { $0.connections.load(ordering: .relaxed) > 0 }
+            held.lanes = daemons
+        }
+    }
 
     /// Connections each lane holds now (tests, diagnostics).
-    var connectionsPerLane: [Int] { lanes.withLock { $0.map { $0.connections.load(ordering: .relaxed) } } }
+    var connectionsPerLane: [Int] { held.withLock { $0.lanes.map { $0.connections.load(ordering: .relaxed) } } }
 
     func start() {
         running.store(true, ordering: .releasing)
@@ -120,7 +136,11 @@ final class ConnectionAcceptor: Sendable {
             // Every connection queued, each to its lane, before polling again.
             while true {
                 if isAtLimit {
-                    // Look again in 10 ms, the listener left out of the poll meanwhile.
+                    // Room for the clients waiting, from connections idle between requests; the
+                    // closes land within the 10 ms before the next look (the listener left out of
+                    // the poll meanwhile).
+                    let waiting = clientsWaiting
+                    if waiting > 0 { deadlines.closeIdle(upTo: min(waiting, Self.idleClosedAtOnce)) }
                     fds[0].events = 0
                     timeout = 10
                     break
@@ -129,7 +149,8 @@ final class ConnectionAcceptor: Sendable {
                 var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
                 let client = withUnsafeMutablePointer(to: &storage) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        accept(listener, $0, &length)
+                        // Close-on-exec from the start: not inherited by a process the host starts.
+                        csystemshims_accept_cloexec(listener, $0, &length)
                     }
                 }
                 if client < 0 {
@@ -142,8 +163,7 @@ final class ConnectionAcceptor: Sendable {
                     }
                     break
                 }
-                // MHD makes it non-blocking; not inherited by a process the host starts.
-                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                // (MHD makes it non-blocking.)
                 withUnsafePointer(to: &storage) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { hand(client, address: $0, length: length) }
                 }
@@ -151,14 +171,32 @@ final class ConnectionAcceptor: Sendable {
         }
     }
 
+    /// Idle connections closed per look at the limit (nginx frees up to 32 at a time).
+    static let idleClosedAtOnce = 32
+
     private var isAtLimit: Bool {
-        lanes.withLock { $0.reduce(0) { $0 + $1.connections.load(ordering: .relaxed) } } >= connectionLimit
+        held.withLock { held in
+            held.retired.removeAll { $0.connections.load(ordering: .relaxed) == 0 }
+            return (held.lanes + held.retired).reduce(0) { $0 + $1.connections.load(ordering: .relaxed) }
+        } >= connectionLimit
+    }
+
+    /// Connections waiting in the listener's queue: for a listening socket, Linux reports the queue's
+    /// length as `TCP_INFO`'s `tcpi_unacked` (what `ss -l` shows as Recv-Q).
+    private var clientsWaiting: Int {
+        var info = tcp_info()
+        var length = socklen_t(MemoryLayout<tcp_info>.size)
+        guard getsockopt(listener, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else {
+            var listening = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            return poll(&listening, 1, 0) > 0 && listening.revents & Int16(POLLIN) != 0 ? 1 : 0
+        }
+        return Int(info.tcpi_unacked)
     }
 
     /// To the lane with the fewest connections, ties taken in turn (a burst is accepted faster than
     /// the lanes' threads register it).
     private func hand(_ client: Int32, address: UnsafePointer<sockaddr>, length: socklen_t) {
-        let lanes = lanes.withLock { $0 }
+        let lanes = held.withLock { $0.lanes }
         guard !lanes.isEmpty else {
             close(client)
             return

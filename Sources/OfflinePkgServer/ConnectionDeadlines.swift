@@ -24,6 +24,9 @@ final class ConnectionDeadlines: Sendable {
     final class Entry: Sendable {
         let socket: Int32
         let deadline: Atomic<UInt64>
+        /// Between a response and the next request's first header (keep-alive): a connection that
+        /// may be closed to make room at the connection limit.
+        let idle = Atomic<Bool>(false)
 
         init(socket: Int32, deadline: UInt64) {
             self.socket = socket
@@ -38,6 +41,7 @@ final class ConnectionDeadlines: Sendable {
     /// server stopped and started again gets a sweeper again (and an old one still asleep just ends).
     private let generation = Atomic<Int>(0)
     private let closedByDeadline = Atomic<Int>(0)
+    private let closedForRoom = Atomic<Int>(0)
 
     init(headerTimeout: TimeInterval, idleTimeout: TimeInterval) {
         self.headerTimeout = UInt64(headerTimeout * 1e9)
@@ -53,6 +57,9 @@ final class ConnectionDeadlines: Sendable {
     /// Connections closed for missing a deadline (tests, diagnostics).
     var closedCount: Int { closedByDeadline.load(ordering: .relaxed) }
 
+    /// Idle keep-alive connections closed to make room for new ones at the limit (tests, diagnostics).
+    var closedForRoomCount: Int { closedForRoom.load(ordering: .relaxed) }
+
     func opened(socket: Int32) -> Entry {
         let entry = Entry(socket: socket, deadline: Self.now() + headerTimeout)
         entries.withLock { $0[ObjectIdentifier(entry)] = entry }
@@ -61,6 +68,34 @@ final class ConnectionDeadlines: Sendable {
 
     /// MHD calls this before it closes the socket, so the sweeper never shuts down a reused number.
     func closed(_ entry: Entry) { _ = entries.withLock { $0.removeValue(forKey: ObjectIdentifier(entry)) } }
+
+    /// At the connection limit with clients waiting: closes up to `count` idle keep-alive connections,
+    /// those idle longest first, as nginx reuses its keep-alive connections when it runs out. A client
+    /// that keeps a connection open between requests must never keep a new client out for the whole
+    /// idle timeout. Returns how many it closed (none when every held connection is busy or new).
+    @discardableResult
+    func closeIdle(upTo count: Int) -> Int {
+        let oldest = entries.withLock { entries in
+            entries.values.filter { $0.idle.load(ordering: .relaxed) }
+                .sorted { $0.deadline.load(ordering: .relaxed) < $1.deadline.load(ordering: .relaxed) }
+                .prefix(count)
+        }
+        var closed = 0
+        for entry in oldest {
+            // A request that began meanwhile keeps its connection.
+            guard entry.idle.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
+            else { continue }
+            entries.withLock { entries in
+                // Still held (not closed by MHD meanwhile, its number not reused): shut it down.
+                guard entries[ObjectIdentifier(entry)] != nil else { return }
+                entry.deadline.store(.max, ordering: .relaxed)
+                shutdown(entry.socket, Int32(SHUT_RDWR))
+                closed += 1
+            }
+        }
+        closedForRoom.add(closed, ordering: .relaxed)
+        return closed
+    }
 
     func start() {
         let mine = generation.add(1, ordering: .acquiringAndReleasing).newValue
@@ -80,6 +115,7 @@ final class ConnectionDeadlines: Sendable {
         let now = Self.now()
         entries.withLock { entries in
             for entry in entries.values where entry.deadline.load(ordering: .relaxed) < now {
+                entry.idle.store(false, ordering: .relaxed)
                 entry.deadline.store(.max, ordering: .relaxed)
                 shutdown(entry.socket, Int32(SHUT_RDWR))
                 closedByDeadline.add(1, ordering: .relaxed)
@@ -123,10 +159,13 @@ func notifyCompleted(
     let deadlines = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue().deadlines
     let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue()
     entry.deadline.store(ConnectionDeadlines.now() + deadlines.idleTimeout, ordering: .relaxed)
+    entry.idle.store(true, ordering: .releasing)
 }
 
 /// Called by the access handler when a request's headers are in: no deadline while it is answered.
 func headersArrived(_ connection: OpaquePointer) {
     guard let stored = cmicrohttpd_socket_context(connection) else { return }
-    Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue().deadline.store(.max, ordering: .relaxed)
+    let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue()
+    entry.idle.store(false, ordering: .releasing)
+    entry.deadline.store(.max, ordering: .relaxed)
 }

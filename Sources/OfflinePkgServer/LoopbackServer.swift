@@ -131,7 +131,8 @@ public final class LoopbackServer: Sendable {
             let acceptor: ConnectionAcceptor
             do throws(Errno) {
                 acceptor = try ConnectionAcceptor(
-                    address: address, backlog: 4096, connectionLimit: Self.connectionLimit(limits.connectionLimit))
+                    address: address, backlog: 4096, connectionLimit: Self.connectionLimit(limits.connectionLimit),
+                    deadlines: deadlines)
             } catch {
                 throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", error)
             }
@@ -176,6 +177,9 @@ public final class LoopbackServer: Sendable {
 
     /// Connections closed for missing the header or keep-alive deadline (tests, diagnostics).
     package var connectionsClosedByDeadline: Int { deadlines.closedCount }
+
+    /// Idle keep-alive connections closed to make room at the connection limit (tests, diagnostics).
+    package var idleConnectionsClosedForRoom: Int { deadlines.closedForRoomCount }
 
     /// Daemons of a replaced certificate not stopped yet: they still hold connections (tests, diagnostics).
     package var retiredDaemons: Int { state.withLock { $0.retired.count } }

@@ -139,29 +139,67 @@ import Glibc
         #expect(server.connectionsClosedByDeadline >= 1)
     }
 
-    /// At the connection limit a new connection waits in the kernel's queue, neither answered nor
-    /// closed, and is answered as soon as a held one closes.
+    /// At the connection limit, with every held connection busy (here: in the middle of sending its
+    /// headers), a new connection waits in the kernel's queue, neither answered nor closed, and is
+    /// answered as soon as a held one closes.
     @Test func pastTheLimitANewConnectionWaitsForAFreeSlot() async throws {
-        let scratch = try TemporaryDirectory()
-        let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
-        _ = try await Updater(store: store, manifestURL: demoManifest).sync()
-        let server = try LoopbackServer(store: store, port: 0, threadModel: .pool(threads: 2), limits: .init(connectionLimit: 4))
-        try server.start()
-        defer { server.stop() }
+        let (server, scratch) = try await Self.serverWithLimit(4)
+        defer { server.stop(); withExtendedLifetime(scratch) {} }
         var held = try (0..<4).map { _ in try RawConnection(port: Int(server.port)) }
-        for connection in held {
-            connection.send(Self.request)
-            #expect(connection.readResponse()?.status == 200)
-        }
+        for connection in held { #expect(connection.send("GET /css/site.css HTTP/1.1\r\n")) }
+        #expect(try await Self.waitForTotal(server, 4).reduce(0, +) == 4)
         let waiting = try RawConnection(port: Int(server.port), receiveTimeout: 0.5)
         waiting.send(Self.request)
         #expect(waiting.readResponse() == nil, "answered past the limit of 4")
         #expect(!waiting.isClosedByPeer())
         #expect(server.connectionsPerLane.reduce(0, +) == 4)
+        #expect(server.idleConnectionsClosedForRoom == 0, "a connection sending its headers was closed for room")
         held.removeFirst()
         let start = Date()
         var reply: HTTPReply?
         while reply == nil, Date().timeIntervalSince(start) < 5 { reply = waiting.readResponse() }
         #expect(reply?.status == 200, "not answered after a held connection closed")
+    }
+
+    /// At the limit with keep-alive connections idle between requests (a browser keeps six per host
+    /// open for a minute), a new client is answered at once, not after the 60 s idle timeout: the
+    /// connection idle longest is closed for it, as nginx does, and only that one.
+    @Test func atTheLimitTheLongestIdleConnectionMakesRoomForANewClient() async throws {
+        let (server, scratch) = try await Self.serverWithLimit(4)
+        defer { server.stop(); withExtendedLifetime(scratch) {} }
+        var held = [RawConnection]()
+        for _ in 0..<4 {
+            let connection = try RawConnection(port: Int(server.port))
+            connection.send(Self.request)
+            #expect(connection.readResponse()?.status == 200)
+            held.append(connection)
+            // Idle in this order: the first is idle longest.
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        let start = Date()
+        let newcomer = try RawConnection(port: Int(server.port), receiveTimeout: 3)
+        newcomer.send(Self.request)
+        let reply = newcomer.readResponse()
+        let took = Date().timeIntervalSince(start)
+        #expect(reply?.status == 200, "a new client was not answered within 3 s at the limit, with 4 idle connections held")
+        #expect(took < 1, "answered after \(took) s")
+        #expect(server.idleConnectionsClosedForRoom == 1)
+        #expect(held[0].isClosedByPeer(), "the connection idle longest was kept")
+        for connection in held.dropFirst() {
+            #expect(!connection.isClosedByPeer())
+        }
+        // The three kept still answer; the closed one's client reconnects like any browser.
+        held[3].send(Self.request)
+        #expect(held[3].readResponse()?.status == 200)
+    }
+
+    /// A server of the demo with a connection limit, on two lanes, and the folder of its root.
+    static func serverWithLimit(_ limit: Int) async throws -> (LoopbackServer, TemporaryDirectory) {
+        let scratch = try TemporaryDirectory()
+        let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
+        _ = try await Updater(store: store, manifestURL: demoManifest).sync()
+        let server = try LoopbackServer(store: store, port: 0, threadModel: .pool(threads: 2), limits: .init(connectionLimit: limit))
+        try server.start()
+        return (server, scratch)
     }
 }

@@ -10,4 +10,10 @@ int csystemshims_syncfs(int fd);
 // one in a single step, with no moment where the path is missing. Also GNU-only in glibc's headers.
 int csystemshims_exchange(const char *first, const char *second);
 
+// accept4(2) with SOCK_CLOEXEC: an accepted socket is close-on-exec from its first moment, so a
+// process the host starts in between never inherits a client connection. GNU-only as well. (A struct
+// sockaddr and a socklen_t; this header includes no system header, whose types would then be this
+// module's to Swift.)
+int csystemshims_accept_cloexec(int fd, void *address, unsigned int *length);
+
 #endif
