@@ -55,8 +55,10 @@ final class RequestHandler: @unchecked Sendable {
         // ~2.4 KB per file answered from each tree it ever served.
         let (copied, mapped) = (responses, mappedResponses)
         store.whenSwitched { [weak copied, weak mapped] trees in
-            copied?.keepOnly(trees: trees)
-            mapped?.keepOnly(trees: trees)
+            guard let copied, let mapped else { return false }
+            copied.keepOnly(trees: trees)
+            mapped.keepOnly(trees: trees)
+            return true
         }
         notFound = Self.textResponse("not found\n")
         notAllowed = Self.textResponse("method not allowed: offlinepkg serve answers GET and HEAD\n")

@@ -128,6 +128,37 @@ import Testing
         #expect(server.cachedResponses.entries == 1)
     }
 
+    /// A host that makes server after server on one store (a shell reopened, a test harness) leaves
+    /// nothing of the stopped ones with the store: their switch observers go at the next switch.
+    @Test func stoppedServersLeaveNoSwitchObserverBehind() async throws {
+        let scratch = try TemporaryDirectory()
+        defer { withExtendedLifetime(scratch) {} }
+        let repository = try RepositoryBuilder(directory: scratch.path("repo"))
+        func publish(_ version: Int) async throws {
+            try writeSite(["a.txt": "a \(version)\n"], to: scratch.path("site-\(version)"))
+            try repository.publish(
+                sequence: version,
+                packages: [.init(id: "app", version: "\(version)", routes: ["https://app.example.test/"], site: scratch.path("site-\(version)"))])
+        }
+        try await publish(1)
+        let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
+        _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
+        for _ in 0..<10 {
+            let server = try LoopbackServer(store: store, port: 0, threadModel: .pool(threads: 2))
+            try server.start()
+            server.stop()
+        }
+        let kept = try LoopbackServer(store: store, port: 0, threadModel: .pool(threads: 2))
+        try kept.start()
+        defer { kept.stop() }
+        // Two lanes a server, one observer a lane.
+        #expect(store.switchObserverCount == 22)
+        try await publish(2)
+        _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
+        #expect(store.switchObserverCount == 2, "observers of stopped servers kept after a switch")
+        #expect(try get(kept, "a.txt", host: "app.example.test").body == "a 2\n")
+    }
+
     /// Files past the cache go out from a memory map of the file, mapped from the page that holds a
     /// range's first byte: every range must come out exact, whatever its offset within a page.
     @Test func largeFilesAndRangesComeFromTheFileExactly() async throws {

@@ -57,8 +57,13 @@ public final class PackageStore: Sendable {
     private let schemes: CustomSchemes
     private let subscribers = Mutex<ActivationSubscribers>(ActivationSubscribers())
     /// Told, on the thread that made the switch, of the trees the reader answers from after it
-    /// (`whenSwitched`).
-    private let switchObservers = Mutex<[@Sendable ([String]) -> Void]>([])
+    /// (`whenSwitched`); each returns whether it still observes.
+    private let switchObservers = Mutex<[SwitchObserver]>([])
+
+    private final class SwitchObserver: Sendable {
+        let call: @Sendable ([String]) -> Bool
+        init(_ call: @escaping @Sendable ([String]) -> Bool) { self.call = call }
+    }
     /// Opened at the first `cachedResponse(for:)`.
     let runtimeCacheSlot = Mutex<RuntimeCache?>(nil)
 
@@ -165,15 +170,21 @@ public final class PackageStore: Sendable {
         }
         lease?.hold(index.trees)
         guard swapped else { return }
-        for observer in switchObservers.withLock({ $0 }) { observer(index.trees) }
+        let ended = switchObservers.withLock { $0 }.filter { !$0.call(index.trees) }
+        if !ended.isEmpty { switchObservers.withLock { $0.removeAll { observer in ended.contains { $0 === observer } } } }
         subscribers.withLock { $0.yield(index.set) }
     }
 
     /// Calls `observer` right after each switch of this reader, with the trees it now answers from:
     /// for what a host keeps per tree (the server's cached responses), to drop an old tree's share.
-    package func whenSwitched(_ observer: @escaping @Sendable (_ liveTrees: [String]) -> Void) {
-        switchObservers.withLock { $0.append(observer) }
+    /// The observer returns false once what it observes for is gone (a stopped server's caches), and
+    /// is dropped then: a host that makes server after server on one store does not collect them.
+    package func whenSwitched(_ observer: @escaping @Sendable (_ liveTrees: [String]) -> Bool) {
+        switchObservers.withLock { $0.append(SwitchObserver(observer)) }
     }
+
+    /// Observers `whenSwitched` holds now (tests).
+    package var switchObserverCount: Int { switchObservers.withLock { $0.count } }
 
     /// Called by a `CacheRoot` of this process (opened on this store) right after it switched the
     /// active set.
