@@ -134,6 +134,42 @@ struct ContentUsageTests {
         try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
     }
 
+    /// `kill -9` in a collection right after it removed an unused tree, before the content only that
+    /// tree linked is collected: that content is down to its own name, and the removed tree's list of
+    /// it is gone. The figure was opened before the tree went, so the next collection walks `content/`,
+    /// collects those orphans and closes the figure right; without that, a closed figure was believed
+    /// and they stayed for good.
+    @Test func aCollectionKilledAfterRemovingATreeLeavesNoOrphanForGood() throws {
+        let device = try ContentStoreTests.Device()
+        try device.sync().checked("sync 1")
+        let one = try device.tree("a", "1")
+        try Self.publishSmall(device, 2)
+        try device.sync().checked("sync 2")
+        try Self.publishSmall(device, 3)
+        // A reader holding version 1 keeps it through sync 3's own collection (whose session, opened by
+        // its inserts, would hide what this test is after); then the reader goes.
+        try FileSystem.makeDirectories(device.layout.leases)
+        let lease = open(device.layout.lease("reader-of-1"), O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        try #require(lease >= 0 && flock(lease, LOCK_EX) == 0)
+        _ = Array((one + "\n").utf8).withUnsafeBytes { write(lease, $0.baseAddress, $0.count) }
+        try device.sync().checked("sync 3")
+        #expect(FileSystem.exists(one), "version 1 collected while a reader held it")
+        close(lease)
+        var environment = ProcessInfo.processInfo.environment
+        environment["OFFLINEPKG_FAILPOINT"] = "gc-after-tree"
+        let killed = try OfflinePkgBinary.run(["gc", "--root", device.root.path], environment: environment)
+        #expect(killed.status == 128 + SIGKILL, "\(killed.stderr)")
+        #expect(!FileSystem.exists(one))
+        let orphans = { ContentStoreTests.held(device.layout).filter { ContentStoreTests.inode(device.layout.content(sha256: $0)).links == 1 } }
+        #expect(!orphans().isEmpty, "the kill left no orphan: the fail point is not between the tree and its content")
+        #expect(try Self.figureFile(device.layout)?["open"] != nil, "the figure is closed with orphans left uncounted")
+        try Self.expectFigureMatchesAWalk(device.root, closed: false, "after the kill")
+        try OfflinePkgBinary.run(["gc", "--root", device.root.path]).checked("gc")
+        #expect(orphans().isEmpty, "held files no tree links, left after the next collection: \(orphans())")
+        try Self.expectFigureMatchesAWalk(device.root, "after the next collection")
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+    }
+
     /// A closed figure that is wrong (a release that did not keep it changed the root): `verify` names
     /// it, and `verify --repair` writes the walked one.
     @Test func verifyNamesAWrongFigureAndRepairWritesTheRightOne() throws {

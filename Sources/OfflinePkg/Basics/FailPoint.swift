@@ -17,6 +17,9 @@ package enum FailPoint: String, Sendable {
     case contentLink = "content-link"
     case beforeSwitch = "before-switch"
     case afterSwitch = "after-switch"
+    /// A collection (a sync's last stage, `gc`): one unused tree removed, the content only it linked not
+    /// collected yet.
+    case gcAfterTree = "gc-after-tree"
     /// `publish`: every archive and delta written under `.tmp/`, none renamed to its published name yet.
     case publishBeforeRename = "publish-before-rename"
 

@@ -63,7 +63,10 @@ package struct GarbageCollector {
                 // closed figure, believed, and content that only the removed tree linked collected never.
                 try ContentLedger.of(layout).willChange()
                 try FileSystem.removeTree(path)
-                if !isCompanion { result.removedTrees.append(tree) }
+                if !isCompanion {
+                    result.removedTrees.append(tree)
+                    FailPoint.gcAfterTree.hit()
+                }
             }
         }
         for name in FileSystem.contents(of: layout.downloads) { FileSystem.discardFile(layout.download(name)) }
