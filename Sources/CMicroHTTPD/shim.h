@@ -42,6 +42,9 @@ struct cmicrohttpd_config {
     void *handler_context;
     MHD_NotifyConnectionCallback notify_connection;
     MHD_RequestCompletedCallback notify_completed;
+    // Called when a request's first line is in, before its headers (MHD's URI log callback); its
+    // result is the request's first context, so it returns NULL. With `notify_context`.
+    void *(*request_began)(void *context, const char *uri, struct MHD_Connection *connection);
     void *notify_context;
 };
 
@@ -67,6 +70,9 @@ static inline struct MHD_Daemon *cmicrohttpd_start(const struct cmicrohttpd_conf
     }
     if (config->notify_completed) {
         CMICROHTTPD_OPTION(MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)config->notify_completed, config->notify_context);
+    }
+    if (config->request_began) {
+        CMICROHTTPD_OPTION(MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)config->request_began, config->notify_context);
     }
     if (config->tls_key && config->tls_certificate) {
         CMICROHTTPD_OPTION(MHD_OPTION_HTTPS_MEM_KEY, 0, config->tls_key);

@@ -92,8 +92,10 @@ final class ConnectionAcceptor: Sendable {
     /// Where new connections go from now on (a re-issued certificate's daemons); connections already
     /// handed out stay where they are.
     func serve(_ daemons: [Daemon]) {
+        // Every old lane, empty or not: a connection being handed to one right now is counted a moment
+        // later. `isAtLimit`, on the accepting thread after each hand-over, drops the empty ones.
         held.withLock { held in
-            held.retired = (held.retired + held.lanes).filter { $0.connections.load(ordering: .relaxed) > 0 }
+            held.retired += held.lanes
             held.lanes = daemons
         }
     }
@@ -140,7 +142,7 @@ final class ConnectionAcceptor: Sendable {
                     // closes land within the 10 ms before the next look (the listener left out of
                     // the poll meanwhile).
                     let waiting = clientsWaiting
-                    if waiting > 0 { deadlines.closeIdle(upTo: min(waiting, Self.idleClosedAtOnce)) }
+                    if waiting > 0 { deadlines.closeIdle(waiting: waiting, limit: Self.idleClosedAtOnce) }
                     fds[0].events = 0
                     timeout = 10
                     break
@@ -176,8 +178,9 @@ final class ConnectionAcceptor: Sendable {
 
     private var isAtLimit: Bool {
         held.withLock { held in
-            held.retired.removeAll { $0.connections.load(ordering: .relaxed) == 0 }
-            return (held.lanes + held.retired).reduce(0) { $0 + $1.connections.load(ordering: .relaxed) }
+            if !held.retired.isEmpty { held.retired.removeAll { $0.connections.load(ordering: .relaxed) == 0 } }
+            let count = { (lanes: [Daemon]) in lanes.reduce(0) { $0 + $1.connections.load(ordering: .relaxed) } }
+            return count(held.lanes) + count(held.retired)
         } >= connectionLimit
     }
 

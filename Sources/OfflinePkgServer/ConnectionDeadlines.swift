@@ -27,6 +27,9 @@ final class ConnectionDeadlines: Sendable {
         /// Between a response and the next request's first header (keep-alive): a connection that
         /// may be closed to make room at the connection limit.
         let idle = Atomic<Bool>(false)
+        /// Shut down for room, MHD's close not seen yet: it still counts against the limit, and the
+        /// acceptor must not close another one for the same waiting client meanwhile.
+        let closingForRoom = Atomic<Bool>(false)
 
         init(socket: Int32, deadline: UInt64) {
             self.socket = socket
@@ -42,6 +45,8 @@ final class ConnectionDeadlines: Sendable {
     private let generation = Atomic<Int>(0)
     private let closedByDeadline = Atomic<Int>(0)
     private let closedForRoom = Atomic<Int>(0)
+    /// Connections shut down for room whose close MHD has not reported yet.
+    private let pendingForRoom = Atomic<Int>(0)
 
     init(headerTimeout: TimeInterval, idleTimeout: TimeInterval) {
         self.headerTimeout = UInt64(headerTimeout * 1e9)
@@ -67,34 +72,47 @@ final class ConnectionDeadlines: Sendable {
     }
 
     /// MHD calls this before it closes the socket, so the sweeper never shuts down a reused number.
-    func closed(_ entry: Entry) { _ = entries.withLock { $0.removeValue(forKey: ObjectIdentifier(entry)) } }
+    func closed(_ entry: Entry) {
+        _ = entries.withLock { $0.removeValue(forKey: ObjectIdentifier(entry)) }
+        if entry.closingForRoom.exchange(false, ordering: .acquiringAndReleasing) { pendingForRoom.subtract(1, ordering: .relaxed) }
+    }
 
-    /// At the connection limit with clients waiting: closes up to `count` idle keep-alive connections,
-    /// those idle longest first, as nginx reuses its keep-alive connections when it runs out. A client
-    /// that keeps a connection open between requests must never keep a new client out for the whole
-    /// idle timeout. Returns how many it closed (none when every held connection is busy or new).
+    /// At the connection limit with `waiting` clients in the listen queue: closes idle keep-alive
+    /// connections, those idle longest first, as nginx reuses its keep-alive connections when it runs
+    /// out — one for each waiting client that no earlier close, still being finished by MHD, makes room
+    /// for, and at most `limit`. A client that keeps a connection open between requests must never keep
+    /// a new client out for the whole idle timeout. A connection whose client has sent a byte of its
+    /// next request is not idle any more (`requestBegan`, or bytes not read yet). Returns how many it
+    /// closed.
     @discardableResult
-    func closeIdle(upTo count: Int) -> Int {
-        let oldest = entries.withLock { entries in
-            entries.values.filter { $0.idle.load(ordering: .relaxed) }
+    func closeIdle(waiting: Int, limit: Int) -> Int {
+        let wanted = min(limit, waiting - pendingForRoom.load(ordering: .relaxed))
+        guard wanted > 0 else { return 0 }
+        let closed = entries.withLock { entries -> Int in
+            let oldest = entries.values.filter { $0.idle.load(ordering: .relaxed) }
                 .sorted { $0.deadline.load(ordering: .relaxed) < $1.deadline.load(ordering: .relaxed) }
-                .prefix(count)
-        }
-        var closed = 0
-        for entry in oldest {
-            // A request that began meanwhile keeps its connection.
-            guard entry.idle.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
-            else { continue }
-            entries.withLock { entries in
-                // Still held (not closed by MHD meanwhile, its number not reused): shut it down.
-                guard entries[ObjectIdentifier(entry)] != nil else { return }
+            var closed = 0
+            // Under the lock of `closed(_:)`: every entry here is still held, its number not reused.
+            for entry in oldest where closed < wanted && !Self.hasBytesWaiting(entry.socket) {
+                // A request whose headers arrived meanwhile keeps its connection.
+                guard entry.idle.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
+                else { continue }
                 entry.deadline.store(.max, ordering: .relaxed)
+                entry.closingForRoom.store(true, ordering: .releasing)
+                pendingForRoom.add(1, ordering: .relaxed)
                 shutdown(entry.socket, Int32(SHUT_RDWR))
                 closed += 1
             }
+            return closed
         }
         closedForRoom.add(closed, ordering: .relaxed)
         return closed
+    }
+
+    /// Whether the client has sent bytes not read yet (the start of its next request).
+    private static func hasBytesWaiting(_ socket: Int32) -> Bool {
+        var byte: UInt8 = 0
+        return recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0
     }
 
     func start() {
@@ -159,7 +177,19 @@ func notifyCompleted(
     let deadlines = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue().deadlines
     let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue()
     entry.deadline.store(ConnectionDeadlines.now() + deadlines.idleTimeout, ordering: .relaxed)
-    entry.idle.store(true, ordering: .releasing)
+    // Only a request answered whole leaves a connection to keep alive; one that failed closes anyway.
+    if code == .REQUEST_TERMINATED_COMPLETED_OK { entry.idle.store(true, ordering: .releasing) }
+}
+
+/// MHD's URI log callback: a request's first line is in, its headers maybe not yet. The connection is
+/// not idle from here on (it must not be closed for room), though its header deadline still runs.
+/// Returns the request's first context: none.
+func requestBegan(
+    context: UnsafeMutableRawPointer?, uri: UnsafePointer<CChar>?, connection: OpaquePointer?
+) -> UnsafeMutableRawPointer? {
+    guard let connection, let stored = cmicrohttpd_socket_context(connection) else { return nil }
+    Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue().idle.store(false, ordering: .releasing)
+    return nil
 }
 
 /// Called by the access handler when a request's headers are in: no deadline while it is answered.

@@ -234,6 +234,7 @@ public final class LoopbackServer: Sendable {
         config.handler_context = Unmanaged.passUnretained(handler).toOpaque()
         config.notify_connection = notifyConnection
         config.notify_completed = notifyCompleted
+        config.request_began = requestBegan
         config.notify_context = Unmanaged.passUnretained(daemon).toOpaque()
         guard let pointer = cmicrohttpd_start(&config) else {
             throw OfflinePkgError.io(

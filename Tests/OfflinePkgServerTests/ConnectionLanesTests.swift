@@ -193,6 +193,32 @@ import Glibc
         #expect(held[3].readResponse()?.status == 200)
     }
 
+    /// A keep-alive connection whose client has begun its next request (bytes sent, headers not
+    /// complete) is not idle: at the limit the connection idle longest among the others is closed, and
+    /// the begun request is answered.
+    @Test func atTheLimitAConnectionThatBeganItsNextRequestIsKept() async throws {
+        let (server, scratch) = try await Self.serverWithLimit(4)
+        defer { server.stop(); withExtendedLifetime(scratch) {} }
+        var held = [RawConnection]()
+        for _ in 0..<4 {
+            let connection = try RawConnection(port: Int(server.port))
+            connection.send(Self.request)
+            #expect(connection.readResponse()?.status == 200)
+            held.append(connection)
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        // The longest idle starts its next request; the rest of its headers come after the newcomer.
+        #expect(held[0].send("GET /css/site.css HTTP/1.1\r\nHost: demo.offlinepkg.test\r\n"))
+        try await Task.sleep(nanoseconds: 50_000_000)
+        let newcomer = try RawConnection(port: Int(server.port), receiveTimeout: 3)
+        newcomer.send(Self.request)
+        #expect(newcomer.readResponse()?.status == 200, "the newcomer was not answered at the limit")
+        #expect(held[0].send("\r\n"))
+        #expect(held[0].readResponse()?.status == 200, "a begun request was cut off to make room")
+        #expect(held[1].isClosedByPeer(), "the next longest idle was kept")
+        #expect(server.idleConnectionsClosedForRoom == 1)
+    }
+
     /// A server of the demo with a connection limit, on two lanes, and the folder of its root.
     static func serverWithLimit(_ limit: Int) async throws -> (LoopbackServer, TemporaryDirectory) {
         let scratch = try TemporaryDirectory()
