@@ -167,15 +167,7 @@ import Glibc
     @Test func atTheLimitTheLongestIdleConnectionMakesRoomForANewClient() async throws {
         let (server, scratch) = try await Self.serverWithLimit(4)
         defer { server.stop(); withExtendedLifetime(scratch) {} }
-        var held = [RawConnection]()
-        for _ in 0..<4 {
-            let connection = try RawConnection(port: Int(server.port))
-            connection.send(Self.request)
-            #expect(connection.readResponse()?.status == 200)
-            held.append(connection)
-            // Idle in this order: the first is idle longest.
-            try await Task.sleep(nanoseconds: 20_000_000)
-        }
+        let held = try await Self.idleConnections(4, to: server)
         let start = Date()
         let newcomer = try RawConnection(port: Int(server.port), receiveTimeout: 3)
         newcomer.send(Self.request)
@@ -199,14 +191,7 @@ import Glibc
     @Test func atTheLimitAConnectionThatBeganItsNextRequestIsKept() async throws {
         let (server, scratch) = try await Self.serverWithLimit(4)
         defer { server.stop(); withExtendedLifetime(scratch) {} }
-        var held = [RawConnection]()
-        for _ in 0..<4 {
-            let connection = try RawConnection(port: Int(server.port))
-            connection.send(Self.request)
-            #expect(connection.readResponse()?.status == 200)
-            held.append(connection)
-            try await Task.sleep(nanoseconds: 20_000_000)
-        }
+        let held = try await Self.idleConnections(4, to: server)
         // The longest idle starts its next request; the rest of its headers come after the newcomer.
         #expect(held[0].send("GET /css/site.css HTTP/1.1\r\nHost: demo.offlinepkg.test\r\n"))
         try await Task.sleep(nanoseconds: 50_000_000)
@@ -217,6 +202,20 @@ import Glibc
         #expect(held[0].readResponse()?.status == 200, "a begun request was cut off to make room")
         #expect(held[1].isClosedByPeer(), "the next longest idle was kept")
         #expect(server.idleConnectionsClosedForRoom == 1)
+    }
+
+    /// `count` keep-alive connections, each answered once and then idle, in this order: the first is
+    /// idle longest.
+    static func idleConnections(_ count: Int, to server: LoopbackServer) async throws -> [RawConnection] {
+        var held = [RawConnection]()
+        for _ in 0..<count {
+            let connection = try RawConnection(port: Int(server.port))
+            connection.send(Self.request)
+            #expect(connection.readResponse()?.status == 200)
+            held.append(connection)
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        return held
     }
 
     /// A server of the demo with a connection limit, on two lanes, and the folder of its root.
