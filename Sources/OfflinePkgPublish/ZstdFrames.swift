@@ -57,16 +57,19 @@ package final class ZstdFrames {
     /// The file index (SPEC §13), compressed: fetched by every device that updates by files, so small,
     /// but written at the end of every publish, after the last range is known, so not slow either.
     /// Frames of `fileIndexPiece` bytes of JSON compressed side by side (a device decompresses the
-    /// concatenation as one stream), at level 16 (zstd's btopt parser, 11 % smaller than 9-15 on this
-    /// JSON of hex hashes) searching one candidate instead of 32, with 64k/128k-entry tables: on the
-    /// 10,000-file index (1.8 MB of JSON) 424 KB for about half the CPU of one frame at plain 16 (421 KB,
-    /// 0.6 s), shared by the cores; 148.5 KB at 3,000 files as before (docs/benchmarks.md,
-    /// "Publish speed, wave 4").
+    /// concatenation as one stream) with zstd's optimal parser (btopt, 10 % smaller than levels 9-15's
+    /// on this JSON of hex hashes), made cheap: matches of 5 bytes and more (a 3- or 4-byte match in hex
+    /// is noise the parser weighs at every byte), 4 candidates, 128k/256k-entry tables. On the
+    /// 10,000-file index (1.8 MB of JSON) 424,056 B for 0.16 s of CPU, against 424,065 B for 0.43-0.57 s
+    /// with level 16's btultra and one candidate before (wave 4); 148,641 B at 3,000 files (148,531)
+    /// (docs/benchmarks.md, "Publish speed, wave 5").
     package static func fileIndex(_ json: [UInt8], workers: Int = ProcessInfo.processInfo.activeProcessorCount) throws -> [UInt8] {
         let pieces = stride(from: 0, to: max(json.count, 1), by: fileIndexPiece).map { Array(json[$0..<min($0 + fileIndexPiece, json.count)]) }
-        let frames = try ZstdFrames(
-            level: 16, tuning: [(ZSTD_c_searchLog, 1), (ZSTD_c_chainLog, 16), (ZSTD_c_hashLog, 17)],
-            workers: min(workers, pieces.count), inFlightLimit: Int.max)
+        let tuning: [(ZSTD_cParameter, Int32)] = [
+            (ZSTD_c_strategy, Int32(ZSTD_btopt.rawValue)), (ZSTD_c_minMatch, 5), (ZSTD_c_targetLength, 128), (ZSTD_c_searchLog, 2),
+            (ZSTD_c_chainLog, 17), (ZSTD_c_hashLog, 18),
+        ]
+        let frames = try ZstdFrames(level: 16, tuning: tuning, workers: min(workers, pieces.count), inFlightLimit: Int.max)
         var compressed = [UInt8]()
         for piece in pieces { try frames.submit(piece).forEach { compressed += $0 } }
         try frames.finish().forEach { compressed += $0 }
@@ -119,9 +122,13 @@ package final class ZstdFrames {
         private var done = [Int: (frame: [UInt8], inputSize: Int)]()
         private var returned = 0
         private var inFlightBytes = 0
+        /// Input bytes submitted and not yet taken by a worker.
+        private var queuedBytes = 0
         private var running: Int
         /// Workers waiting for an input, and whether the submitting thread waits for a frame: a wake-up
-        /// is sent only to someone waiting (a futex call per small frame would cost more than its zstd).
+        /// is sent only to someone waiting (a futex call per small frame would cost more than its zstd),
+        /// and an idle worker only once `batchBytes` are queued (or the submitter waits, or the input
+        /// ends), to take them all at once: one wake-up per ~20 small files, not one per file.
         private var idleWorkers = 0
         private var submitterWaits = false
         private var closed = false
@@ -139,9 +146,11 @@ package final class ZstdFrames {
             pending.append(input)
             submitted += 1
             inFlightBytes += input.count
-            if idleWorkers > 0 { condition.signal() }
+            queuedBytes += input.count
+            if idleWorkers > 0 && queuedBytes >= Shared.batchBytes { condition.signal() }
             var frames = takeFinished()
             while inFlightBytes > inFlightLimit && failure == nil {
+                if idleWorkers > 0 { condition.signal() }
                 waitForFrame()
                 frames += takeFinished()
             }
@@ -169,6 +178,7 @@ package final class ZstdFrames {
             pending.removeAll()
             head = 0
             taken = submitted
+            queuedBytes = 0
             condition.broadcast()
             condition.unlock()
         }
@@ -191,7 +201,12 @@ package final class ZstdFrames {
             return frames
         }
 
-        /// A worker's loop: take the oldest input, compress it unlocked, file the frame under its number.
+        /// Input bytes a worker takes at a time, at least one input: a batch of small files per wake-up.
+        /// How the inputs are batched changes no byte of any frame.
+        static let batchBytes = 256 << 10
+
+        /// A worker's loop: take the oldest inputs (up to `batchBytes`), compress them unlocked, file the
+        /// frames under their numbers.
         func work(with context: Context) {
             condition.lock()
             defer {
@@ -207,23 +222,29 @@ package final class ZstdFrames {
                     idleWorkers -= 1
                     continue
                 }
-                let number = taken
-                let input = pending[head]
-                pending[head] = []
-                head += 1
-                taken += 1
+                let first = taken
+                var batch = [[UInt8]]()
+                var batchSize = 0
+                while taken < submitted && (batch.isEmpty || batchSize + pending[head].count <= Shared.batchBytes) {
+                    batchSize += pending[head].count
+                    batch.append(pending[head])
+                    pending[head] = []
+                    head += 1
+                    taken += 1
+                }
+                queuedBytes -= batchSize
                 if head >= 1024 && head * 2 >= pending.count {
                     pending.removeFirst(head)
                     head = 0
                 }
                 condition.unlock()
-                let result = Result { try input.withUnsafeBytes { try context.compress($0) } }
+                let result = Result { try batch.map { input in try input.withUnsafeBytes { try context.compress($0) } } }
                 condition.lock()
                 switch result {
-                case .success(let frame):
-                    done[number] = (frame, input.count)
+                case .success(let frames):
+                    for (offset, frame) in frames.enumerated() { done[first + offset] = (frame, batch[offset].count) }
                     // Everyone wakes (the submitter among idle workers); the submitter needs only the next in order.
-                    if submitterWaits && number == returned { condition.broadcast() }
+                    if submitterWaits && done[returned] != nil { condition.broadcast() }
                 case .failure(let error):
                     failure = error as? OfflinePkgError ?? .io(path: "(zstd)", operation: "compress", Errno(EIO))
                 }
