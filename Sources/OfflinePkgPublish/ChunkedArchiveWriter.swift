@@ -41,6 +41,10 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
     private var tagsHead = 0
     private var out = [UInt8]()
     private var written: Int64 = 0
+    /// The archive's bytes as they go out, so the manifest's hash needs no second read of the file.
+    private let archiveHasher = SHA256()
+    /// The sha256 of the whole archive file, once `finish` has written it.
+    package private(set) var sha256: String?
     /// The path of every file member, and its range in the compressed archive once its frames are out.
     private var members = [(path: PackagePath, offset: Int64, length: Int64)]()
     private var finished = false
@@ -133,9 +137,10 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
         try tar.finish()
         try submit(captured, member: nil)
         try place(frames.finish())
-        try fd.writeAll(out, path: path)
+        try flush()
         isOpen = false
         fd.close()
+        sha256 = archiveHasher.finalize().hex
         return members
     }
 
@@ -177,10 +182,13 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
             tags.removeFirst(tagsHead)
             tagsHead = 0
         }
-        if out.count >= Self.writeSize {
-            try fd.writeAll(out, path: path)
-            written += Int64(out.count)
-            out.removeAll(keepingCapacity: true)
-        }
+        if out.count >= Self.writeSize { try flush() }
+    }
+
+    private func flush() throws {
+        try fd.writeAll(out, path: path)
+        out.withUnsafeBytes { archiveHasher.update($0) }
+        written += Int64(out.count)
+        out.removeAll(keepingCapacity: true)
     }
 }
