@@ -88,8 +88,8 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
             var start = 0
             while start < total {
                 let length = min(Self.frameSize, total - start)
-                let frame = try [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
-                    let frame = UnsafeMutableRawBufferPointer(buffer)
+                tags.append(member)
+                let finished = try frames.append(length: length) { frame in
                     // This frame's share of [header | data | padding], in member offsets.
                     let headerEnd = min(header.count, start + length)
                     if start < headerEnd {
@@ -106,11 +106,10 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
                     }
                     let paddingStart = max(start, header.count + size) - start
                     if paddingStart < length {
-                        UnsafeMutableRawBufferPointer(rebasing: frame[paddingStart...]).initializeMemory(as: UInt8.self, repeating: 0)
+                        UnsafeMutableRawBufferPointer(rebasing: frame[paddingStart..<length]).initializeMemory(as: UInt8.self, repeating: 0)
                     }
-                    count = length
                 }
-                try submit(frame, member: member)
+                try place(finished)
                 start += length
             }
             var probe: UInt8 = 0
@@ -169,14 +168,18 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
     }
 
     /// Appends finished frames (in archive order) to the output, noting where each member's are.
-    private func place(_ finished: [[UInt8]]) throws {
-        for frame in finished {
-            if let member = tags[tagsHead] {
-                if members[member].offset < 0 { members[member].offset = written + Int64(out.count) }
-                members[member].length += Int64(frame.count)
+    private func place(_ finished: [ZstdFrames.Batch]) throws {
+        for batch in finished {
+            var offset = written + Int64(out.count)
+            for length in batch.lengths {
+                if let member = tags[tagsHead] {
+                    if members[member].offset < 0 { members[member].offset = offset }
+                    members[member].length += Int64(length)
+                }
+                tagsHead += 1
+                offset += Int64(length)
             }
-            tagsHead += 1
-            out.append(contentsOf: frame)
+            out.append(contentsOf: batch.bytes)
         }
         if tagsHead >= 4096 && tagsHead * 2 >= tags.count {
             tags.removeFirst(tagsHead)
