@@ -41,6 +41,10 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
     private var tagsHead = 0
     private var out = [UInt8]()
     private var written: Int64 = 0
+    /// The archive's bytes as they go out, so the manifest's hash needs no second read of the file.
+    private let archiveHasher = SHA256()
+    /// The sha256 of the whole archive file, once `finish` has written it.
+    package private(set) var sha256: String?
     /// The path of every file member, and its range in the compressed archive once its frames are out.
     private var members = [(path: PackagePath, offset: Int64, length: Int64)]()
     private var finished = false
@@ -84,8 +88,8 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
             var start = 0
             while start < total {
                 let length = min(Self.frameSize, total - start)
-                let frame = try [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
-                    let frame = UnsafeMutableRawBufferPointer(buffer)
+                tags.append(member)
+                let finished = try frames.append(length: length) { frame in
                     // This frame's share of [header | data | padding], in member offsets.
                     let headerEnd = min(header.count, start + length)
                     if start < headerEnd {
@@ -102,11 +106,10 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
                     }
                     let paddingStart = max(start, header.count + size) - start
                     if paddingStart < length {
-                        UnsafeMutableRawBufferPointer(rebasing: frame[paddingStart...]).initializeMemory(as: UInt8.self, repeating: 0)
+                        UnsafeMutableRawBufferPointer(rebasing: frame[paddingStart..<length]).initializeMemory(as: UInt8.self, repeating: 0)
                     }
-                    count = length
                 }
-                try submit(frame, member: member)
+                try place(finished)
                 start += length
             }
             var probe: UInt8 = 0
@@ -133,9 +136,10 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
         try tar.finish()
         try submit(captured, member: nil)
         try place(frames.finish())
-        try fd.writeAll(out, path: path)
+        try flush()
         isOpen = false
         fd.close()
+        sha256 = archiveHasher.finalize().hex
         return members
     }
 
@@ -164,23 +168,30 @@ package final class ChunkedArchiveWriter: TarStreamReceiver {
     }
 
     /// Appends finished frames (in archive order) to the output, noting where each member's are.
-    private func place(_ finished: [[UInt8]]) throws {
-        for frame in finished {
-            if let member = tags[tagsHead] {
-                if members[member].offset < 0 { members[member].offset = written + Int64(out.count) }
-                members[member].length += Int64(frame.count)
+    private func place(_ finished: [ZstdFrames.Batch]) throws {
+        for batch in finished {
+            var offset = written + Int64(out.count)
+            for length in batch.lengths {
+                if let member = tags[tagsHead] {
+                    if members[member].offset < 0 { members[member].offset = offset }
+                    members[member].length += Int64(length)
+                }
+                tagsHead += 1
+                offset += Int64(length)
             }
-            tagsHead += 1
-            out.append(contentsOf: frame)
+            out.append(contentsOf: batch.bytes)
         }
         if tagsHead >= 4096 && tagsHead * 2 >= tags.count {
             tags.removeFirst(tagsHead)
             tagsHead = 0
         }
-        if out.count >= Self.writeSize {
-            try fd.writeAll(out, path: path)
-            written += Int64(out.count)
-            out.removeAll(keepingCapacity: true)
-        }
+        if out.count >= Self.writeSize { try flush() }
+    }
+
+    private func flush() throws {
+        try fd.writeAll(out, path: path)
+        out.withUnsafeBytes { archiveHasher.update($0) }
+        written += Int64(out.count)
+        out.removeAll(keepingCapacity: true)
     }
 }

@@ -51,9 +51,9 @@ package struct Publisher: Sendable {
         // Everything is written under .tmp/ first; nothing takes a published name before it is all there.
         var pending = [(scratch: String, url: String)]()
         let scratch = layout.temporary("\(request.id)-\(request.version)")
-        let totalBytes = site.files.reduce(Int64(0)) { $0 + (FileSystem.fileSize(site.root + "/" + $1.string) ?? 0) }
+        let totalBytes = site.entries.reduce(Int64(0)) { $0 + $1.size }
         events?(.scanned(files: site.files.count, bytes: totalBytes))
-        let (files, ranges) = try writeArchive(
+        let (files, ranges, archiveHash) = try writeArchive(
             site, to: scratch, format: request.format, layout: request.effectiveLayout, level: request.compressionLevel
         ) { done in
             events?(.packing(done: done, total: totalBytes))
@@ -62,7 +62,7 @@ package struct Publisher: Sendable {
         let republished = try checkVersionIsNew(request, tree: tree, document: document)
         let archiveURL = layout.archiveURL(id: request.id, version: request.version, format: request.format)
         pending.append((scratch, archiveURL))
-        let archive = try describe(scratch, url: archiveURL)
+        let archive = try describe(scratch, url: archiveURL, sha256: archiveHash)
         var fileIndex: PublishReport.WrittenFile?
         if let ranges {
             let (written, path) = try writeFileIndex(files: files, ranges: ranges, name: "\(request.id)-\(request.version)")
@@ -192,11 +192,12 @@ package struct Publisher: Sendable {
 
     // MARK: Stages
 
-    /// Writes the full archive; for the chunked layout also returns each file's byte range in it.
+    /// Writes the full archive; for the chunked layout also returns each file's byte range in it and
+    /// the archive's sha256, hashed as it was written.
     private func writeArchive(
         _ site: SiteScan, to path: String, format: ArchiveFormat, layout: ArchiveLayout, level: Int?,
         progress: (Int64) -> Void
-    ) throws -> ([PackagePath: TreeFile], [(path: PackagePath, offset: Int64, length: Int64)]?) {
+    ) throws -> ([PackagePath: TreeFile], [(path: PackagePath, offset: Int64, length: Int64)]?, String?) {
         var files = [PackagePath: TreeFile]()
         var done: Int64 = 0
         func add(_ entry: SiteScan.Entry, directory: (String) throws -> Void, file: (String, String) throws -> TreeFile) throws {
@@ -214,14 +215,15 @@ package struct Publisher: Sendable {
             for entry in site.entries {
                 try add(entry, directory: writer.addDirectory, file: writer.addFile(_:contentsOf:))
             }
-            return (files, try writer.finish())
+            let ranges = try writer.finish()
+            return (files, ranges, writer.sha256)
         }
         let writer = try ArchiveWriter(path: path, format: format, level: level)
         for entry in site.entries {
             try add(entry, directory: writer.addDirectory, file: writer.addFile(_:contentsOf:))
         }
         try writer.finish()
-        return (files, nil)
+        return (files, nil, nil)
     }
 
     /// The file index of a chunked archive (SPEC §13), zstd-compressed, in a scratch file; its URL is
@@ -320,10 +322,11 @@ package struct Publisher: Sendable {
         try FileSystem.rename(scratch, to: path)
     }
 
-    /// The file at `path` as the manifest will list it under `url`.
-    package func describe(_ path: String, url: String) throws -> PublishReport.WrittenFile {
+    /// The file at `path` as the manifest will list it under `url`; `sha256` when it was hashed as it
+    /// was written.
+    package func describe(_ path: String, url: String, sha256: String? = nil) throws -> PublishReport.WrittenFile {
         guard let size = FileSystem.fileSize(path) else { throw OfflinePkgError.io(path: path, operation: "stat", Errno.noEntry) }
-        return .init(url: url, sha256: try FileHasher.sha256(ofFile: path), size: size)
+        return .init(url: url, sha256: try sha256 ?? FileHasher.sha256(ofFile: path), size: size)
     }
 
     // MARK: Version log

@@ -171,6 +171,44 @@ import Testing
         #expect(try shell("zstd -dc '\(scratch.path("index.json.zst"))' | sha256sum | cut -c1-64") == SHA256.hash(json).hex + "\n")
     }
 
+    /// Frames are written into shared batch buffers and compressed a batch at a time: at the edges of
+    /// a batch (an input that fills it to the byte, one that no longer fits, one bigger than a batch,
+    /// an empty one) every frame comes back in order, with its length, as the very bytes it gets
+    /// compressed alone, whatever the workers and the queue, and all decompress as one stream.
+    @Test func framesBatchedTogetherAreTheFramesOfEachInputAlone() throws {
+        let batch = ZstdFrames.batchBytes
+        let sizes = [0, 1, 100, batch - 1, 1, batch, batch / 3, batch / 3, batch / 3, 2 * batch + 5, 0] + (0..<60).map { 50 + $0 * 97 }
+        let inputs = sizes.enumerated().map { number, size in
+            (0..<size).map { UInt8(truncatingIfNeeded: ($0 / 7) &* 31 &+ number &+ ($0 % 13 == 0 ? $0 >> 5 : 0)) }
+        }
+        func frames(workers: Int, limit: Int) throws -> [[UInt8]] {
+            let zstd = try ZstdFrames(level: 3, workers: workers, inFlightLimit: limit)
+            var batches = [ZstdFrames.Batch]()
+            for input in inputs { batches += try zstd.submit(input) }
+            batches += try zstd.finish()
+            return batches.flatMap { batch in
+                var offset = 0
+                return batch.lengths.map { length in
+                    defer { offset += length }
+                    return Array(batch.bytes[offset..<offset + length])
+                }
+            }
+        }
+        let alone = try inputs.map { input in
+            let zstd = try ZstdFrames(level: 3, workers: 1)
+            let batches = try zstd.submit(input) + zstd.finish()
+            #expect(batches.count == 1 && batches[0].lengths == [batches[0].bytes.count])
+            return batches[0].bytes
+        }
+        for (workers, limit) in [(1, 1), (2, 32 << 20), (3, 100 << 10)] {
+            #expect(try frames(workers: workers, limit: limit) == alone, "\(workers) workers, limit \(limit)")
+        }
+        let scratch = try TemporaryDirectory(prefix: "chunked-batches")
+        try FileSystem.write(Array(alone.joined()), to: scratch.path("frames.zst"))
+        #expect(try shell("zstd -lv '\(scratch.path("frames.zst"))' 2>&1 | sed -n 's/^# Zstandard Frames: //p'") == "\(inputs.count)\n")
+        #expect(try shell("zstd -dc '\(scratch.path("frames.zst"))' | sha256sum | cut -c1-64") == SHA256.hash(Array(inputs.joined())).hex + "\n")
+    }
+
     /// A file whose size differs from what `fstat` said is refused, not archived torn (a /proc file
     /// says 0 bytes and reads more).
     @Test func aFileThatGrowsWhileItIsReadIsRefused() throws {
