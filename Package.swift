@@ -21,7 +21,7 @@ let package = Package(
         .target(name: "OfflinePkg", dependencies: ["CArchive", "CCrypto", "CCurl", "CSystemShims"]),
         // The publisher (archives, manifest editing, signing, deltas): the CLI links it, a host never does.
         .target(name: "OfflinePkgPublish", dependencies: ["OfflinePkg", "CZstd"]),
-        .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD", "CSystemShims"]),
+        .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),
         .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgServer"]),
         .executableTarget(name: "offlinepkg", dependencies: ["OfflinePkgCLI"]),
         // `swift build -c release --product OfflinePkgBenchmarks`: resolve ns/op on a ~4,000-file set.

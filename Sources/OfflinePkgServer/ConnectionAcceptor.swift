@@ -1,5 +1,4 @@
 internal import CMicroHTTPD
-internal import CSystemShims
 import Foundation
 import OfflinePkg
 import Synchronization
@@ -152,7 +151,7 @@ final class ConnectionAcceptor: Sendable {
                 let client = withUnsafeMutablePointer(to: &storage) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                         // Close-on-exec from the start: not inherited by a process the host starts.
-                        csystemshims_accept_cloexec(listener, $0, &length)
+                        Socket.acceptClosingOnExec(listener, $0, &length)
                     }
                 }
                 if client < 0 {
