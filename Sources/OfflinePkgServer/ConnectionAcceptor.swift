@@ -29,7 +29,7 @@ final class ConnectionAcceptor: Sendable {
     private struct Held {
         /// Where new connections go.
         var lanes: [Daemon] = []
-        /// Lanes replaced by `serve(_:)` that still hold connections: they count against the limit.
+        /// Lanes replaced by `serve(_:)`, until `isAtLimit` finds them empty: they count against the limit.
         var retired: [Daemon] = []
     }
     private let next = Atomic<UInt>(0)
