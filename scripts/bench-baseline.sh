@@ -5,6 +5,11 @@
 # no atomic switch, no resume or retry): it is the floor a sync has to beat, not an equivalent.
 #
 #   scripts/bench-baseline.sh MANIFEST_URL DEST_DIR
+#   BASELINE_FLUSH=1 scripts/bench-baseline.sh MANIFEST_URL DEST_DIR   # then `sync -f DEST_DIR` (syncfs)
+#
+# BASELINE_FLUSH=1 makes the unpacked files durable before the script ends, as `offlinepkg sync` does
+# before it switches: the same script, plus the flush whose cost the plain one leaves to the kernel's
+# writeback after it has exited.
 #
 # Needs curl, jq, coreutils and bsdtar (libarchive-tools).
 set -euo pipefail
@@ -24,3 +29,4 @@ while IFS=$'\t' read -r id url sha; do
   bsdtar -xf "$f" -C "$dest/$id"
   rm -f "$f"
 done <"$tmp/archives"
+if [ "${BASELINE_FLUSH:-0}" = 1 ]; then sync -f "$dest"; fi
