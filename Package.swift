@@ -5,8 +5,9 @@ import PackageDescription
 // (no symbol lookups across the toolchain's shared libraries; `lookup` 20 ms, not 30) and runs on a
 // device that has only the Debian libraries, no Swift toolchain. `-static-stdlib` is only the link
 // step of `swift build --static-swift-stdlib`, so the archives that Foundation's own static modules
-// would have named are named here. Debug builds (the tests', `make demo`'s) link them shared.
-let staticSwiftRuntime: [LinkerSetting] = [
+// would have named are named here. Debug builds (the tests', `make demo`'s) link them shared, and so does
+// a release build with OFFLINEPKG_SHARED_SWIFT=1 (a toolchain without `usr/lib/swift_static`).
+let staticSwiftRuntime: [LinkerSetting] = Context.environment["OFFLINEPKG_SHARED_SWIFT"] == "1" ? [] : [
     .unsafeFlags(
         [
             "-static-stdlib", "-l_CFURLSessionInterface", "-lcurl", "-lCoreFoundation", "-l_FoundationICU",
