@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The script a team would write instead of offlinepkg, for scripts/bench to race against: fetch the
 # manifest, then for each package, one after another, download its archive, check its sha256 and
-# unpack it. It does less than `offlinepkg sync` (no tree hash, no read-only tree, no flush to disk,
-# no atomic switch, no resume or retry): it is the floor a sync has to beat, not an equivalent.
+# unpack it. It does less than `offlinepkg sync` (no tree hash, no read-only tree, no flush to disk unless
+# BASELINE_FLUSH=1, no atomic switch, no resume or retry): it is the floor a sync has to beat, not an equivalent.
 #
 #   scripts/bench-baseline.sh MANIFEST_URL DEST_DIR
 #   BASELINE_FLUSH=1 scripts/bench-baseline.sh MANIFEST_URL DEST_DIR   # then `sync -f DEST_DIR` (syncfs)
