@@ -57,18 +57,36 @@ package enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// Writes the bytes of the hex digits of `text` into `out`, which must be exactly half its length,
+    /// without an array in between; false, and `out` all zeros, when `text` is not such a run.
+    package static func decode(_ text: String, into out: UnsafeMutableRawBufferPointer) -> Bool {
+        var text = text
+        let decoded = text.withUTF8 { digits in
+            guard digits.count == 2 * out.count else { return false }
+            for index in 0..<out.count {
+                guard let high = value(digits[2 * index]), let low = value(digits[2 * index + 1]) else { return false }
+                out[index] = high << 4 | low
+            }
+            return true
+        }
+        if !decoded { out.initializeMemory(as: UInt8.self, repeating: 0) }
+        return decoded
+    }
+
+    /// The value of one hex digit, either case.
+    package static func value(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case 0x30...0x39: digit - 0x30
+        case 0x61...0x66: digit - 0x61 + 10
+        case 0x41...0x46: digit - 0x41 + 10
+        default: nil
+        }
+    }
+
     /// The bytes of lowercase (or uppercase) hex digits, or nil when `text` is not an even run of them.
     package static func decode(_ text: String) -> [UInt8]? {
         let digits = Array(text.utf8)
         guard digits.count % 2 == 0 else { return nil }
-        func value(_ digit: UInt8) -> UInt8? {
-            switch digit {
-            case 0x30...0x39: digit - 0x30
-            case 0x61...0x66: digit - 0x61 + 10
-            case 0x41...0x46: digit - 0x41 + 10
-            default: nil
-            }
-        }
         var out = [UInt8]()
         out.reserveCapacity(digits.count / 2)
         for pair in stride(from: 0, to: digits.count, by: 2) {

@@ -108,40 +108,46 @@ package final class TreeLookupTable: Sendable {
 
     /// The table's bytes for `files`.
     package static func encode(_ files: [PackagePath: TreeFile]) -> [UInt8] {
-        let paths = TreeHash.sortedPaths(files)
+        encode(SortedTree(files))
+    }
+
+    /// The table's bytes for a sorted tree: records in path order, each path hashed once.
+    package static func encode(_ tree: SortedTree) -> [UInt8] {
+        let count = tree.entries.count
         var slots = 16
-        while slots < paths.count * 2 { slots <<= 1 }
+        while slots < count * 2 { slots <<= 1 }
         let records = headerSize
-        let slotsAt = records + paths.count * recordSize
+        let slotsAt = records + count * recordSize
         let strings = slotsAt + slots * slotSize
-        var out = [UInt8](repeating: 0, count: strings)
-        var text = [UInt8]()
-        // Which slots are taken, so a probe compares a Bool rather than slicing the output.
-        var taken = [Bool](repeating: false, count: slots)
-        func put(_ value: UInt32, at offset: Int) {
-            withUnsafeBytes(of: value.littleEndian) { out.replaceSubrange(offset..<offset + 4, with: $0) }
+        let textLength = tree.entries.reduce(0) { $0 + $1.path.bytes.count }
+        var out = [UInt8](repeating: 0, count: strings + textLength)
+        out.withUnsafeMutableBytes { raw in
+            func put(_ value: UInt32, at offset: Int) { raw.storeBytes(of: value.littleEndian, toByteOffset: offset, as: UInt32.self) }
+            raw.copyBytes(from: magic)
+            for (number, value) in [count, slots, records, slotsAt, strings, textLength].enumerated() {
+                put(UInt32(value), at: 8 + 4 * number)
+            }
+            var textAt = 0
+            for (number, (path, file)) in tree.entries.enumerated() {
+                let at = records + number * recordSize
+                // A sha256 that is not 64 hex digits (never one of ours) stays zero: it matches no content.
+                _ = Hex.decode(file.sha256, into: UnsafeMutableRawBufferPointer(rebasing: raw[at..<at + 32]))
+                raw.storeBytes(of: UInt64(file.size).littleEndian, toByteOffset: at + 32, as: UInt64.self)
+                put(UInt32(textAt), at: at + 40)
+                put(UInt32(path.bytes.count), at: at + 44)
+                let hash = path.bytes.withUnsafeBytes { name in
+                    if name.count > 0 { UnsafeMutableRawBufferPointer(rebasing: raw[strings + textAt..<strings + textAt + name.count]).copyMemory(from: name) }
+                    return ByteKeyTable.hash(name)
+                }
+                textAt += path.bytes.count
+                // Linear probing; at most half the slots are taken, so a free one is near.
+                var slot = Int(truncatingIfNeeded: hash) & (slots - 1)
+                while raw.load(fromByteOffset: slotsAt + slot * slotSize + 4, as: UInt32.self) != 0 { slot = (slot + 1) & (slots - 1) }
+                put(UInt32(truncatingIfNeeded: hash >> 32), at: slotsAt + slot * slotSize)
+                put(UInt32(number + 1), at: slotsAt + slot * slotSize + 4)
+            }
         }
-        out.replaceSubrange(0..<8, with: magic)
-        for (number, path) in paths.enumerated() {
-            let file = files[path]!
-            let at = records + number * recordSize
-            out.replaceSubrange(at..<at + 32, with: Hex.decode(file.sha256) ?? [UInt8](repeating: 0, count: 32))
-            withUnsafeBytes(of: UInt64(file.size).littleEndian) { out.replaceSubrange(at + 32..<at + 40, with: $0) }
-            let name = path.bytes
-            put(UInt32(text.count), at: at + 40)
-            put(UInt32(name.count), at: at + 44)
-            let hash = name.withUnsafeBytes { ByteKeyTable.hash($0) }
-            var slot = Int(truncatingIfNeeded: hash) & (slots - 1)
-            while taken[slot] { slot = (slot + 1) & (slots - 1) }
-            taken[slot] = true
-            put(UInt32(truncatingIfNeeded: hash >> 32), at: slotsAt + slot * slotSize)
-            put(UInt32(number + 1), at: slotsAt + slot * slotSize + 4)
-            text += name
-        }
-        for (number, value) in [paths.count, slots, records, slotsAt, strings, text.count].enumerated() {
-            put(UInt32(value), at: 8 + 4 * number)
-        }
-        return out + text
+        return out
     }
 }
 

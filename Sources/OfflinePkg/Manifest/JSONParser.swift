@@ -258,22 +258,13 @@ struct JSONParser {
     private mutating func readHex4() throws(Failure) -> UInt32 {
         var value: UInt32 = 0
         for _ in 0..<4 {
-            guard position < bytes.count, let digit = Self.hexDigit(bytes[position]) else {
+            guard position < bytes.count, let digit = Hex.value(bytes[position]) else {
                 throw syntax("expected 4 hex digits after \\u")
             }
             value = value << 4 | UInt32(digit)
             position += 1
         }
         return value
-    }
-
-    private static func hexDigit(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case 0x30...0x39: byte - 0x30
-        case 0x41...0x46: byte - 0x41 + 10
-        case 0x61...0x66: byte - 0x61 + 10
-        default: nil
-        }
     }
 
     // MARK: Messages

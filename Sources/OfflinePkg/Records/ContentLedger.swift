@@ -31,21 +31,34 @@ package final class ContentLedger: Sendable {
     /// A held name for the session's sets: the sha256's 32 bytes, not its 64-character text.
     private struct Name: Hashable {
         var words: (UInt64, UInt64, UInt64, UInt64)
+
+        /// From 64 lowercase hex digits; nil for anything else. Read in place: this runs once per
+        /// file an install writes.
         init?(_ hex: String) {
-            guard let bytes = Self.bytes(hex) else { return nil }
-            words = bytes.withUnsafeBytes { ($0.load(as: UInt64.self), $0.load(fromByteOffset: 8, as: UInt64.self),
-                $0.load(fromByteOffset: 16, as: UInt64.self), $0.load(fromByteOffset: 24, as: UInt64.self)) }
+            var hex = hex
+            guard let words = hex.withUTF8({ Self.words($0) }) else { return nil }
+            self.words = words
         }
-        static func bytes(_ hex: String) -> [UInt8]? {
-            let digits = Array(hex.utf8)
+
+        private static func words(_ digits: UnsafeBufferPointer<UInt8>) -> (UInt64, UInt64, UInt64, UInt64)? {
             guard digits.count == 64 else { return nil }
-            var out = [UInt8](repeating: 0, count: 32)
-            for index in 0..<32 {
-                guard let high = value(digits[2 * index]), let low = value(digits[2 * index + 1]) else { return nil }
-                out[index] = high << 4 | low
+            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            for word in 0..<4 {
+                var value: UInt64 = 0
+                for index in 16 * word..<16 * word + 16 {
+                    guard let nibble = Self.value(digits[index]) else { return nil }
+                    value = value << 4 | UInt64(nibble)
+                }
+                switch word {
+                case 0: words.0 = value
+                case 1: words.1 = value
+                case 2: words.2 = value
+                default: words.3 = value
+                }
             }
-            return out
+            return words
         }
+
         static func value(_ digit: UInt8) -> UInt8? {
             switch digit {
             case 0x30...0x39: digit - 0x30
@@ -53,6 +66,18 @@ package final class ContentLedger: Sendable {
             default: nil
             }
         }
+
+        /// The 64 hex digits again, for the held file's path.
+        var hex: String {
+            let digits = Array("0123456789abcdef".utf8)
+            return String(unsafeUninitializedCapacity: 64) { out in
+                for (word, value) in [words.0, words.1, words.2, words.3].enumerated() {
+                    for index in 0..<16 { out[16 * word + index] = digits[Int(value >> (60 - 4 * index) & 0xf)] }
+                }
+                return 64
+            }
+        }
+
         static func == (a: Name, b: Name) -> Bool { a.words == b.words }
         func hash(into hasher: inout Hasher) {
             hasher.combine(words.0)
@@ -67,12 +92,18 @@ package final class ContentLedger: Sendable {
         /// The figure before the session, less what it removed of it; nil when unknown (the file was
         /// missing or left open): the close walks.
         var base: Figure?
-        /// Names the session created, in hex (counted at the close, by one stat each, and collected then
-        /// when no tree links them: an install that failed after inserting).
-        var created: Set<String> = []
+        /// Names the session created, with their sizes (`unknownSize` when the creator did not say):
+        /// counted at the close without a stat each, unless orphans may be among them.
+        var created: [Name: Int64] = [:]
+        /// A staging tree holding inserted files was discarded (an install that failed): some created
+        /// names may be linked by no tree, so the close stats each and collects those.
+        var mayHoldOrphans = false
         /// Too many names to remember, or a change the session cannot count: the close walks.
         var uncounted = false
     }
+
+    /// The size of a created name whose creator did not give it: the close stats it.
+    private static let unknownSize: Int64 = -1
 
     private struct State {
         var session: Session?
@@ -82,9 +113,10 @@ package final class ContentLedger: Sendable {
         var damage: [(path: String, problem: String)] = []
     }
 
-    /// Past this many created names a session stops remembering them and its close walks `content/`:
-    /// a sync that creates that many costs a walk's worth of creates already (1 MiB of names at most).
-    package static let rememberedNames = 1 << 14
+    /// Past this many created names a session stops remembering them and its close walks `content/`
+    /// (about 48 bytes a name: 12 MiB at most). A 100k-file package stays well below it: a walk of its
+    /// content is 100,000 stats at the end of the sync.
+    package static let rememberedNames = 1 << 18
 
     let layout: CacheLayout
     private let state = Mutex(State())
@@ -157,34 +189,47 @@ package final class ContentLedger: Sendable {
         }
     }
 
-    /// The name `sha256` was created (a new held file). Its bytes were hashed on their way in, in this
-    /// locked operation: sound for reuse without another hash.
-    package func created(_ sha256: String) {
-        let name = Name(sha256)
+    /// The name `sha256` was created (a new held file) for a file of `size` bytes (nil: the close stats
+    /// it). Its bytes were hashed on their way in, in this locked operation: sound for reuse without
+    /// another hash.
+    package func created(_ sha256: String, size: Int64? = nil) {
+        guard let name = Name(sha256) else {
+            state.withLock { $0.session?.uncounted = true }
+            return
+        }
         state.withLock { state in
-            if let name { state.sound.insert(name) }
+            state.sound.insert(name)
             // Taken out, not copied: a copy would leave the set shared, and every insert would copy
             // all of it (a 10k-file install spent 1.5 s of CPU doing so).
             guard var session = state.session.take() else { return }
             defer { state.session = session }
             guard !session.uncounted else { return }
-            session.created.insert(sha256)
+            session.created[name] = size ?? Self.unknownSize
             if session.created.count > Self.rememberedNames {
-                session.created = []
+                session.created = [:]
                 session.uncounted = true
             }
         }
     }
 
-    /// The held name `sha256` now names other bytes (an orphan replaced): counted at the close when the
-    /// session created it, else not countable here.
+    /// The held name `sha256` now names other bytes (an orphan replaced): counted at the close (by a
+    /// stat) when the session created it, else not countable here.
     package func replaced(_ sha256: String) {
         let name = Name(sha256)
         state.withLock { state in
             if let name { state.sound.insert(name) }
-            guard state.session?.created.contains(sha256) == false else { return }
+            if let name, state.session?.created[name] != nil {
+                state.session?.created[name] = Self.unknownSize
+                return
+            }
             state.session?.uncounted = true
         }
+    }
+
+    /// A staging tree that may hold inserted files was discarded: the close looks for orphans among
+    /// the names this session created.
+    package func stagingDiscarded() {
+        state.withLock { $0.session?.mayHoldOrphans = true }
     }
 
     /// The held name `sha256`, of `size` bytes, was removed.
@@ -194,7 +239,7 @@ package final class ContentLedger: Sendable {
             if let name { state.sound.remove(name) }
             guard var session = state.session.take() else { return }
             defer { state.session = session }
-            if session.created.remove(sha256) == nil && !session.uncounted {
+            if (name.flatMap { session.created.removeValue(forKey: $0) }) == nil && !session.uncounted {
                 session.base?.files -= 1
                 session.base?.bytes -= size
             }
@@ -219,10 +264,18 @@ package final class ContentLedger: Sendable {
             var removed = [(path: String, size: Int64)]()
             var figure: Figure
             if !walk, let session, !session.uncounted, var base = session.base, onDisk?.open == session.token {
-                for sha256 in session.created {
-                    guard let info = ContentStore.status(of: layout.content(sha256: sha256)) else { continue }
-                    if removingOrphans && info.st_nlink == 1 && unlink(layout.content(sha256: sha256)) == 0 {
-                        removed.append((layout.content(sha256: sha256), Int64(info.st_size)))
+                for (name, size) in session.created {
+                    // Every name created is linked by a tree that was committed, unless a staging tree
+                    // was discarded: then each is looked at, and an orphan goes.
+                    if size != Self.unknownSize && !(removingOrphans && session.mayHoldOrphans) {
+                        base.files += 1
+                        base.bytes += size
+                        continue
+                    }
+                    let path = layout.content(sha256: name.hex)
+                    guard let info = ContentStore.status(of: path) else { continue }
+                    if removingOrphans && info.st_nlink == 1 && unlink(path) == 0 {
+                        removed.append((path, Int64(info.st_size)))
                         continue
                     }
                     base.files += 1

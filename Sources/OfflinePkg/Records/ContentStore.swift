@@ -49,15 +49,16 @@ package struct ContentStore: Sendable {
     /// Takes the file just written at `path` of the tree `writer` builds, whose bytes hash to `sha256`,
     /// into the store: its inode becomes the held file; or, when that content is held already, the
     /// tree's name is switched to the held inode and the new one dropped. Returns false when the tree
-    /// keeps its own copy (the held inode has as many links as the file system allows).
+    /// keeps its own copy (the held inode has as many links as the file system allows). `size`, when
+    /// given, is counted for `status` without a stat.
     @discardableResult
-    package func insert(sha256: String, writtenBy writer: TreeWriter, at path: PackagePath) throws -> Bool {
+    package func insert(sha256: String, size: Int64? = nil, writtenBy writer: TreeWriter, at path: PackagePath) throws -> Bool {
         let held = self.path(sha256: sha256)
         return try writer.withParent(of: path.string) { parent, name in
             let shown = writer.root + "/" + path.string
             // A second round only after held content was found damaged and dropped (or raced away).
             for _ in 0..<3 {
-                if try linkNew(fd: parent.rawValue, name: name, to: held, sha256: sha256, shown: shown) { return true }
+                if try linkNew(fd: parent.rawValue, name: name, to: held, sha256: sha256, size: size, shown: shown) { return true }
                 // Already the held inode (a delta's unchanged file linked from the old tree): nothing to do.
                 if let heldFile = Self.status(of: held), let own = Self.status(of: parent, name),
                     heldFile.st_ino == own.st_ino && heldFile.st_dev == own.st_dev
@@ -95,9 +96,16 @@ package struct ContentStore: Sendable {
         }
     }
 
-    /// `insert(sha256:writtenBy:at:)` as the unpacker's `keepFile`.
-    package var keepFile: (TreeWriter, PackagePath, String) throws -> Void {
-        { writer, path, sha256 in try insert(sha256: sha256, writtenBy: writer, at: path) }
+    /// Removes a staging tree that will not be installed (an install that failed): the files inserted
+    /// from it are left with no tree linking them, so the ledger's close looks for those orphans.
+    package func discardStaging(_ folder: String) {
+        ledger.stagingDiscarded()
+        try? FileSystem.removeTree(folder)
+    }
+
+    /// `insert(sha256:size:writtenBy:at:)` as the unpacker's `keepFile`.
+    package var keepFile: (TreeWriter, PackagePath, TreeFile) throws -> Void {
+        { writer, path, file in try insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path) }
     }
 
     /// A fresh name in `content/.tmp/` to write a file at before `insert(temporary:sha256:)` (the folder
@@ -112,7 +120,7 @@ package struct ContentStore: Sendable {
     package func insert(temporary: String, sha256: String) throws {
         defer { unlink(temporary) }
         let held = path(sha256: sha256)
-        if try linkNew(fd: AT_FDCWD, name: temporary, to: held, sha256: sha256, shown: temporary) { return }
+        if try linkNew(fd: AT_FDCWD, name: temporary, to: held, sha256: sha256, size: nil, shown: temporary) { return }
         if !contains(sha256: sha256) {
             try FileSystem.rename(temporary, to: held)
             ledger.replaced(sha256)
@@ -121,12 +129,12 @@ package struct ContentStore: Sendable {
 
     /// Links `name` (below `fd`) to the held name; false when that name exists already. Makes the shard
     /// folder when missing (a root from before the content store has no `content/`).
-    private func linkNew(fd: Int32, name: String, to held: String, sha256: String, shown: String) throws -> Bool {
+    private func linkNew(fd: Int32, name: String, to held: String, sha256: String, size: Int64?, shown: String) throws -> Bool {
         try ledger.willChange()
         for attempt in 0..<2 {
             do throws(Errno) {
                 _ = try valueOrErrno { linkat(fd, name, AT_FDCWD, held, 0) }
-                ledger.created(sha256)
+                ledger.created(sha256, size: size)
                 afterLink?()
                 return true
             } catch {

@@ -86,7 +86,7 @@ package struct DeltaApplier {
             // The old tree's checked files the store lacked (a tree from before it) join it now.
             let writer = try TreeWriter(root: staging, replacesFiles: false)
             for path in TreeHash.sortedPaths(files) where unpacked.files[path] == nil && !fromContent.contains(path) {
-                try content.insert(sha256: files[path]!.sha256, writtenBy: writer, at: path)
+                try content.insert(sha256: files[path]!.sha256, size: files[path]!.size, writtenBy: writer, at: path)
             }
         }
         files.merge(unpacked.files) { _, new in new }

@@ -131,7 +131,7 @@ package struct FileFetcher: Sendable {
             let layout = self.layout
             return try await runBlocking { try Self.buildTree(entry, index: plan.index, staging: staging, layout: layout) }
         } catch {
-            try? FileSystem.removeTree(staging)
+            ContentStore(layout: layout).discardStaging(staging)
             throw error
         }
     }

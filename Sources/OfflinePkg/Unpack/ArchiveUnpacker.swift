@@ -14,13 +14,13 @@ package struct ArchiveUnpacker {
     package var archiveName: String
     /// Deltas carry `.offlinepkg-delta.json` at their root; full archives may not.
     package var isDelta: Bool = false
-    /// Runs for each file once written and hashed, with its writer, path and sha256: the sync keeps it
+    /// Runs for each file once written and hashed, with its writer, path, sha256 and size: the sync keeps it
     /// by content there (`ContentStore.insert`, a layer above). Nil writes plain files only (the
     /// publisher, tests of the format rules).
-    package var keepFile: ((TreeWriter, PackagePath, String) throws -> Void)?
+    package var keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)?
 
     package init(
-        limits: UnpackLimits, archiveName: String, isDelta: Bool = false, keepFile: ((TreeWriter, PackagePath, String) throws -> Void)? = nil
+        limits: UnpackLimits, archiveName: String, isDelta: Bool = false, keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? = nil
     ) {
         self.limits = limits
         self.archiveName = archiveName

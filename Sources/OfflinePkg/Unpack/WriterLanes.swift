@@ -20,9 +20,9 @@ final class WriterLanes: @unchecked Sendable {
     private var threadsRunning: Int
     private let archiveName: String
     private let bounds: UnpackBounds
-    /// Called on the lane with each file it finished (its writer, path and sha256): the content store's
+    /// Called on the lane with each file it finished (its writer, path, sha256 and size): the content store's
     /// insert (`ContentStore.keepFile`), which links the new inode to its content name.
-    private let keepFile: ((TreeWriter, PackagePath, String) throws -> Void)?
+    private let keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)?
 
     /// What a lane is asked to do, in the order the archive lists it.
     enum Item {
@@ -73,7 +73,7 @@ final class WriterLanes: @unchecked Sendable {
     /// `count` 0, no thread: every item is written by the caller of `send`.
     init(
         root: String, replacesFiles: Bool, count: Int, archiveName: String, bounds: UnpackBounds,
-        keepFile: ((TreeWriter, PackagePath, String) throws -> Void)? = nil
+        keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? = nil
     ) throws {
         self.archiveName = archiveName
         self.bounds = bounds
@@ -242,7 +242,7 @@ final class WriterLanes: @unchecked Sendable {
     }
 
     private func finished(_ path: PackagePath, _ file: TreeFile, lane: Lane) throws {
-        try keepFile?(lane.writer, path, file.sha256)
+        try keepFile?(lane.writer, path, file)
         lane.results[path] = file
     }
 

@@ -127,6 +127,16 @@ import Testing
         #expect(try treeHash(of: oldTree) == v1.tree)
         #expect(sameFiles(scratch.path("site-v2"), installedTree(root: root, id: "app", version: "2.0", tree: v2.tree)))
         #expect(FileSystem.contents(of: CacheLayout(root: root).staging).isEmpty)
+        // The delta's wrong photo was taken into content/ before its tree failed: the same sync's close
+        // collects it, and counts only what the installed trees link.
+        let store = ContentStore(layout: CacheLayout(root: root))
+        var orphans = [String]()
+        store.heldFiles { path, _, info in if info.st_nlink == 1 { orphans.append(path) } }
+        #expect(orphans.isEmpty, "held content no tree links: \(orphans)")
+        #expect(!store.contains(sha256: SHA256.hash(Array("not the photo".utf8)).hex))
+        let walked = store.walkedUsage()
+        let figure = try #require(store.ledger.closedFigure(), "the sync left the content figure open")
+        #expect(figure.files == walked.files && figure.bytes == walked.bytes, "figure \(figure), walk \(walked)")
     }
 
     @Test func aDamagedBaseTreeIsNotPassedOnByADelta() async throws {
