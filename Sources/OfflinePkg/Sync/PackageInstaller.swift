@@ -116,9 +116,10 @@ package struct PackageInstaller: Sendable {
             let staging = layout.stagingDirectory("\(entry.id)-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
             do {
-                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName, keepFile: Self.contentStore(layout).keepFile)
-                    .unpack(archivePath: archive, into: staging)
-                return try Self.stage(unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout)
+                // Its files join content/ in `commit`, while the flush runs (see `PendingContent`).
+                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName).unpack(archivePath: archive, into: staging)
+                return try Self.stage(
+                    unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout, contentPending: true)
             } catch {
                 Self.contentStore(layout).discardStaging(staging)
                 throw error
@@ -128,9 +129,11 @@ package struct PackageInstaller: Sendable {
 
     /// Checks a tree unpacked into `staged` against the manifest's tree hash, makes it read-only and
     /// writes its index beside it, still in staging. `folders` lists every folder under `staged`
-    /// (relative paths). Nothing is visible in `trees/` until `commit` has flushed it.
+    /// (relative paths). Nothing is visible in `trees/` until `commit` has flushed it. With
+    /// `contentPending`, its files are not in content/ yet: `commit` takes them in, then seals the folders.
     package static func stage(
-        _ files: [PackagePath: TreeFile], folders: Set<PackagePath>, staged: String, entry: PackageEntry, layout: CacheLayout
+        _ files: [PackagePath: TreeFile], folders: Set<PackagePath>, staged: String, entry: PackageEntry, layout: CacheLayout,
+        contentPending: Bool = false
     ) throws -> StagedTree {
         let sorted = SortedTree(files)
         let (actual, index, lookup) = Self.hashAndTables(sorted)
@@ -142,12 +145,13 @@ package struct PackageInstaller: Sendable {
         // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree. The
         // top folder is sealed last, once in place: a process that is not root cannot move a read-only
         // folder to another parent.
-        try FileSystem.makeFoldersReadOnly(folders, under: staged)
+        if !contentPending { try FileSystem.makeFoldersReadOnly(folders, under: staged) }
         let staged = StagedTree(
             folder: staged, index: layout.index(ofTree: staged), lookup: layout.lookupTable(ofTree: staged), packageTrees: layout.packageTrees(entry.id),
             tree: layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeIndex: layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree),
-            treeLookup: layout.treeLookup(id: entry.id, version: entry.version, treeHash: entry.tree))
+            treeLookup: layout.treeLookup(id: entry.id, version: entry.version, treeHash: entry.tree),
+            pendingContent: contentPending ? PendingContent(files: sorted, folders: folders) : nil)
         // No fsync of their own: `commit` flushes every staged tree of the sync in one syncfs.
         try FileSystem.write(index, to: staged.index)
         try FileSystem.write(lookup, to: staged.lookup, mode: 0o444)
@@ -175,16 +179,21 @@ package struct PackageInstaller: Sendable {
         return (hash.withLock { $0 }, index.withLock { $0 }, lookup.withLock { $0 })
     }
 
-    /// Makes staged trees installed: one `syncfs` for all of them, each index and tree renamed into
-    /// `trees/`, and a second `syncfs` for the renames. A tree in `trees/` is trusted without re-hashing (a later sync only checks it
-    /// exists), so its bytes must be on disk before it becomes visible; without the flush a power cut
-    /// after the rename could leave zero-length files in a tree that the next sync activates. One flush
-    /// per sync rather than per package (1,000 packages made 1,001 syncfs calls), and after the
-    /// downloads are deleted, so their pages are dropped rather than written to the disk a second time.
-    package static func commit(_ trees: [StagedTree], layout: CacheLayout) throws {
+    /// Makes staged trees installed: one `syncfs` for all of them (while their pending files are taken
+    /// into content/, then their folders sealed), each index and tree renamed into `trees/`, and a
+    /// second `syncfs` for the renames and the content names. A tree in `trees/` is trusted without
+    /// re-hashing (a later sync only checks it exists), so its bytes must be on disk before it becomes
+    /// visible; without the flush a power cut after the rename could leave zero-length files in a tree
+    /// that the next sync activates. One flush per sync rather than per package (1,000 packages made
+    /// 1,001 syncfs calls), and after the downloads are deleted, so their pages are dropped rather than
+    /// written to the disk a second time.
+    /// Damaged held content found while taking pending files in is reported through `events`.
+    package static func commit(_ trees: [StagedTree], layout: CacheLayout, events: SyncEventHandler? = nil) throws {
         guard !trees.isEmpty else { return }
-        try FileSystem.syncFileSystem(containing: layout.staging)
+        try whileFlushing(layout.staging) { try takeInPendingContent(of: trees, layout: layout) }
+        reportDamagedContent(layout: layout, events: events)
         for staged in trees {
+            if let pending = staged.pendingContent { try FileSystem.makeFoldersReadOnly(pending.folders, under: staged.folder) }
             try FileSystem.makeDirectories(staged.packageTrees)
             // The index and lookup table land first: a tree folder that exists is always complete and
             // indexed. A reader that mapped the table it replaces keeps reading that one.
@@ -221,6 +230,77 @@ package struct StagedTree: Sendable, Equatable {
     package var tree: String
     package var treeIndex: String
     package var treeLookup: String
+    /// Set when the tree's files are not in content/ yet and its folders still writable (`commit`).
+    package var pendingContent: PendingContent? = nil
+}
+
+/// The files of a staged tree that `commit` still has to take into content/ (`ContentStore.insert`),
+/// and its folders, sealed after that.
+///
+/// Why not at once, as each file is written: linking a new file's inode into content/ costs about as
+/// much kernel time as creating it (a directory entry each), and the unpack keeps both cores busy. The
+/// flush that `commit` must wait for anyway leaves a core mostly idle while the kernel writes back, so
+/// the links are made then, side by side with it. They need no flush of their own: an inode's bytes
+/// are on disk before any content name links it, and the names are made durable by the second flush,
+/// with the renames. A sync that fails before `commit` leaves no held name behind at all.
+package final class PendingContent: Sendable, Equatable {
+    let files: SortedTree
+    let folders: Set<PackagePath>
+
+    init(files: SortedTree, folders: Set<PackagePath>) {
+        self.files = files
+        self.folders = folders
+    }
+
+    package static func == (a: PendingContent, b: PendingContent) -> Bool { a === b }
+}
+
+extension PackageInstaller {
+    /// Runs `body` while a `syncfs` of the file system holding `path` runs on a thread of its own, and
+    /// throws the first failure of either once both are done.
+    static func whileFlushing(_ path: String, _ body: () throws -> Void) throws {
+        let flushed = Mutex<Result<Void, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            let result = Result { try FileSystem.syncFileSystem(containing: path) }
+            flushed.withLock { $0 = result }
+            done.signal()
+        }
+        thread.stackSize = 1 << 18
+        thread.start()
+        let worked = Result { try body() }
+        done.wait()
+        try flushed.withLock { $0 }?.get()
+        try worked.get()
+    }
+
+    /// Takes every pending file of `trees` into content/, in two parts a tree (each with a `TreeWriter`
+    /// of its own: a writer keeps one folder chain open), side by side.
+    static func takeInPendingContent(of trees: [StagedTree], layout: CacheLayout) throws {
+        let store = contentStore(layout)
+        var parts = [(folder: String, files: ArraySlice<(path: PackagePath, file: TreeFile)>)]()
+        for staged in trees {
+            guard let entries = staged.pendingContent?.files.entries, !entries.isEmpty else { continue }
+            let half = (entries.count + 1) / 2
+            parts.append((staged.folder, entries[..<half]))
+            if half < entries.count { parts.append((staged.folder, entries[half...])) }
+        }
+        guard !parts.isEmpty else { return }
+        let work = parts
+        let failure = Mutex<(any Error)?>(nil)
+        DispatchQueue.concurrentPerform(iterations: parts.count) { number in
+            do {
+                let writer = try TreeWriter(root: work[number].folder, replacesFiles: false)
+                for (path, file) in work[number].files {
+                    guard failure.withLock({ $0 == nil }) else { return }
+                    try store.insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path)
+                }
+            } catch {
+                failure.withLock { $0 = $0 ?? error }
+            }
+        }
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
 }
 
 /// A running byte count shared by a transfer's callbacks.

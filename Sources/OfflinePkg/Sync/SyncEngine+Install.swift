@@ -80,7 +80,7 @@ extension SyncEngine {
             }
         }
         // What verified is installed even when other packages failed: the next attempt fetches only those.
-        try PackageInstaller.commit(staged, layout: layout)
+        try PackageInstaller.commit(staged, layout: layout, events: options.events)
         if !failures.isEmpty {
             throw failures.count == 1 ? failures.values.first! : OfflinePkgError.releaseIncomplete(failures: failures)
         }
