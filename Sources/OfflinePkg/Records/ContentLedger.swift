@@ -150,8 +150,10 @@ package final class ContentLedger: Sendable {
         return try? JSONDecoder().decode(Figure.self, from: Data(bytes))
     }
 
-    private func save(_ figure: Figure) throws {
-        try FileSystem.writeAtomically(JSONCoding.encode(figure, pretty: false), to: layout.contentUsage)
+    /// Writes the figure. Only an open one must be on disk before anything else happens (`durable`); a
+    /// closed one that a power cut loses leaves the open one, or none, and either is walked, never believed.
+    private func save(_ figure: Figure, durable: Bool = true) throws {
+        try FileSystem.writeAtomically(JSONCoding.encode(figure, pretty: false), to: layout.contentUsage, durable: durable)
     }
 
     /// A new locked operation (the root lock was taken): held content is hashed again before reuse, and
@@ -295,7 +297,8 @@ package final class ContentLedger: Sendable {
                 }
             }
             figure.open = nil
-            try save(figure)
+            // Two fsyncs fewer per sync: see `save`.
+            try save(figure, durable: false)
             state.session = nil
             return removed
         }
