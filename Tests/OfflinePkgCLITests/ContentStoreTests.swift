@@ -113,6 +113,44 @@ struct ContentStoreTests {
         try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
     }
 
+    /// A package whose new files cannot be taken into content/ (here a folder stands at one file's
+    /// content name, as a full disk would refuse a shard's growth) fails alone: the other package's
+    /// verified tree is installed all the same, nothing of the failed one stays in staging or content/,
+    /// and the next sync fetches only the package that failed.
+    @Test func aPackageWhoseContentCannotBeTakenInFailsAloneAndTheOtherIsKept() throws {
+        let device = try Device()
+        try device.sync().checked("sync 1")
+        try device.repo.add("a", "2", routes: ["https://a.example.com/"], files: [SiteFile("index.html", "a 2")] + Self.vendor)
+        let blocked = SiteFile("extra.js", "b's new file")
+        try device.repo.add("b", "2", routes: ["https://b.example.com/"], files: [SiteFile("index.html", "b 2"), blocked] + Self.vendor)
+        try device.repo.publish()
+        let obstacle = device.layout.content(sha256: SHA256.hash(blocked.contents).hex)
+        try FileSystem.makeDirectories(obstacle)
+
+        let failed = try OfflinePkgBinary.run(["sync", device.manifest, "--root", device.root.path])
+        #expect(failed.status != 0, "\(failed.stderr)")
+        #expect(failed.stderr.contains("failed b:") && !failed.stderr.contains("failed a:"), "\(failed.stderr)")
+        // a's version 2 is installed (not active: the release is incomplete), b's is not.
+        #expect(FileSystem.isDirectory(try device.tree("a", "2")))
+        #expect(!FileSystem.exists(try device.tree("b", "2")))
+        #expect(try device.lookup("https://b.example.com/") == Array("b 1".utf8))
+        #expect(FileSystem.contents(of: device.layout.staging).isEmpty, "\(FileSystem.contents(of: device.layout.staging))")
+        // Whatever b's take-in linked before the failure is linked by no tree now: never trusted, and
+        // collected by the next sync that succeeds (checked below).
+        #expect(!ContentStore(layout: device.layout).contains(sha256: SHA256.hash(Array("b 2".utf8)).hex))
+
+        try FileSystem.removeTree(obstacle)
+        let next = try OfflinePkgBinary.run(["sync", device.manifest, "--root", device.root.path]).checked("sync 3")
+        #expect(next.stderr.contains("fetching b 2") && !next.stderr.contains("fetching a"), "\(next.stderr)")
+        #expect(try device.lookup("https://b.example.com/extra.js") == blocked.contents)
+        #expect(try device.lookup("https://a.example.com/") == Array("a 2".utf8))
+        for sha256 in Self.held(device.layout) {
+            #expect(Self.inode(device.layout.content(sha256: sha256)).links > 1, "\(sha256) is an orphan")
+        }
+        try ContentUsageTests.expectFigureMatchesAWalk(device.root, "after the sync that installed b")
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+    }
+
     @Test func anUpdateSharesItsUnchangedFilesAndGCRemovesExactlyWhatOnlyTheOldVersionUsed() throws {
         let device = try Device()
         try device.sync().checked("sync 1")

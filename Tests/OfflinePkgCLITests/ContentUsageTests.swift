@@ -116,8 +116,7 @@ struct ContentUsageTests {
     }
 
     /// `kill -9` while a sync inserts, after its unpack, and after its switch: the figure is left open
-    /// (never believed: `status` walks and is right) once content changed, closed and right before
-    /// (after the unpack, whose files join content/ in the commit), and the next sync closes it right.
+    /// (never believed: `status` walks and is right), and the next sync closes it right.
     @Test(arguments: ["content-link", "after-unpack", "after-switch"])
     func aKilledSyncLeavesTheFigureOpenAndTheNextSyncRight(_ failpoint: String) throws {
         let device = try ContentStoreTests.Device()
@@ -127,13 +126,8 @@ struct ContentUsageTests {
         environment["OFFLINEPKG_FAILPOINT"] = failpoint
         let killed = try device.sync(environment)
         #expect(killed.status == 128 + SIGKILL, "\(failpoint): \(killed.stderr)")
-        if failpoint == "after-unpack" {
-            // An unpacked tree's files join content/ only in the install's commit: nothing was changed.
-            try Self.expectFigureMatchesAWalk(device.root, "after the kill at \(failpoint)")
-        } else {
-            #expect(try Self.figureFile(device.layout)?["open"] != nil, "\(failpoint): the figure is not open")
-            try Self.expectFigureMatchesAWalk(device.root, closed: false, "after the kill at \(failpoint)")
-        }
+        #expect(try Self.figureFile(device.layout)?["open"] != nil, "\(failpoint): the figure is not open")
+        try Self.expectFigureMatchesAWalk(device.root, closed: false, "after the kill at \(failpoint)")
         try Self.publishSmall(device, 3)
         try device.sync().checked("sync after the kill")
         try Self.expectFigureMatchesAWalk(device.root, "after the next sync")
@@ -194,7 +188,7 @@ struct ContentUsageTests {
         try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify after the repair")
     }
 
-    /// A held file damaged in place that the next version shares: the sync hashes it before
+    /// A held file damaged in place that the next version shares: the sync's unpack hashes it before
     /// linking the new tree's file to it, drops it, says so, and keeps the sound bytes it just wrote.
     @Test func damagedHeldContentIsNotLinkedIntoTheNextVersion() throws {
         let device = try ContentStoreTests.Device()

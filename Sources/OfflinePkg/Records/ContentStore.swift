@@ -9,11 +9,12 @@ import Glibc
 /// inode and one copy of their bytes (SPEC §13).
 ///
 /// Nothing is written here that a tree does not also name: the unpacker writes each file into its
-/// staging tree, then links that inode in (`insert`). So held content appears before the tree's rename,
-/// and it is made durable by the same one flush per sync (`PackageInstaller.commit`). A held file that no
-/// tree links (`st_nlink == 1`) is an orphan of an interrupted sync: harmless, collected by `gc`, and never
-/// trusted on its name's word (a power cut before that sync's flush may have left it short), so
-/// `contains` does not count it and the next insert of its sha256 replaces it.
+/// staging tree, then links that inode in (`insert`: as it is written, or in `PackageInstaller.commit`
+/// while the flush runs). So held content appears before the tree's rename, and it is made durable by
+/// the sync's flushes. A held file that no tree links (`st_nlink == 1`) is an orphan of an interrupted
+/// sync: harmless, collected by `gc`, and never trusted on its name's word (a power cut before that
+/// sync's flushes may have left it short), so `contains` does not count it and the next insert of its
+/// sha256 replaces it.
 package struct ContentStore: Sendable {
     package let layout: CacheLayout
     /// Runs right after a file is first linked into `content/` (the sync's `content-link` fail point:

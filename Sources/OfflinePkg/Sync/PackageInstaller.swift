@@ -108,20 +108,34 @@ package struct PackageInstaller: Sendable {
         ContentStore(layout: layout, afterLink: { FailPoint.contentLink.hit() })
     }
 
-    /// Unpacks a verified archive into staging and checks the tree hash.
+    /// Unpacks a verified archive into staging and checks the tree hash. A file whose content is held
+    /// already becomes a link to it as it is written, so its own pages are freed before any writeback
+    /// (an update that changes 1 % of a tree writes 1 %); the new content waits for `commit`
+    /// (`PendingContent`). A store that holds nothing skips the look (a stat a file).
     private func unpackAndStage(_ entry: PackageEntry, archive: String, archiveName: String) async throws -> StagedTree {
         let layout = self.layout
         let limits = self.limits
         return try await runBlocking {
             let staging = layout.stagingDirectory("\(entry.id)-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
+            let store = Self.contentStore(layout)
+            let linked = Mutex(Set<PackagePath>())
+            let keepHeld: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? =
+                store.holdsAny()
+                ? { writer, path, file in
+                    guard store.contains(sha256: file.sha256) else { return }
+                    try store.insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path)
+                    linked.withLock { _ = $0.insert(path) }
+                } : nil
             do {
-                // Its files join content/ in `commit`, while the flush runs (see `PendingContent`).
-                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName).unpack(archivePath: archive, into: staging)
+                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName, keepFile: keepHeld)
+                    .unpack(archivePath: archive, into: staging)
                 return try Self.stage(
-                    unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout, contentPending: true)
+                    unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout,
+                    contentPending: linked.withLock { $0 })
             } catch {
-                Self.contentStore(layout).discardStaging(staging)
+                // Only a tree that linked held content can leave a name that no tree links.
+                if linked.withLock({ $0.isEmpty }) { try? FileSystem.removeTree(staging) } else { store.discardStaging(staging) }
                 throw error
             }
         }
@@ -130,10 +144,11 @@ package struct PackageInstaller: Sendable {
     /// Checks a tree unpacked into `staged` against the manifest's tree hash, makes it read-only and
     /// writes its index beside it, still in staging. `folders` lists every folder under `staged`
     /// (relative paths). Nothing is visible in `trees/` until `commit` has flushed it. With
-    /// `contentPending`, its files are not in content/ yet: `commit` takes them in, then seals the folders.
+    /// `contentPending` (the files already in content/), the others are not yet: `commit` takes them
+    /// in, then seals the folders.
     package static func stage(
         _ files: [PackagePath: TreeFile], folders: Set<PackagePath>, staged: String, entry: PackageEntry, layout: CacheLayout,
-        contentPending: Bool = false
+        contentPending alreadyHeld: Set<PackagePath>? = nil
     ) throws -> StagedTree {
         let sorted = SortedTree(files)
         let (actual, index, lookup) = Self.hashAndTables(sorted)
@@ -145,13 +160,15 @@ package struct PackageInstaller: Sendable {
         // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree. The
         // top folder is sealed last, once in place: a process that is not root cannot move a read-only
         // folder to another parent.
-        if !contentPending { try FileSystem.makeFoldersReadOnly(folders, under: staged) }
+        if alreadyHeld == nil { try FileSystem.makeFoldersReadOnly(folders, under: staged) }
         let staged = StagedTree(
             folder: staged, index: layout.index(ofTree: staged), lookup: layout.lookupTable(ofTree: staged), packageTrees: layout.packageTrees(entry.id),
             tree: layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeIndex: layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeLookup: layout.treeLookup(id: entry.id, version: entry.version, treeHash: entry.tree),
-            pendingContent: contentPending ? PendingContent(files: sorted, folders: folders) : nil)
+            pendingContent: alreadyHeld.map { held in
+                PendingContent(files: held.isEmpty ? sorted : SortedTree(sorted: sorted.entries.filter { !held.contains($0.path) }), folders: folders)
+            })
         // No fsync of their own: `commit` flushes every staged tree of the sync in one syncfs.
         try FileSystem.write(index, to: staged.index)
         try FileSystem.write(lookup, to: staged.lookup, mode: 0o444)
@@ -187,12 +204,25 @@ package struct PackageInstaller: Sendable {
     /// that the next sync activates. One flush per sync rather than per package (1,000 packages made
     /// 1,001 syncfs calls), and after the downloads are deleted, so their pages are dropped rather than
     /// written to the disk a second time.
-    /// Damaged held content found while taking pending files in is reported through `events`.
-    package static func commit(_ trees: [StagedTree], layout: CacheLayout, events: SyncEventHandler? = nil) throws {
-        guard !trees.isEmpty else { return }
-        try whileFlushing(layout.staging) { try takeInPendingContent(of: trees, layout: layout) }
+    ///
+    /// Damaged held content found while taking pending files in is reported through `events`. A tree
+    /// whose files could not be taken in (a full disk) is not installed: its staging goes, and it is
+    /// returned with its error; the others are installed all the same. Blocks for the flushes: run it
+    /// off the cooperative pool (`runBlocking`).
+    @discardableResult
+    package static func commit(_ trees: [StagedTree], layout: CacheLayout, events: SyncEventHandler? = nil) throws
+        -> [(tree: StagedTree, error: OfflinePkgError)]
+    {
+        guard !trees.isEmpty else { return [] }
+        var failed = [Int: OfflinePkgError]()
+        try whileFlushing(layout.staging) { failed = takeInPendingContent(of: trees, layout: layout) }
         reportDamagedContent(layout: layout, events: events)
-        for staged in trees {
+        for number in failed.keys.sorted() {
+            contentStore(layout).discardStaging(trees[number].folder)
+            FileSystem.discardFile(trees[number].index)
+            FileSystem.discardFile(trees[number].lookup)
+        }
+        for (number, staged) in trees.enumerated() where failed[number] == nil {
             if let pending = staged.pendingContent { try FileSystem.makeFoldersReadOnly(pending.folders, under: staged.folder) }
             try FileSystem.makeDirectories(staged.packageTrees)
             // The index and lookup table land first: a tree folder that exists is always complete and
@@ -217,6 +247,7 @@ package struct PackageInstaller: Sendable {
         }
         // The renames themselves are durable before an active set can name these trees.
         try FileSystem.syncFileSystem(containing: layout.trees)
+        return failed.keys.sorted().map { (tree: trees[$0], error: failed[$0]!) }
     }
 }
 
@@ -240,9 +271,12 @@ package struct StagedTree: Sendable, Equatable {
 /// Why not at once, as each file is written: linking a new file's inode into content/ costs about as
 /// much kernel time as creating it (a directory entry each), and the unpack keeps both cores busy. The
 /// flush that `commit` must wait for anyway leaves a core mostly idle while the kernel writes back, so
-/// the links are made then, side by side with it. They need no flush of their own: an inode's bytes
-/// are on disk before any content name links it, and the names are made durable by the second flush,
-/// with the renames. A sync that fails before `commit` leaves no held name behind at all.
+/// the links are made then, side by side with it. They need no flush of their own: the trees are renamed
+/// into `trees/` only once that flush has ended, and the names are made durable by the second flush,
+/// with the renames. A name that reached the disk before its inode's bytes did is linked, after a power
+/// cut, only from staging, which the next sync clears: an orphan, never trusted (`ContentStore`). An
+/// archive install that fails before `commit` leaves no new held name behind. (Files whose content is
+/// held already are linked as they are written: `unpackAndStage`.)
 package final class PendingContent: Sendable, Equatable {
     let files: SortedTree
     let folders: Set<PackagePath>
@@ -275,31 +309,33 @@ extension PackageInstaller {
     }
 
     /// Takes every pending file of `trees` into content/, in two parts a tree (each with a `TreeWriter`
-    /// of its own: a writer keeps one folder chain open), side by side.
-    static func takeInPendingContent(of trees: [StagedTree], layout: CacheLayout) throws {
+    /// of its own: a writer keeps one folder chain open), side by side. Returns the trees that failed,
+    /// by their number in `trees`, with the first error of each.
+    static func takeInPendingContent(of trees: [StagedTree], layout: CacheLayout) -> [Int: OfflinePkgError] {
         let store = contentStore(layout)
-        var parts = [(folder: String, files: ArraySlice<(path: PackagePath, file: TreeFile)>)]()
-        for staged in trees {
+        var parts = [(tree: Int, files: ArraySlice<(path: PackagePath, file: TreeFile)>)]()
+        for (number, staged) in trees.enumerated() {
             guard let entries = staged.pendingContent?.files.entries, !entries.isEmpty else { continue }
             let half = (entries.count + 1) / 2
-            parts.append((staged.folder, entries[..<half]))
-            if half < entries.count { parts.append((staged.folder, entries[half...])) }
+            parts.append((number, entries[..<half]))
+            if half < entries.count { parts.append((number, entries[half...])) }
         }
-        guard !parts.isEmpty else { return }
         let work = parts
-        let failure = Mutex<(any Error)?>(nil)
-        DispatchQueue.concurrentPerform(iterations: parts.count) { number in
+        let failures = Mutex([Int: OfflinePkgError]())
+        DispatchQueue.concurrentPerform(iterations: work.count) { part in
+            let (number, files) = work[part]
             do {
-                let writer = try TreeWriter(root: work[number].folder, replacesFiles: false)
-                for (path, file) in work[number].files {
-                    guard failure.withLock({ $0 == nil }) else { return }
+                let writer = try TreeWriter(root: trees[number].folder, replacesFiles: false)
+                for (path, file) in files {
+                    guard failures.withLock({ $0[number] == nil }) else { return }
                     try store.insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path)
                 }
             } catch {
-                failure.withLock { $0 = $0 ?? error }
+                let failure = error as? OfflinePkgError ?? .unavailable("\(trees[number].folder): \(error)")
+                failures.withLock { $0[number] = $0[number] ?? failure }
             }
         }
-        if let error = failure.withLock({ $0 }) { throw error }
+        return failures.withLock { $0 }
     }
 }
 

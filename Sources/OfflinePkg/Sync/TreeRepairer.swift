@@ -118,7 +118,10 @@ package struct TreeRepairer: Sendable {
                         + "active set does not record its archive; run sync")
             }
             let outcome = try await installer.install(entry, manifestURL: manifestURL)
-            try PackageInstaller.commit([outcome.staged], layout: layout)
+            let (layout, events) = (self.layout, options.events)
+            if let failed = try await runBlocking({ try PackageInstaller.commit([outcome.staged], layout: layout, events: events) }).first {
+                throw failed.error
+            }
             repaired.append(package.id)
         }
         return repaired

@@ -9,6 +9,11 @@ package struct SortedTree: Sendable {
         entries.sort { $0.path < $1.path }
         self.entries = entries
     }
+
+    /// Entries already in path order (a part of another `SortedTree`).
+    package init(sorted entries: [(path: PackagePath, file: TreeFile)]) {
+        self.entries = entries
+    }
 }
 
 /// The tree hash of SPEC §4: sha256 over `<sha256>  <path>\n` for every regular file, sorted by the
