@@ -25,6 +25,29 @@ struct DiskWriteTests {
         }
     }
 
+    /// An update's unchanged file (here a 200 KB `data.bin`) is switched to the held inode as it is
+    /// unpacked, before the sync's first flush, so the copy just written is dropped before it is written
+    /// back: an update that changes 1 % of a tree writes about 1 % to the disk, not the whole tree.
+    @Test func anUpdatesUnchangedFilesAreLinkedToHeldContentBeforeTheFlush() throws {
+        let repo = try Self.repository(["home"], dataBytes: 200_000)
+        let root = try TemporaryDirectory()
+        try OfflinePkgBinary.run(["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"]).checked("sync 1")
+        try repo.add(
+            "home", "2", routes: ["https://m.example.com/"],
+            files: [SiteFile("index.html", "home 2"), SiteFile("data.bin", bytes: Array(repeating: UInt8(4), count: 200_000))])
+        try repo.publish()
+        let traced = try Strace.offlinepkg(
+            ["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"], trace: "syncfs,rename,renameat,renameat2",
+            timeout: 60)
+        #expect(traced.result.status == 0, "\(traced.result.stderr)")
+        let calls = traced.calls
+        let firstFlush = try #require(calls.firstIndex { $0.contains("syncfs(") }, "no syncfs: \(calls)")
+        let relinked = calls.indices.filter { calls[$0].contains("/content/.tmp/") && calls[$0].contains("\"data.bin\"") }
+        #expect(relinked.count == 1, "\(calls)")
+        #expect(relinked.allSatisfy { $0 < firstFlush }, "the unchanged file was relinked after the flush: \(calls)")
+        #expect(try OfflinePkgBinary.run(["lookup", "https://m.example.com/data.bin", "--root", root.path("root")]).checked("lookup").status == 0)
+    }
+
     /// A download is written once: a new `.part` is not truncated (on ext4 a truncate to 0 has the file
     /// written out at its close, before the sync deletes it: 2.00x the script's bytes in
     /// scripts/bench-writes), and nothing under `downloads/` is flushed (the resume point is a hint: its
