@@ -151,6 +151,40 @@ struct ContentStoreTests {
         try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
     }
 
+    /// A sync of one package links its new content in the commit, beside the flush: when that fails
+    /// (a folder at a content name), the package fails, the active set and the trees stay as they
+    /// were, nothing is left in staging, and the next sync installs it.
+    @Test func aSinglePackageWhoseContentCannotBeTakenInAtTheCommitFailsAndTheNextSyncInstallsIt() throws {
+        let repo = try TestRepository()
+        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")] + Self.vendor)
+        try repo.publish()
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let root = try TemporaryDirectory(prefix: "offlinepkg-content")
+        let layout = CacheLayout(root: root.path)
+        let sync = { try OfflinePkgBinary.run(["sync", nginx.url("manifest.json").absoluteString, "--root", root.path]) }
+        let lookup = { (url: String) in try OfflinePkgBinary.run(["lookup", url, "--root", root.path]).checked("lookup").stdout }
+        try sync().checked("sync 1")
+        let blocked = SiteFile("extra.js", "home's new file")
+        try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2"), blocked] + Self.vendor)
+        try repo.publish()
+        let obstacle = layout.content(sha256: SHA256.hash(blocked.contents).hex)
+        try FileSystem.makeDirectories(obstacle)
+
+        let failed = try sync()
+        #expect(failed.status != 0 && failed.stderr.contains("failed home:"), "\(failed.stderr)")
+        #expect(try String(contentsOfFile: String(lookup("https://m.example.com/").dropLast()), encoding: .utf8) == "home 1")
+        let published = try CrashSafetyTests.published(repo)
+        #expect(!FileSystem.exists(layout.tree(id: "home", version: "2", treeHash: try #require(published["home"]).tree)))
+        #expect(FileSystem.contents(of: layout.staging).isEmpty, "\(FileSystem.contents(of: layout.staging))")
+
+        try FileSystem.removeTree(obstacle)
+        try sync().checked("sync 3")
+        #expect(try String(contentsOfFile: String(lookup("https://m.example.com/extra.js").dropLast()), encoding: .utf8) == "home's new file")
+        for sha256 in Self.held(layout) { #expect(Self.inode(layout.content(sha256: sha256)).links > 1, "\(sha256) is an orphan") }
+        try ContentUsageTests.expectFigureMatchesAWalk(root, "after the sync that installed home 2")
+        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify")
+    }
+
     @Test func anUpdateSharesItsUnchangedFilesAndGCRemovesExactlyWhatOnlyTheOldVersionUsed() throws {
         let device = try Device()
         try device.sync().checked("sync 1")

@@ -9,6 +9,11 @@ package struct PackageInstaller: Sendable {
     package var downloader: Downloader
     package var limits: UnpackLimits
     package var events: SyncEventHandler?
+    /// Set for a sync that installs one package: an archive's new content is then linked into content/
+    /// in `commit`, beside the flush (`PendingContent`). With several packages, each file is linked as
+    /// it is written, while the other packages' downloads and unpacks run: deferring all the links to
+    /// the end made a 4-package cold sync 12 % slower (docs/benchmarks.md, wave 7).
+    package var defersNewContent = false
 
     /// How a tree arrived, and what it cost on the network.
     package struct Outcome: Sendable {
@@ -108,34 +113,35 @@ package struct PackageInstaller: Sendable {
         ContentStore(layout: layout, afterLink: { FailPoint.contentLink.hit() })
     }
 
-    /// Unpacks a verified archive into staging and checks the tree hash. A file whose content is held
-    /// already becomes a link to it as it is written, so its own pages are freed before any writeback
-    /// (an update that changes 1 % of a tree writes 1 %); the new content waits for `commit`
-    /// (`PendingContent`). A store that holds nothing skips the look (a stat a file).
+    /// Unpacks a verified archive into staging and checks the tree hash. Each file is linked into
+    /// content/ as it is written; with `defersNewContent`, only a file whose content is held already is
+    /// (so its own pages are freed before any writeback: an update that changes 1 % of a tree writes
+    /// 1 %), and the new content waits for `commit` (`PendingContent`). A store that holds nothing skips
+    /// the look (a stat a file).
     private func unpackAndStage(_ entry: PackageEntry, archive: String, archiveName: String) async throws -> StagedTree {
-        let layout = self.layout
-        let limits = self.limits
+        let (layout, limits, defers) = (self.layout, self.limits, defersNewContent)
         return try await runBlocking {
             let staging = layout.stagingDirectory("\(entry.id)-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
             let store = Self.contentStore(layout)
             let linked = Mutex(Set<PackagePath>())
-            let keepHeld: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? =
-                store.holdsAny()
+            let keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? =
+                !defers ? store.keepFile
+                : store.holdsAny()
                 ? { writer, path, file in
                     guard store.contains(sha256: file.sha256) else { return }
                     try store.insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path)
                     linked.withLock { _ = $0.insert(path) }
                 } : nil
             do {
-                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName, keepFile: keepHeld)
+                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName, keepFile: keepFile)
                     .unpack(archivePath: archive, into: staging)
                 return try Self.stage(
                     unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout,
-                    contentPending: linked.withLock { $0 })
+                    pendingContentExcept: defers ? linked.withLock { $0 } : nil)
             } catch {
-                // Only a tree that linked held content can leave a name that no tree links.
-                if linked.withLock({ $0.isEmpty }) { try? FileSystem.removeTree(staging) } else { store.discardStaging(staging) }
+                // Only a tree that linked content can leave a name that no tree links.
+                if defers && linked.withLock({ $0.isEmpty }) { try? FileSystem.removeTree(staging) } else { store.discardStaging(staging) }
                 throw error
             }
         }
@@ -144,11 +150,11 @@ package struct PackageInstaller: Sendable {
     /// Checks a tree unpacked into `staged` against the manifest's tree hash, makes it read-only and
     /// writes its index beside it, still in staging. `folders` lists every folder under `staged`
     /// (relative paths). Nothing is visible in `trees/` until `commit` has flushed it. With
-    /// `contentPending` (the files already in content/), the others are not yet: `commit` takes them
-    /// in, then seals the folders.
+    /// `pendingContentExcept` (the files linked into content/ already), the other files are not in
+    /// content/ yet: `commit` takes them in, then seals the folders.
     package static func stage(
         _ files: [PackagePath: TreeFile], folders: Set<PackagePath>, staged: String, entry: PackageEntry, layout: CacheLayout,
-        contentPending alreadyHeld: Set<PackagePath>? = nil
+        pendingContentExcept alreadyHeld: Set<PackagePath>? = nil
     ) throws -> StagedTree {
         let sorted = SortedTree(files)
         let (actual, index, lookup) = Self.hashAndTables(sorted)

@@ -23,18 +23,22 @@ extension SyncEngine {
     }
 
     /// The installer of this sync's packages.
-    var installer: PackageInstaller {
-        PackageInstaller(
+    var installer: PackageInstaller { installer(defersNewContent: false) }
+
+    func installer(defersNewContent: Bool) -> PackageInstaller {
+        var installer = PackageInstaller(
             layout: layout,
             downloader: Downloader(
                 transport: transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
                 caBundle: options.caBundle),
             limits: limits, events: options.events)
+        installer.defersNewContent = defersNewContent
+        return installer
     }
 
     /// `current` is the active set: the versions deltas can start from.
     func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstalledPackages {
-        let installer = self.installer
+        let installer = self.installer(defersNewContent: entries.count == 1)
         let manifestURL = self.manifestURL
         var results = InstalledPackages()
         var failures = [String: OfflinePkgError]()
