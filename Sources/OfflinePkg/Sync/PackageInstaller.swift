@@ -124,26 +124,34 @@ package struct PackageInstaller: Sendable {
             let staging = layout.stagingDirectory("\(entry.id)-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
             let store = Self.contentStore(layout)
-            let linked = Mutex(Set<PackagePath>())
-            let keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? =
-                !defers ? store.keepFile
-                : store.holdsAny()
-                ? { writer, path, file in
-                    guard store.contains(sha256: file.sha256) else { return }
-                    try store.insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path)
-                    linked.withLock { _ = $0.insert(path) }
-                } : nil
+            let linked = LinkedPaths()
+            let keepFile = Self.keepFile(in: store, defersNewContent: defers, linked: linked)
             do {
                 let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName, keepFile: keepFile)
                     .unpack(archivePath: archive, into: staging)
                 return try Self.stage(
                     unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout,
-                    pendingContentExcept: defers ? linked.withLock { $0 } : nil)
+                    pendingContentExcept: defers ? linked.all : nil)
             } catch {
                 // Only a tree that linked content can leave a name that no tree links.
-                if defers && linked.withLock({ $0.isEmpty }) { try? FileSystem.removeTree(staging) } else { store.discardStaging(staging) }
+                if defers && linked.all.isEmpty { try? FileSystem.removeTree(staging) } else { store.discardStaging(staging) }
                 throw error
             }
+        }
+    }
+
+    /// What the unpacker does with each file it wrote: every one taken into content/; with
+    /// `defersNewContent`, only those whose content is held already (noted in `linked`), and none at
+    /// all on a store that holds nothing.
+    private static func keepFile(
+        in store: ContentStore, defersNewContent: Bool, linked: LinkedPaths
+    ) -> ((TreeWriter, PackagePath, TreeFile) throws -> Void)? {
+        guard defersNewContent else { return store.keepFile }
+        guard store.holdsAny() else { return nil }
+        return { writer, path, file in
+            guard store.contains(sha256: file.sha256) else { return }
+            try store.insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path)
+            linked.insert(path)
         }
     }
 
@@ -343,6 +351,13 @@ extension PackageInstaller {
         }
         return failures.withLock { $0 }
     }
+}
+
+/// The paths of a tree being unpacked that its lanes linked into content/ as they wrote them.
+final class LinkedPaths: Sendable {
+    private let paths = Mutex(Set<PackagePath>())
+    func insert(_ path: PackagePath) { paths.withLock { _ = $0.insert(path) } }
+    var all: Set<PackagePath> { paths.withLock { $0 } }
 }
 
 /// A running byte count shared by a transfer's callbacks.
