@@ -13,6 +13,10 @@ int csystemshims_exchange(const char *first, const char *second) {
     return renameat2(AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE);
 }
 
+int csystemshims_rename_noreplace(const char *source, const char *destination) {
+    return renameat2(AT_FDCWD, source, AT_FDCWD, destination, RENAME_NOREPLACE);
+}
+
 int csystemshims_accept_cloexec(int fd, void *address, unsigned int *length) {
     return accept4(fd, (struct sockaddr *)address, (socklen_t *)length, SOCK_CLOEXEC);
 }

@@ -3,7 +3,7 @@ import OfflinePkg
 import OfflinePkgTestSupport
 import Testing
 
-/// Every installed file held once by content (`content/<2 hex>/<sha256>`), trees of hard links to it:
+/// Every installed file held once by content (`content/<hex digit>/<sha256>`), trees of hard links to it:
 /// shared across packages and versions, collected when no tree links it, checked and repaired by verify.
 @Suite("Content store")
 struct ContentStoreTests {
@@ -23,7 +23,7 @@ struct ContentStoreTests {
     /// Every held file's name (its sha256).
     static func held(_ layout: CacheLayout) -> Set<String> {
         var names = Set<String>()
-        for shard in FileSystem.contents(of: layout.content) where shard.count == 2 {
+        for shard in FileSystem.contents(of: layout.content) where shard != ".tmp" {
             names.formUnion(FileSystem.contents(of: layout.contentShard(shard)))
         }
         return names
@@ -110,6 +110,52 @@ struct ContentStoreTests {
         let content = try #require(try Self.status(device.root.path)["content"] as? [String: Any])
         #expect(content["files"] as? Int == 10)
         #expect(content["bytes"] as? Int == 8 * 40_000 + 6)
+        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+    }
+
+    /// A root from before wave 8 holds its content in 256 folders (`content/<2 hex>/<sha256>`): the next
+    /// sync moves each held file to its new name as the same inode, finishes a move that a kill left with
+    /// both names, and links the update's unchanged files to the moved content rather than copy them.
+    @Test func aRootWithTheOldContentLayoutIsMovedAndItsContentStaysShared() throws {
+        let device = try Device()
+        try device.sync().checked("sync")
+        let layout = device.layout
+        var inodes = [String: UInt]()
+        for sha256 in Self.held(layout) {
+            inodes[sha256] = Self.inode(layout.content(sha256: sha256)).ino
+            try FileSystem.makeDirectories(layout.contentShard(sha256.prefix(2)))
+            try FileSystem.hardLink(layout.content(sha256: sha256), to: layout.contentShard(sha256.prefix(2)) + "/" + sha256)
+        }
+        #expect(inodes.count == 10)
+        // The move a kill interrupted: one file has both names; every other has only its old one, and
+        // no new folder but that file's is left.
+        let both = SHA256.hash(Self.vendor[2].contents).hex
+        for sha256 in inodes.keys where sha256 != both { try FileSystem.removeFile(layout.content(sha256: sha256)) }
+        for shard in FileSystem.contents(of: layout.content) where shard.utf8.count == 1 { rmdir(layout.contentShard(shard)) }
+        #expect(FileSystem.contents(of: layout.content).filter { $0.utf8.count == 1 } == [String(both.prefix(1))])
+        // Until it is moved, status and verify read the old layout too, each file once.
+        let before = try #require(try Self.status(device.root.path)["content"] as? [String: Any])
+        #expect(before["files"] as? Int == 10)
+
+        let (two, second) = try device.updateTwoFilesOfA()
+        #expect(!FileSystem.contents(of: layout.content).contains { $0.utf8.count == 2 }, "an old folder is left")
+        for (sha256, ino) in inodes {
+            let held = Self.inode(layout.content(sha256: sha256))
+            #expect(held.ino == ino, "\(sha256) is another inode now")
+            #expect(held.links > 1, "\(sha256) is held by no tree")
+        }
+        // The update's unchanged files are the moved content's inodes, its two new files held as well.
+        for file in two {
+            let sha256 = SHA256.hash(file.contents).hex
+            #expect(Self.inode(second + "/" + file.path).ino == Self.inode(layout.content(sha256: sha256)).ino, "\(file.path)")
+            if file.path.hasPrefix("vendor/"), file.path != "vendor/lib0.js" {
+                #expect(Self.inode(second + "/" + file.path).ino == inodes[sha256], "\(file.path) was copied, not linked")
+            }
+        }
+        // Counted once each: the file that had two names too.
+        let content = try #require(try Self.status(device.root.path)["content"] as? [String: Any])
+        #expect(content["files"] as? Int == 12)
+        #expect(content["bytes"] as? Int == 8 * 40_000 + 6 + 3 + 9)
         try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
     }
 

@@ -10,6 +10,10 @@ int csystemshims_syncfs(int fd);
 // one in a single step, with no moment where the path is missing. Also GNU-only in glibc's headers.
 int csystemshims_exchange(const char *first, const char *second);
 
+// renameat2(2) with RENAME_NOREPLACE: moves a name unless the destination exists (EEXIST), in one
+// step; EINVAL where the file system does not support the flag.
+int csystemshims_rename_noreplace(const char *source, const char *destination);
+
 // accept4(2) with SOCK_CLOEXEC: an accepted socket is close-on-exec from its first moment, so a
 // process the host starts in between never inherits a client connection. GNU-only as well. (A struct
 // sockaddr and a socklen_t; this header includes no system header, whose types would then be this

@@ -106,6 +106,12 @@ package enum FileSystem {
         }
     }
 
+    /// Renames `source` unless `destination` exists, in one step: 0, else the errno (EEXIST; EINVAL
+    /// where the file system has no `RENAME_NOREPLACE`).
+    package static func renameWithoutReplacing(_ source: String, to destination: String) -> Int32 {
+        csystemshims_rename_noreplace(source, destination) == 0 ? 0 : errno
+    }
+
     /// Swaps two paths in one atomic step (both must exist).
     package static func exchange(_ first: String, _ second: String) throws {
         if csystemshims_exchange(first, second) != 0 {

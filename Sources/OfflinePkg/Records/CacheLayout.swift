@@ -15,7 +15,7 @@ import Foundation
 ///       trees/<id>/<version>-<tree prefix>/          installed trees, read-only
 ///       trees/<id>/<version>-<tree prefix>.index     "<sha256> <size> <path>" per file
 ///       trees/<id>/<version>-<tree prefix>.lookup    the tree's lookup table, memory-mapped by readers
-///       content/<2 hex>/<sha256>                     every installed file once by content (0444); trees' files link it
+///       content/<hex digit>/<sha256>                 every installed file once by content (0444); trees' files link it
 ///       content/.tmp/<pid>-<random>                  content being inserted or relinked, same file system
 ///       content.json            held content's files and bytes (`status`), "open" while a sync changes them
 ///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable
@@ -119,10 +119,13 @@ public struct CacheLayout: Sendable, Equatable {
     package func partialDownloadMeta(sha256: String) -> String { downloads + "/" + sha256 + ".meta" }
     package func stagingDirectory(_ name: String) -> String { staging + "/" + name }
 
-    /// The folder of held content whose sha256 starts with `prefix` (two hex digits).
+    /// The folder of held content whose sha256 starts with `prefix`: its first hex digit, or (a root
+    /// from before wave 8, until `ContentStore.moveLegacyShards()` has run) its first two.
     package func contentShard(_ prefix: some StringProtocol) -> String { content + "/" + prefix }
     /// The one held file with this sha256 (lowercase hex), shared by every tree that has such a file.
-    package func content(sha256: String) -> String { contentShard(sha256.prefix(2)) + "/" + sha256 }
+    /// Sixteen folders, not 256: a fresh root's first sync made 256 folders (a quarter more inodes than
+    /// a 1,000-file site's own), and 16 still keep the two threads that link content apart.
+    package func content(sha256: String) -> String { contentShard(sha256.prefix(1)) + "/" + sha256 }
     package func contentTemporaryFile(_ name: String) -> String { contentTemporary + "/" + name }
 
     /// The default root: `$OFFLINEPKG_ROOT`, else `$XDG_DATA_HOME/offlinepkg`, else `~/.local/share/offlinepkg`.

@@ -176,7 +176,7 @@ package final class ContentLedger: Sendable {
             var base = Self.load(layout)
             if base?.open != nil { base = nil }
             // A root with no held content at all starts from nothing, known.
-            if base == nil && !FileSystem.contents(of: layout.content).contains(where: { $0.utf8.count == 2 }) {
+            if base == nil && !ContentStore.holdsAny(in: layout) {
                 base = Figure(files: 0, bytes: 0)
             }
             let token = UUID().uuidString.lowercased()

@@ -4,7 +4,7 @@ import Foundation
 import Glibc
 #endif
 
-/// Every installed file kept once by its content: `content/<2 hex>/<sha256>`, read-only, and every
+/// Every installed file kept once by its content: `content/<hex digit>/<sha256>`, read-only, and every
 /// installed tree's file a hard link to it, so identical files across packages and versions share one
 /// inode and one copy of their bytes (SPEC §13).
 ///
@@ -142,7 +142,7 @@ package struct ContentStore: Sendable {
                 switch error.rawValue {
                 case EEXIST: return false
                 case ENOENT where attempt == 0:
-                    try FileSystem.makeDirectories(layout.contentShard(sha256.prefix(2)))
+                    try FileSystem.makeDirectories(layout.contentShard(sha256.prefix(1)))
                     try FileSystem.makeDirectories(layout.contentTemporary)
                 default: throw OfflinePkgError.io(path: "\(shown) -> \(held)", operation: "link", error)
                 }
@@ -152,14 +152,84 @@ package struct ContentStore: Sendable {
     }
 
     /// Every held file: its path, sha256 (its name), size and link count. Names that are not a sha256
-    /// are left out (nothing else writes here).
+    /// are left out (nothing else writes here). A root whose move from the old layout has not finished
+    /// (`moveLegacyShards`) has files in both kinds of folder; a file with both names (a move a kill
+    /// interrupted) is given once, by its new name.
     package func heldFiles(_ body: (_ path: String, _ sha256: String, _ info: stat) throws -> Void) rethrows {
-        for shard in FileSystem.contents(of: layout.content) where shard.utf8.count == 2 {
+        for shard in FileSystem.contents(of: layout.content) where Self.isShard(shard) {
             let folder = layout.contentShard(shard)
+            let legacy = shard.utf8.count == 2
             for name in FileSystem.contents(of: folder) where name.utf8.count == 64 && name.hasPrefix(shard) {
                 let path = folder + "/" + name
-                if let info = Self.status(of: path) { try body(path, name, info) }
+                guard let info = Self.status(of: path) else { continue }
+                if legacy, let new = Self.status(of: self.path(sha256: name)), new.st_ino == info.st_ino && new.st_dev == info.st_dev {
+                    continue
+                }
+                try body(path, name, info)
             }
+        }
+    }
+
+    /// A shard folder's name: one hex digit, or two (the layout before wave 8).
+    static func isShard(_ name: String) -> Bool {
+        (1...2).contains(name.utf8.count) && name.utf8.allSatisfy { Hex.value($0) != nil }
+    }
+
+    /// Whether any content is held at all (a shard folder exists): one directory read, not a walk.
+    package func holdsAny() -> Bool { Self.holdsAny(in: layout) }
+
+    static func holdsAny(in layout: CacheLayout) -> Bool {
+        FileSystem.contents(of: layout.content).contains(where: isShard)
+    }
+
+    /// Moves a root from before wave 8 (256 shard folders, `content/<2 hex>/<sha256>`) to 16 folders.
+    /// Each held file is renamed, never copied: its inode and its trees' links stay as they are, and it
+    /// has one name under `content/` at every moment (a link, then an unlink, where the file system has
+    /// no `RENAME_NOREPLACE`; a kill between them leaves two names, and the next run drops the old one).
+    /// When the new name exists already, it stands and the old one goes. A file that cannot be moved
+    /// (a full disk, a folder the user cannot write) keeps its old name and is moved by a later run:
+    /// `heldFiles` sees both layouts, so `gc` and the figure still count it; until then a new tree
+    /// writes its own copy of that content instead of sharing it. A session of the ledger is opened at
+    /// the first change and closed by a walk. Runs under the root lock, before anything is inserted.
+    package func moveLegacyShards() {
+        let legacy = FileSystem.contents(of: layout.content).filter { $0.utf8.count == 2 && Self.isShard($0) }
+        guard !legacy.isEmpty else { return }
+        var opened = false
+        defer { if opened { _ = try? ledger.close(removingOrphans: false, walk: true) } }
+        var folders = Set<Substring>()
+        for shard in legacy {
+            let folder = layout.contentShard(shard)
+            for name in FileSystem.contents(of: folder) where name.utf8.count == 64 && name.hasPrefix(shard) {
+                if !opened {
+                    // No figure can be opened (content.json not writable): nothing is changed.
+                    guard (try? ledger.willChange()) != nil else { return }
+                    ledger.uncounted()
+                    opened = true
+                }
+                if !folders.contains(name.prefix(1)) {
+                    guard (try? FileSystem.makeDirectories(layout.contentShard(name.prefix(1)))) != nil else { continue }
+                    folders.insert(name.prefix(1))
+                }
+                Self.move(folder + "/" + name, to: path(sha256: name))
+            }
+            // Whatever could not be moved keeps the folder.
+            rmdir(folder)
+        }
+    }
+
+    /// One held file's move to its new name (see `moveLegacyShards`); false when it stays where it is.
+    @discardableResult
+    static func move(_ old: String, to new: String) -> Bool {
+        switch FileSystem.renameWithoutReplacing(old, to: new) {
+        case 0:
+            return true
+        case EEXIST:
+            return unlink(old) == 0
+        case EINVAL, ENOSYS:
+            guard linkat(AT_FDCWD, old, AT_FDCWD, new, 0) == 0 || errno == EEXIST else { return false }
+            return unlink(old) == 0
+        default:
+            return false
         }
     }
 

@@ -63,13 +63,6 @@ extension PackageInstaller {
     }
 }
 
-extension ContentStore {
-    /// Whether any content is held at all: without it a file-level update would fetch every file.
-    func holdsAny() -> Bool {
-        let shards = (try? FileManager.default.contentsOfDirectory(atPath: layout.content)) ?? []
-        return shards.contains { $0.utf8.count == 2 }
-    }
-}
 
 extension PackageInstaller {
     /// For `sync --dry-run`: the bytes of the file-level way (index and ranges) when it is the one a

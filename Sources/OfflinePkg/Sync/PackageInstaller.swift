@@ -330,9 +330,11 @@ extension PackageInstaller {
         var parts = [(tree: Int, files: ArraySlice<(path: PackagePath, file: TreeFile)>)]()
         for (number, staged) in trees.enumerated() {
             guard let entries = staged.pendingContent?.files.entries, !entries.isEmpty else { continue }
-            let half = (entries.count + 1) / 2
-            parts.append((number, entries[..<half]))
-            if half < entries.count { parts.append((number, entries[half...])) }
+            // Split by content folder (sha256 0-7 and 8-f), not by path: each thread links into folders
+            // of its own, and never waits on the other's directory lock.
+            let low = entries.filter { ($0.file.sha256.utf8.first ?? 0) < UInt8(ascii: "8") }
+            let high = entries.filter { ($0.file.sha256.utf8.first ?? 0) >= UInt8(ascii: "8") }
+            for half in [low, high] where !half.isEmpty { parts.append((number, half[...])) }
         }
         let work = parts
         let failures = Mutex([Int: OfflinePkgError]())

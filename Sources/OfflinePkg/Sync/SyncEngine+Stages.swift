@@ -13,11 +13,12 @@ extension SyncEngine {
         var sameSource: Bool
     }
 
-    /// Begin: leftovers of a crashed sync go (staging is garbage: only a lock holder writes there), then
-    /// the state and the active record are read.
+    /// Begin: leftovers of a crashed sync go (staging is garbage: only a lock holder writes there), a
+    /// root from before wave 8 gets its content's layout, then the state and the active record are read.
     func begin() throws -> Start {
         try clearStaging()
         StrayTemporaries.remove(in: layout)
+        ContentStore(layout: layout).moveLegacyShards()
         let state = try StoreState.load(layout)
         return Start(
             state: state, record: try ActiveRecord.load(layout), inputs: evaluationInputs(),

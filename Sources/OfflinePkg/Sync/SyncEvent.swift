@@ -17,7 +17,7 @@ public enum SyncEvent: Sendable {
     /// A file-level update (SPEC §13) could not be used (no Range support, a bad frame, a wrong hash or
     /// index...); its staging is gone and a delta or the full archive is fetched instead, in the same sync.
     case filesFailed(packageID: String, version: String, error: OfflinePkgError)
-    /// A held file (`content/<2 hex>/<sha256>`) that a new tree would have linked did not hash to its
+    /// A held file (`content/<hex digit>/<sha256>`) that a new tree would have linked did not hash to its
     /// name (`problem` says how, as `verify` does): it is no longer held, and its file is fetched or
     /// written afresh in the same sync, so the damage spreads into no new tree.
     case contentDamaged(path: String, problem: String)

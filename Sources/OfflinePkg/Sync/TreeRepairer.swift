@@ -30,6 +30,7 @@ package struct TreeRepairer: Sendable {
         guard !ids.isEmpty || !contentDamage.isEmpty || figureWrong else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
         let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
+        ContentStore(layout: layout).moveLegacyShards()
         // A repair drops and relinks held names it does not count one by one: the ledger's session is
         // open while it runs, and its close walks content/ for the figure.
         let ledger = ContentLedger.of(layout)

@@ -51,7 +51,7 @@ import Testing
 
         // An orphan with the wrong bytes (a power cut before its sync's flush): not trusted, replaced.
         let world = SHA256.hash(Array("world".utf8)).hex
-        try FileSystem.makeDirectories(scene.layout.contentShard(world.prefix(2)))
+        try FileSystem.makeDirectories(FileSystem.parentPath(scene.store.path(sha256: world)))
         try FileSystem.write(Array("w0rld".utf8), to: scene.store.path(sha256: world), mode: 0o444)
         #expect(!scene.store.contains(sha256: world))
         let replaced = try scene.write("world", at: "b.txt", in: "t1")
