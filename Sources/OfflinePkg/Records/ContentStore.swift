@@ -170,9 +170,9 @@ package struct ContentStore: Sendable {
         }
     }
 
-    /// A shard folder's name: one hex digit, or two (the layout before wave 8).
+    /// A shard folder's name: one lowercase hex digit, or two (the layout before wave 8), as held names are.
     static func isShard(_ name: String) -> Bool {
-        (1...2).contains(name.utf8.count) && name.utf8.allSatisfy { Hex.value($0) != nil }
+        (1...2).contains(name.utf8.count) && name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
 
     /// Whether any content is held at all (a shard folder exists): one directory read, not a walk.
@@ -217,19 +217,16 @@ package struct ContentStore: Sendable {
         }
     }
 
-    /// One held file's move to its new name (see `moveLegacyShards`); false when it stays where it is.
-    @discardableResult
-    static func move(_ old: String, to new: String) -> Bool {
+    /// One held file's move to its new name (see `moveLegacyShards`); on any other failure it stays
+    /// where it is, for a later run.
+    private static func move(_ old: String, to new: String) {
         switch FileSystem.renameWithoutReplacing(old, to: new) {
-        case 0:
-            return true
         case EEXIST:
-            return unlink(old) == 0
+            unlink(old)
         case EINVAL, ENOSYS:
-            guard linkat(AT_FDCWD, old, AT_FDCWD, new, 0) == 0 || errno == EEXIST else { return false }
-            return unlink(old) == 0
+            if linkat(AT_FDCWD, old, AT_FDCWD, new, 0) == 0 || errno == EEXIST { unlink(old) }
         default:
-            return false
+            break
         }
     }
 

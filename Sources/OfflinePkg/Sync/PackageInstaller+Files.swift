@@ -63,7 +63,6 @@ extension PackageInstaller {
     }
 }
 
-
 extension PackageInstaller {
     /// For `sync --dry-run`: the bytes of the file-level way (index and ranges) when it is the one a
     /// sync would choose, else nil. The index is fetched into memory (checked, nothing written).
