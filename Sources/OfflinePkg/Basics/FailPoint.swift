@@ -13,7 +13,8 @@ package enum FailPoint: String, Sendable {
     case afterUnpack = "after-unpack"
     /// A tree renamed into `trees/`, its top folder not yet read-only.
     case beforeSeal = "before-seal"
-    /// A file of an unpacking tree just linked into `content/`, the tree still in staging.
+    /// A file of an unpacking tree just linked into `content/`, the tree still in staging; or, at a
+    /// sync's start, a file of an installed tree whose content was pending (`takeInPendingTrees`).
     case contentLink = "content-link"
     case beforeSwitch = "before-switch"
     case afterSwitch = "after-switch"

@@ -128,6 +128,24 @@ public struct CacheLayout: Sendable, Equatable {
     package func content(sha256: String) -> String { contentShard(sha256.prefix(1)) + "/" + sha256 }
     package func contentTemporaryFile(_ name: String) -> String { contentTemporary + "/" + name }
 
+    /// The lists of installed trees whose new content is not taken into `content/` yet
+    /// (`ContentStore.takeInPendingTrees`): one file a tree, `<id>+<tree folder name>`.
+    package var pendingContent: String { content + "/.pending" }
+
+    /// The pending-content list of the installed tree `tree` (a folder in `trees/<id>/`).
+    package func pendingContent(ofTree tree: String) -> String {
+        let folder = URL(fileURLWithPath: tree)
+        return pendingContent + "/" + folder.deletingLastPathComponent().lastPathComponent + "+" + folder.lastPathComponent
+    }
+
+    /// The installed tree a pending-content list names, or nil for a name no list has.
+    package func tree(ofPendingList name: String) -> String? {
+        guard let plus = name.firstIndex(of: "+"), ManifestRules.isValidID(String(name[..<plus])) else { return nil }
+        let folder = name[name.index(after: plus)...]
+        guard !folder.isEmpty, !folder.contains("/"), folder != ".", folder != ".." else { return nil }
+        return packageTrees(String(name[..<plus])) + "/" + folder
+    }
+
     /// The default root: `$OFFLINEPKG_ROOT`, else `$XDG_DATA_HOME/offlinepkg`, else `~/.local/share/offlinepkg`.
     public static func defaultRoot(environment: [String: String]) -> String {
         if let root = environment["OFFLINEPKG_ROOT"], !root.isEmpty { return root }

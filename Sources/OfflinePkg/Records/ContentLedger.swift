@@ -192,15 +192,16 @@ package final class ContentLedger: Sendable {
     }
 
     /// The name `sha256` was created (a new held file) for a file of `size` bytes (nil: the close stats
-    /// it). Its bytes were hashed on their way in, in this locked operation: sound for reuse without
-    /// another hash.
-    package func created(_ sha256: String, size: Int64? = nil) {
+    /// it). With `hashed`, its bytes were hashed on their way in, in this locked operation: sound for
+    /// reuse without another hash. An installed tree's file taken in later (`takeInPendingTrees`) was
+    /// not, and is hashed before its first reuse, like any content held from before.
+    package func created(_ sha256: String, size: Int64? = nil, hashed: Bool = true) {
         guard let name = Name(sha256) else {
             state.withLock { $0.session?.uncounted = true }
             return
         }
         state.withLock { state in
-            state.sound.insert(name)
+            if hashed { state.sound.insert(name) }
             // Taken out, not copied: a copy would leave the set shared, and every insert would copy
             // all of it (a 10k-file install spent 1.5 s of CPU doing so).
             guard var session = state.session.take() else { return }

@@ -129,13 +129,16 @@ package struct ContentStore: Sendable {
     }
 
     /// Links `name` (below `fd`) to the held name; false when that name exists already. Makes the shard
-    /// folder when missing (a root from before the content store has no `content/`).
-    private func linkNew(fd: Int32, name: String, to held: String, sha256: String, size: Int64?, shown: String) throws -> Bool {
+    /// folder when missing (a root from before the content store has no `content/`). `hashed` as the
+    /// ledger's `created` takes it.
+    func linkNew(
+        fd: Int32, name: String, to held: String, sha256: String, size: Int64?, shown: String, hashed: Bool = true
+    ) throws -> Bool {
         try ledger.willChange()
         for attempt in 0..<2 {
             do throws(Errno) {
                 _ = try valueOrErrno { linkat(fd, name, AT_FDCWD, held, 0) }
-                ledger.created(sha256, size: size)
+                ledger.created(sha256, size: size, hashed: hashed)
                 afterLink?()
                 return true
             } catch {

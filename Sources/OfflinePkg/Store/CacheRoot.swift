@@ -80,7 +80,7 @@ public struct CacheRoot: Sendable {
         defer { withExtendedLifetime(lock) {} }
         for name in FileSystem.contents(of: layout.staging) { try FileSystem.removeTree(layout.stagingDirectory(name)) }
         StrayTemporaries.remove(in: layout)
-        ContentStore(layout: layout).moveLegacyShards()
+        ContentStore(layout: layout).catchUp()
         let runtimeGarbage = RuntimeStore.garbage(in: layout)
         for path in runtimeGarbage { FileSystem.discardFile(path) }
         return try GarbageCollector(layout: layout).collect(walk: true).removedTrees + runtimeGarbage

@@ -73,11 +73,13 @@ package struct FileFetcher: Sendable {
         let json = try FileIndex.decompress(compressedIndex, source: reference.url)
         let index = try FileIndex.decode(json: json, archiveSize: entry.archive.size, source: reference.url)
         let store = ContentStore(layout: layout)
+        // A sync takes pending content in before it plans; a dry run counts it as held instead.
+        let pending = checkingHeld ? [] : store.pendingSha256s()
         var seen = Set<String>()
         var fetch = [FileIndex.Entry]()
         for file in index.entries where !seen.contains(file.sha256) {
             seen.insert(file.sha256)
-            if !(try Self.holds(store, file, checking: checkingHeld)) { fetch.append(file) }
+            if try !pending.contains(file.sha256) && !Self.holds(store, file, checking: checkingHeld) { fetch.append(file) }
         }
         let plan = RangePlan(fetch.map { ByteRange(offset: $0.offset, length: $0.length) }, mergeGap: mergeGap)
         return Plan(index: index, indexPath: "", indexBytes: 0, fetch: fetch, ranges: plan)

@@ -32,7 +32,7 @@ extension PackageInstaller {
     func considersFiles(_ entry: PackageEntry, manifestURL: URL, current: ActiveSet) -> FileIndexReference? {
         guard let reference = entry.archive.files,
             let archiveURL = try? ManifestLocation.resolve(entry.archive.url, against: manifestURL), !archiveURL.isFileURL,
-            ContentStore(layout: layout).holdsAny()
+            ContentStore(layout: layout).holdsAny() || ContentStore(layout: layout).hasPendingTrees
         else { return nil }
         return reference.size < cheapestOther(entry, current: current).bytes ? reference : nil
     }

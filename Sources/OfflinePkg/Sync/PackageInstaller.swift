@@ -10,9 +10,10 @@ package struct PackageInstaller: Sendable {
     package var limits: UnpackLimits
     package var events: SyncEventHandler?
     /// Set for a sync that installs one package: an archive's new content is then linked into content/
-    /// in `commit`, beside the flush (`PendingContent`). With several packages, each file is linked as
-    /// it is written, while the other packages' downloads and unpacks run: deferring all the links to
-    /// the end made a 4-package cold sync 12 % slower (docs/benchmarks.md, wave 7).
+    /// by the root's next locked operation (`ContentStore.takeInPendingTrees`), not by this sync. With
+    /// several packages, each file is linked as it is written, while the other packages' downloads and
+    /// unpacks run: deferring all the links to the end of the sync made a 4-package cold sync 12 %
+    /// slower (docs/benchmarks.md, wave 7).
     package var defersNewContent = false
 
     /// How a tree arrived, and what it cost on the network.
@@ -116,8 +117,8 @@ package struct PackageInstaller: Sendable {
     /// Unpacks a verified archive into staging and checks the tree hash. Each file is linked into
     /// content/ as it is written; with `defersNewContent`, only a file whose content is held already is
     /// (so its own pages are freed before any writeback: an update that changes 1 % of a tree writes
-    /// 1 %), and the new content waits for `commit` (`PendingContent`). A store that holds nothing skips
-    /// the look (a stat a file).
+    /// 1 %), and the new content is listed for the next operation (`StagedTree.pendingContent`). A
+    /// store that holds nothing skips the look (a stat a file).
     private func unpackAndStage(_ entry: PackageEntry, archive: String, archiveName: String) async throws -> StagedTree {
         let (layout, limits, defers) = (self.layout, self.limits, defersNewContent)
         return try await runBlocking {
@@ -159,7 +160,8 @@ package struct PackageInstaller: Sendable {
     /// writes its index beside it, still in staging. `folders` lists every folder under `staged`
     /// (relative paths). Nothing is visible in `trees/` until `commit` has flushed it. With
     /// `pendingContentExcept` (the files linked into content/ already), the other files are not in
-    /// content/ yet: `commit` takes them in, then seals the folders.
+    /// content/: a file whose bytes another of them has becomes a link to that one (a tree holds each
+    /// content once), and their sha256s are listed for `commit` to leave to the next operation.
     package static func stage(
         _ files: [PackagePath: TreeFile], folders: Set<PackagePath>, staged: String, entry: PackageEntry, layout: CacheLayout,
         pendingContentExcept alreadyHeld: Set<PackagePath>? = nil
@@ -174,19 +176,35 @@ package struct PackageInstaller: Sendable {
         // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree. The
         // top folder is sealed last, once in place: a process that is not root cannot move a read-only
         // folder to another parent.
-        if alreadyHeld == nil { try FileSystem.makeFoldersReadOnly(folders, under: staged) }
+        var pending = [String]()
+        if let alreadyHeld { pending = try shareDuplicates(in: sorted, except: alreadyHeld, under: staged) }
+        try FileSystem.makeFoldersReadOnly(folders, under: staged)
         let staged = StagedTree(
             folder: staged, index: layout.index(ofTree: staged), lookup: layout.lookupTable(ofTree: staged), packageTrees: layout.packageTrees(entry.id),
             tree: layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeIndex: layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeLookup: layout.treeLookup(id: entry.id, version: entry.version, treeHash: entry.tree),
-            pendingContent: alreadyHeld.map { held in
-                PendingContent(files: held.isEmpty ? sorted : SortedTree(sorted: sorted.entries.filter { !held.contains($0.path) }), folders: folders)
-            })
+            pendingContent: pending)
         // No fsync of their own: `commit` flushes every staged tree of the sync in one syncfs.
         try FileSystem.write(index, to: staged.index)
         try FileSystem.write(lookup, to: staged.lookup, mode: 0o444)
         return staged
+    }
+
+    /// Makes every file of `tree` (not in `held`) whose bytes an earlier one has a link to that one, in
+    /// the staging folder `root`; returns the sha256s of those files, each once.
+    private static func shareDuplicates(in tree: SortedTree, except held: Set<PackagePath>, under root: String) throws -> [String] {
+        var first = [String: PackagePath]()
+        var writer: TreeWriter?
+        for (path, file) in tree.entries where !held.contains(path) {
+            guard let original = first[file.sha256] else {
+                first[file.sha256] = path
+                continue
+            }
+            if writer == nil { writer = try TreeWriter(root: root, replacesFiles: true) }
+            try writer!.linkFile(path.string, to: root + "/" + original.string)
+        }
+        return Array(first.keys)
     }
 
     /// The tree hash, index and lookup table of `tree`, made side by side: at 100k files each is tens of
@@ -210,35 +228,26 @@ package struct PackageInstaller: Sendable {
         return (hash.withLock { $0 }, index.withLock { $0 }, lookup.withLock { $0 })
     }
 
-    /// Makes staged trees installed: one `syncfs` for all of them (while their pending files are taken
-    /// into content/, then their folders sealed), each index and tree renamed into `trees/`, and a
-    /// second `syncfs` for the renames and the content names. A tree in `trees/` is trusted without
-    /// re-hashing (a later sync only checks it exists), so its bytes must be on disk before it becomes
-    /// visible; without the flush a power cut after the rename could leave zero-length files in a tree
-    /// that the next sync activates. One flush per sync rather than per package (1,000 packages made
-    /// 1,001 syncfs calls), and after the downloads are deleted, so their pages are dropped rather than
-    /// written to the disk a second time.
-    ///
-    /// Damaged held content found while taking pending files in is reported through `events`. A tree
-    /// whose files could not be taken in (a full disk) is not installed: its staging goes, and it is
-    /// returned with its error; the others are installed all the same. Blocks for the flushes: run it
-    /// off the cooperative pool (`runBlocking`).
-    @discardableResult
-    package static func commit(_ trees: [StagedTree], layout: CacheLayout, events: SyncEventHandler? = nil) throws
-        -> [(tree: StagedTree, error: OfflinePkgError)]
-    {
-        guard !trees.isEmpty else { return [] }
-        var failed = [Int: OfflinePkgError]()
-        try whileFlushing(layout.staging) { failed = takeInPendingContent(of: trees, layout: layout) }
-        reportDamagedContent(layout: layout, events: events)
-        for number in failed.keys.sorted() {
-            contentStore(layout).discardStaging(trees[number].folder)
-            FileSystem.discardFile(trees[number].index)
-            FileSystem.discardFile(trees[number].lookup)
-        }
-        for (number, staged) in trees.enumerated() where failed[number] == nil {
-            if let pending = staged.pendingContent { try FileSystem.makeFoldersReadOnly(pending.folders, under: staged.folder) }
+    /// Makes staged trees installed: one `syncfs` for all of them, each index and tree renamed into
+    /// `trees/`, and a second `syncfs` for the renames. A tree in `trees/` is trusted without re-hashing
+    /// (a later sync only checks it exists), so its bytes must be on disk before it becomes visible;
+    /// without the flush a power cut after the rename could leave zero-length files in a tree that the
+    /// next sync activates. One flush per sync rather than per package (1,000 packages made 1,001 syncfs
+    /// calls), and after the downloads are deleted, so their pages are dropped rather than written to
+    /// the disk a second time. A tree's pending content is listed in `content/.pending/` before the
+    /// tree is renamed in, so the second flush makes both durable (`ContentStore.takeInPendingTrees`).
+    /// Blocks for the flushes: run it off the cooperative pool (`runBlocking`).
+    package static func commit(_ trees: [StagedTree], layout: CacheLayout) throws {
+        guard !trees.isEmpty else { return }
+        try FileSystem.syncFileSystem(containing: layout.staging)
+        for staged in trees {
             try FileSystem.makeDirectories(staged.packageTrees)
+            if !staged.pendingContent.isEmpty {
+                // Without its list the tree is installed all the same, its files its own copies.
+                try? FileSystem.makeDirectories(layout.pendingContent)
+                try? FileSystem.writeAtomically(
+                    ContentStore.pendingList(staged.pendingContent), to: layout.pendingContent(ofTree: staged.tree), durable: false)
+            }
             // The index and lookup table land first: a tree folder that exists is always complete and
             // indexed. A reader that mapped the table it replaces keeps reading that one.
             try FileSystem.rename(staged.index, to: staged.treeIndex)
@@ -261,7 +270,6 @@ package struct PackageInstaller: Sendable {
         }
         // The renames themselves are durable before an active set can name these trees.
         try FileSystem.syncFileSystem(containing: layout.trees)
-        return failed.keys.sorted().map { (tree: trees[$0], error: failed[$0]!) }
     }
 }
 
@@ -275,84 +283,9 @@ package struct StagedTree: Sendable, Equatable {
     package var tree: String
     package var treeIndex: String
     package var treeLookup: String
-    /// Set when the tree's files are not in content/ yet and its folders still writable (`commit`).
-    package var pendingContent: PendingContent? = nil
-}
-
-/// The files of a staged tree that `commit` still has to take into content/ (`ContentStore.insert`),
-/// and its folders, sealed after that.
-///
-/// Why not at once, as each file is written: linking a new file's inode into content/ costs about as
-/// much kernel time as creating it (a directory entry each), and the unpack keeps both cores busy. The
-/// flush that `commit` must wait for anyway leaves a core mostly idle while the kernel writes back, so
-/// the links are made then, side by side with it. They need no flush of their own: the trees are renamed
-/// into `trees/` only once that flush has ended, and the names are made durable by the second flush,
-/// with the renames. A name that reached the disk before its inode's bytes did is linked, after a power
-/// cut, only from staging, which the next sync clears: an orphan, never trusted (`ContentStore`). An
-/// archive install that fails before `commit` leaves no new held name behind. (Files whose content is
-/// held already are linked as they are written: `unpackAndStage`.)
-package final class PendingContent: Sendable, Equatable {
-    let files: SortedTree
-    let folders: Set<PackagePath>
-
-    init(files: SortedTree, folders: Set<PackagePath>) {
-        self.files = files
-        self.folders = folders
-    }
-
-    package static func == (a: PendingContent, b: PendingContent) -> Bool { a === b }
-}
-
-extension PackageInstaller {
-    /// Runs `body` while a `syncfs` of the file system holding `path` runs on a thread of its own, and
-    /// throws the first failure of either once both are done.
-    static func whileFlushing(_ path: String, _ body: () throws -> Void) throws {
-        let flushed = Mutex<Result<Void, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let thread = Thread {
-            let result = Result { try FileSystem.syncFileSystem(containing: path) }
-            flushed.withLock { $0 = result }
-            done.signal()
-        }
-        thread.stackSize = 1 << 18
-        thread.start()
-        let worked = Result { try body() }
-        done.wait()
-        try flushed.withLock { $0 }?.get()
-        try worked.get()
-    }
-
-    /// Takes every pending file of `trees` into content/, in two parts a tree (each with a `TreeWriter`
-    /// of its own: a writer keeps one folder chain open), side by side. Returns the trees that failed,
-    /// by their number in `trees`, with the first error of each.
-    static func takeInPendingContent(of trees: [StagedTree], layout: CacheLayout) -> [Int: OfflinePkgError] {
-        let store = contentStore(layout)
-        var parts = [(tree: Int, files: ArraySlice<(path: PackagePath, file: TreeFile)>)]()
-        for (number, staged) in trees.enumerated() {
-            guard let entries = staged.pendingContent?.files.entries, !entries.isEmpty else { continue }
-            // Split by content folder (sha256 0-7 and 8-f), not by path: each thread links into folders
-            // of its own, and never waits on the other's directory lock.
-            let low = entries.filter { ($0.file.sha256.utf8.first ?? 0) < UInt8(ascii: "8") }
-            let high = entries.filter { ($0.file.sha256.utf8.first ?? 0) >= UInt8(ascii: "8") }
-            for half in [low, high] where !half.isEmpty { parts.append((number, half[...])) }
-        }
-        let work = parts
-        let failures = Mutex([Int: OfflinePkgError]())
-        DispatchQueue.concurrentPerform(iterations: work.count) { part in
-            let (number, files) = work[part]
-            do {
-                let writer = try TreeWriter(root: trees[number].folder, replacesFiles: false)
-                for (path, file) in files {
-                    guard failures.withLock({ $0[number] == nil }) else { return }
-                    try store.insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path)
-                }
-            } catch {
-                let failure = error as? OfflinePkgError ?? .unavailable("\(trees[number].folder): \(error)")
-                failures.withLock { $0[number] = $0[number] ?? failure }
-            }
-        }
-        return failures.withLock { $0 }
-    }
+    /// The sha256s of the tree's files that are not in content/ yet: listed by `commit` for the next
+    /// operation to take in.
+    package var pendingContent: [String] = []
 }
 
 /// The paths of a tree being unpacked that its lanes linked into content/ as they wrote them.

@@ -43,12 +43,10 @@ extension SyncEngine {
         var results = InstalledPackages()
         var failures = [String: OfflinePkgError]()
         var staged = [StagedTree]()
-        var packageOfTree = [String: String]()
         func record(_ id: String, _ result: Result<PackageInstaller.Outcome, OfflinePkgError>) {
             switch result {
             case .success(let outcome):
                 staged.append(outcome.staged)
-                packageOfTree[outcome.staged.folder] = id
                 results.via[id] = outcome.via
                 results.bytesByPackage[id] = outcome.bytesFetched
                 results.bytes += outcome.bytesFetched
@@ -86,12 +84,8 @@ extension SyncEngine {
             }
         }
         // What verified is installed even when other packages failed: the next attempt fetches only those.
-        let (layout, events, verified) = (self.layout, options.events, staged)
-        for (tree, error) in try await runBlocking({ try PackageInstaller.commit(verified, layout: layout, events: events) }) {
-            let id = packageOfTree[tree.folder] ?? tree.folder
-            failures[id] = error
-            events?(.packageFailed(packageID: id, error: error))
-        }
+        let (layout, verified) = (self.layout, staged)
+        try await runBlocking { try PackageInstaller.commit(verified, layout: layout) }
         if !failures.isEmpty {
             throw failures.count == 1 ? failures.values.first! : OfflinePkgError.releaseIncomplete(failures: failures)
         }

@@ -13,12 +13,13 @@ extension SyncEngine {
         var sameSource: Bool
     }
 
-    /// Begin: leftovers of a crashed sync go (staging is garbage: only a lock holder writes there), a
-    /// root from before wave 8 gets its content's layout, then the state and the active record are read.
+    /// Begin: leftovers of a crashed sync go (staging is garbage: only a lock holder writes there), the
+    /// content store catches up (a root from before wave 8 gets its layout, the last one-package sync's
+    /// new content is taken in), then the state and the active record are read.
     func begin() throws -> Start {
         try clearStaging()
         StrayTemporaries.remove(in: layout)
-        ContentStore(layout: layout).moveLegacyShards()
+        PackageInstaller.contentStore(layout).catchUp()
         let state = try StoreState.load(layout)
         return Start(
             state: state, record: try ActiveRecord.load(layout), inputs: evaluationInputs(),

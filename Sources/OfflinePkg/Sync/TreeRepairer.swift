@@ -30,7 +30,7 @@ package struct TreeRepairer: Sendable {
         guard !ids.isEmpty || !contentDamage.isEmpty || figureWrong else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
         let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
-        ContentStore(layout: layout).moveLegacyShards()
+        ContentStore(layout: layout).catchUp()
         // A repair drops and relinks held names it does not count one by one: the ledger's session is
         // open while it runs, and its close walks content/ for the figure.
         let ledger = ContentLedger.of(layout)
@@ -119,10 +119,8 @@ package struct TreeRepairer: Sendable {
                         + "active set does not record its archive; run sync")
             }
             let outcome = try await installer.install(entry, manifestURL: manifestURL)
-            let (layout, events) = (self.layout, options.events)
-            if let failed = try await runBlocking({ try PackageInstaller.commit([outcome.staged], layout: layout, events: events) }).first {
-                throw failed.error
-            }
+            let layout = self.layout
+            try await runBlocking { try PackageInstaller.commit([outcome.staged], layout: layout) }
             repaired.append(package.id)
         }
         return repaired

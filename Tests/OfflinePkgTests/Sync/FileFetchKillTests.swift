@@ -134,7 +134,7 @@ import Glibc
         try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the next sync")
         #expect(FileSystem.contents(of: layout.staging).isEmpty)
         try OfflinePkgBinary.run(["gc", "--root", root.path]).checked("gc")
-        for shard in FileSystem.contents(of: layout.content) where shard != ".tmp" {
+        for shard in FileSystem.contents(of: layout.content) where !shard.hasPrefix(".") {
             for name in FileSystem.contents(of: layout.content + "/" + shard) {
                 var info = stat()
                 #expect(stat(layout.content + "/\(shard)/\(name)", &info) == 0 && info.st_nlink > 1, "\(shard)/\(name) has no tree")
