@@ -1,4 +1,5 @@
 import Foundation
+import OfflinePkg
 import OfflinePkgTestSupport
 import Testing
 
@@ -46,6 +47,26 @@ struct DiskWriteTests {
         #expect(relinked.count == 1, "\(calls)")
         #expect(relinked.allSatisfy { $0 < firstFlush }, "the unchanged file was relinked after the flush: \(calls)")
         #expect(try OfflinePkgBinary.run(["lookup", "https://m.example.com/data.bin", "--root", root.path("root")]).checked("lookup").status == 0)
+    }
+
+    /// A timer's sync that the server answers 304 changes only times in state.json: it writes them
+    /// without a flush, so a sync every few minutes costs a device's disk no fsync at all.
+    @Test func aNotModifiedSyncFlushesNothing() throws {
+        let repo = try Self.repository(["home"], dataBytes: 1_000)
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let root = try TemporaryDirectory()
+        let arguments = ["sync", nginx.url("manifest.json").absoluteString, "--root", root.path("root")]
+        try OfflinePkgBinary.run(arguments + ["--quiet"]).checked("sync 1")
+        // The second run takes in the content the first one left pending (a ledger session, flushed).
+        try OfflinePkgBinary.run(arguments + ["--quiet"]).checked("sync 2")
+        let traced = try Strace.offlinepkg(
+            arguments, trace: "fsync,fdatasync,syncfs,sync_file_range,rename,renameat,renameat2", flags: ["-y"], timeout: 60)
+        #expect(traced.result.status == 0, "\(traced.result.stderr)")
+        #expect((traced.result.stdout + traced.result.stderr).contains("not modified"), "not a 304: \(traced.result.stdout)")
+        let calls = traced.calls.filter { !$0.contains("resumed") }
+        #expect(calls.filter { $0.contains("sync") } == [], "\(calls)")
+        // The check was noted all the same: state.json was replaced.
+        #expect(calls.contains { $0.contains("rename") && $0.contains("/state.json\"") }, "\(calls)")
     }
 
     /// A download is written once: a new `.part` is not truncated (on ext4 a truncate to 0 has the file
