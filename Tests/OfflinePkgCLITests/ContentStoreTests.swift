@@ -249,6 +249,40 @@ struct ContentStoreTests {
             == [Substring(SHA256.hash(Array("home 2".utf8)).hex)])
     }
 
+    /// What a kill leaves does not stop the take-in: an orphan at a listed content name (a held file no
+    /// tree links) is replaced by the tree's file, and with the figure left open, the take-in's close
+    /// walks and collects the other orphans rather than count them (the sync's own close would then
+    /// count them, closed, for good).
+    @Test func theTakeInReplacesAnOrphanAndCollectsTheOthersAKillLeft() throws {
+        let repo = try TestRepository()
+        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")] + Self.vendor)
+        try repo.publish()
+        let nginx = try NginxServer(documentRoot: repo.path)
+        let root = try TemporaryDirectory(prefix: "offlinepkg-content")
+        let layout = CacheLayout(root: root.path)
+        let sync = { (what: String) in
+            try OfflinePkgBinary.run(["sync", nginx.url("manifest.json").absoluteString, "--root", root.path, "--quiet"]).checked(what)
+        }
+        try sync("sync 1")
+        let page = layout.content(sha256: SHA256.hash(Array("home 1".utf8)).hex)
+        let stray = layout.content(sha256: SHA256.hash(Array("left by a kill".utf8)).hex)
+        for (path, bytes) in [(page, "stale"), (stray, "left by a kill")] {
+            try FileSystem.makeDirectories(URL(fileURLWithPath: path).deletingLastPathComponent().path)
+            try FileSystem.write(Array(bytes.utf8), to: path, mode: 0o444)
+        }
+        try FileSystem.writeAtomically(Array(#"{"files":2,"bytes":19,"open":"killed"}"#.utf8), to: layout.contentUsage)
+
+        try sync("the sync after")
+        let tree = layout.tree(id: "home", version: "1", treeHash: try #require(try CrashSafetyTests.published(repo)["home"]).tree)
+        #expect(Self.inode(page).ino == Self.inode(tree + "/index.html").ino, "the orphan was not replaced")
+        #expect(try FileSystem.read(page) == Array("home 1".utf8))
+        #expect(!FileSystem.exists(stray), "the other orphan is still held")
+        for sha256 in Self.held(layout) { #expect(Self.inode(layout.content(sha256: sha256)).links > 1, "\(sha256) is an orphan") }
+        #expect(Self.held(layout).count == 9)
+        try ContentUsageTests.expectFigureMatchesAWalk(root, "after the take-in")
+        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify")
+    }
+
     /// A list whose tree is not installed (a kill between the list and the tree's rename, or a tree
     /// collected since) is dropped by the next run, as is a name no list has; `gc` takes content in too.
     @Test func aPendingListWithoutItsTreeIsDroppedAndGCTakesContentIn() throws {

@@ -59,11 +59,14 @@ extension ContentStore {
     /// Links into `content/` the listed files of every tree with a pending-content list, from the
     /// installed tree (the tree is trusted as it is: a later sync reuses it without hashing it, and each
     /// name taken in here is hashed before its first reuse, as any held content from an earlier
-    /// operation is). Best effort, as the layout's move is: a file whose content is held already, or
-    /// whose tree file is missing or of another size, stays the tree's own copy; a list goes once its
-    /// tree was gone through, or when its tree is not installed (collected, or never renamed in); a
-    /// failure to link (a full disk) keeps the list for a later run. Counted in a session of the
-    /// ledger of its own. Runs under the root lock, before anything is inserted.
+    /// operation is). An orphan at the name (a held file no tree links, left by a kill) is replaced.
+    /// Best effort, as the layout's move is: a file whose content is held already, whose tree file is
+    /// missing or of another size, or that cannot take another link (`EMLINK`, `EPERM`), stays the
+    /// tree's own copy; a list goes once its tree was gone through, or when its tree is not installed
+    /// (collected, or never renamed in); any other failure to link (a full disk) keeps the list for a
+    /// later run. Counted in a session of the ledger of its own, whose close also collects the orphans
+    /// a kill left (a figure left open is walked: the operation's own close would then count, not
+    /// collect, them). Runs under the root lock, before anything is inserted.
     package func takeInPendingTrees() {
         let names = FileSystem.contents(of: layout.pendingContent)
         guard !names.isEmpty else { return }
@@ -79,7 +82,7 @@ extension ContentStore {
             if !outcome.failed { FileSystem.discardFile(list) }
         }
         // The ledger's session opened at the first link tried: it is closed whatever came of them.
-        if tried { _ = try? ledger.close(removingOrphans: false) }
+        if tried { _ = try? ledger.close(removingOrphans: true) }
     }
 
     /// Takes in the files of `tree` that `list` names: whether a link was tried, and whether one
@@ -104,15 +107,27 @@ extension ContentStore {
                 let source = layout.file(path, inTree: tree)
                 guard let own = Self.status(of: source), Int64(own.st_size) == file.size else { continue }
                 do {
-                    _ = try linkNew(
-                        fd: AT_FDCWD, name: source, to: self.path(sha256: file.sha256), sha256: file.sha256, size: file.size,
-                        shown: source, hashed: false)
+                    try takeIn(source, file)
+                } catch OfflinePkgError.io(_, _, let error) where [EMLINK, EPERM].contains(error.rawValue) {
+                    continue
                 } catch {
                     outcome.withLock { $0.failed = true }
-                    return
                 }
             }
         }
         return outcome.withLock { $0 }
+    }
+
+    /// Links the installed tree's file `source` to its content name; an orphan standing there (no tree
+    /// links it) goes first, as `insert` replaces one.
+    private func takeIn(_ source: String, _ file: TreeFile) throws {
+        let held = path(sha256: file.sha256)
+        for _ in 0..<2 {
+            if try linkNew(fd: AT_FDCWD, name: source, to: held, sha256: file.sha256, size: file.size, shown: source, hashed: false) {
+                return
+            }
+            guard let standing = Self.status(of: held), standing.st_nlink == 1, unlink(held) == 0 else { return }
+            ledger.removed(file.sha256, size: Int64(standing.st_size))
+        }
     }
 }

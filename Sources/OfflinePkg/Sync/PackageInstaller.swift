@@ -177,7 +177,7 @@ package struct PackageInstaller: Sendable {
         // top folder is sealed last, once in place: a process that is not root cannot move a read-only
         // folder to another parent.
         var pending = [String]()
-        if let alreadyHeld { pending = try shareDuplicates(in: sorted, except: alreadyHeld, under: staged) }
+        if let alreadyHeld { pending = try shareDuplicates(in: sorted, except: alreadyHeld, under: staged, layout: layout) }
         try FileSystem.makeFoldersReadOnly(folders, under: staged)
         let staged = StagedTree(
             folder: staged, index: layout.index(ofTree: staged), lookup: layout.lookupTable(ofTree: staged), packageTrees: layout.packageTrees(entry.id),
@@ -192,17 +192,26 @@ package struct PackageInstaller: Sendable {
     }
 
     /// Makes every file of `tree` (not in `held`) whose bytes an earlier one has a link to that one, in
-    /// the staging folder `root`; returns the sha256s of those files, each once.
-    private static func shareDuplicates(in tree: SortedTree, except held: Set<PackagePath>, under root: String) throws -> [String] {
+    /// the staging folder `root` (a link in `content/.tmp/`, renamed over the copy; a file at the link
+    /// limit, `EMLINK`, keeps its copy); returns the sha256s of those files, each once.
+    private static func shareDuplicates(
+        in tree: SortedTree, except held: Set<PackagePath>, under root: String, layout: CacheLayout
+    ) throws -> [String] {
         var first = [String: PackagePath]()
-        var writer: TreeWriter?
         for (path, file) in tree.entries where !held.contains(path) {
             guard let original = first[file.sha256] else {
                 first[file.sha256] = path
                 continue
             }
-            if writer == nil { writer = try TreeWriter(root: root, replacesFiles: true) }
-            try writer!.linkFile(path.string, to: root + "/" + original.string)
+            let (source, temporary) = (root + "/" + original.string, contentStore(layout).temporaryPath())
+            do throws(Errno) { _ = try valueOrErrno { linkat(AT_FDCWD, source, AT_FDCWD, temporary, 0) } } catch {
+                if error.rawValue == EMLINK { continue }
+                throw OfflinePkgError.io(path: "\(source) -> \(temporary)", operation: "link", error)
+            }
+            do { try FileSystem.rename(temporary, to: root + "/" + path.string) } catch {
+                unlink(temporary)
+                throw error
+            }
         }
         return Array(first.keys)
     }
