@@ -90,6 +90,28 @@ struct ContentStoreTests {
         }
     }
 
+    /// One package, `home 1` (a page and the vendor files), served by nginx, and a root that has
+    /// synced it once: its content is pending (a sync of one package leaves it to the next run).
+    struct OnePackageDevice {
+        let repo: TestRepository
+        let nginx: NginxServer
+        let root: TemporaryDirectory
+        var layout: CacheLayout { CacheLayout(root: root.path) }
+
+        init() throws {
+            repo = try TestRepository()
+            try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")] + ContentStoreTests.vendor)
+            try repo.publish()
+            nginx = try NginxServer(documentRoot: repo.path)
+            root = try TemporaryDirectory(prefix: "offlinepkg-content")
+            try sync("sync 1")
+        }
+
+        func sync(_ what: String) throws {
+            try OfflinePkgBinary.run(["sync", nginx.url("manifest.json").absoluteString, "--root", root.path, "--quiet"]).checked(what)
+        }
+    }
+
     @Test func twoPackagesSharingFilesStoreThemOnce() throws {
         let device = try Device()
         try device.sync().checked("sync")
@@ -254,16 +276,8 @@ struct ContentStoreTests {
     /// walks and collects the other orphans rather than count them (the sync's own close would then
     /// count them, closed, for good).
     @Test func theTakeInReplacesAnOrphanAndCollectsTheOthersAKillLeft() throws {
-        let repo = try TestRepository()
-        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")] + Self.vendor)
-        try repo.publish()
-        let nginx = try NginxServer(documentRoot: repo.path)
-        let root = try TemporaryDirectory(prefix: "offlinepkg-content")
-        let layout = CacheLayout(root: root.path)
-        let sync = { (what: String) in
-            try OfflinePkgBinary.run(["sync", nginx.url("manifest.json").absoluteString, "--root", root.path, "--quiet"]).checked(what)
-        }
-        try sync("sync 1")
+        let device = try OnePackageDevice()
+        let (layout, root) = (device.layout, device.root)
         let page = layout.content(sha256: SHA256.hash(Array("home 1".utf8)).hex)
         let stray = layout.content(sha256: SHA256.hash(Array("left by a kill".utf8)).hex)
         for (path, bytes) in [(page, "stale"), (stray, "left by a kill")] {
@@ -272,8 +286,8 @@ struct ContentStoreTests {
         }
         try FileSystem.writeAtomically(Array(#"{"files":2,"bytes":19,"open":"killed"}"#.utf8), to: layout.contentUsage)
 
-        try sync("the sync after")
-        let tree = layout.tree(id: "home", version: "1", treeHash: try #require(try CrashSafetyTests.published(repo)["home"]).tree)
+        try device.sync("the sync after")
+        let tree = layout.tree(id: "home", version: "1", treeHash: try #require(try CrashSafetyTests.published(device.repo)["home"]).tree)
         #expect(Self.inode(page).ino == Self.inode(tree + "/index.html").ino, "the orphan was not replaced")
         #expect(try FileSystem.read(page) == Array("home 1".utf8))
         #expect(!FileSystem.exists(stray), "the other orphan is still held")
@@ -286,13 +300,8 @@ struct ContentStoreTests {
     /// A list whose tree is not installed (a kill between the list and the tree's rename, or a tree
     /// collected since) is dropped by the next run, as is a name no list has; `gc` takes content in too.
     @Test func aPendingListWithoutItsTreeIsDroppedAndGCTakesContentIn() throws {
-        let repo = try TestRepository()
-        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")] + Self.vendor)
-        try repo.publish()
-        let nginx = try NginxServer(documentRoot: repo.path)
-        let root = try TemporaryDirectory(prefix: "offlinepkg-content")
-        let layout = CacheLayout(root: root.path)
-        try OfflinePkgBinary.run(["sync", nginx.url("manifest.json").absoluteString, "--root", root.path, "--quiet"]).checked("sync")
+        let device = try OnePackageDevice()
+        let (layout, root) = (device.layout, device.root)
         let stray = layout.pendingContent(ofTree: layout.tree(id: "home", version: "0", treeHash: String(repeating: "0", count: 64)))
         try FileSystem.write(Array((SHA256.hash(Array("nothing".utf8)).hex + "\n").utf8), to: stray)
         try FileSystem.write(Array("x".utf8), to: layout.pendingContent + "/not a list")

@@ -30,9 +30,10 @@ extension PackageInstaller {
 
     /// Whether the file-level way is worth fetching the index for.
     func considersFiles(_ entry: PackageEntry, manifestURL: URL, current: ActiveSet) -> FileIndexReference? {
+        let store = ContentStore(layout: layout)
         guard let reference = entry.archive.files,
             let archiveURL = try? ManifestLocation.resolve(entry.archive.url, against: manifestURL), !archiveURL.isFileURL,
-            ContentStore(layout: layout).holdsAny() || ContentStore(layout: layout).hasPendingTrees
+            store.holdsAny() || store.hasPendingTrees
         else { return nil }
         return reference.size < cheapestOther(entry, current: current).bytes ? reference : nil
     }
