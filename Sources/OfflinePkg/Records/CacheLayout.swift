@@ -132,10 +132,11 @@ public struct CacheLayout: Sendable, Equatable {
     /// (`ContentStore.takeInPendingTrees`): one file a tree, `<id>+<tree folder name>`.
     package var pendingContent: String { content + "/.pending" }
 
-    /// The pending-content list of the installed tree `tree` (a folder in `trees/<id>/`).
+    /// The pending-content list of the installed tree `tree` (`trees/<id>/<folder>`): its last two
+    /// components joined by `+`, no look at the disk.
     package func pendingContent(ofTree tree: String) -> String {
-        let folder = URL(fileURLWithPath: tree)
-        return pendingContent + "/" + folder.deletingLastPathComponent().lastPathComponent + "+" + folder.lastPathComponent
+        let parts = tree.split(separator: "/").suffix(2)
+        return pendingContent + "/" + parts.joined(separator: "+")
     }
 
     /// The installed tree a pending-content list names, or nil for a name no list has.

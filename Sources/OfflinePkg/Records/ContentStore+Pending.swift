@@ -13,8 +13,8 @@ import Glibc
 /// `content/.pending/<id>+<tree folder>` before the tree is renamed into `trees/` (both made durable by
 /// the sync's last flush), and the next locked operation of the root — `sync`, `gc`, `verify --repair` —
 /// links each from the installed tree before it looks for held content. Until then the tree's files are
-/// its own copies, as a tree installed before the content store keeps: `verify` hashes them, `gc` has
-/// none of their content to collect, and a file-level update that ran meanwhile would fetch them.
+/// its own copies, as a tree installed before the content store keeps: `verify` hashes them, and `gc`
+/// has none of their content to collect.
 extension ContentStore {
     /// A pending-content list: one sha256 a line.
     static func pendingList(_ sha256s: some Sequence<String>) -> [UInt8] {

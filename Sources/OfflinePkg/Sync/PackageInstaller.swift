@@ -197,13 +197,14 @@ package struct PackageInstaller: Sendable {
     private static func shareDuplicates(
         in tree: SortedTree, except held: Set<PackagePath>, under root: String, layout: CacheLayout
     ) throws -> [String] {
+        let store = contentStore(layout)
         var first = [String: PackagePath]()
         for (path, file) in tree.entries where !held.contains(path) {
             guard let original = first[file.sha256] else {
                 first[file.sha256] = path
                 continue
             }
-            let (source, temporary) = (root + "/" + original.string, contentStore(layout).temporaryPath())
+            let (source, temporary) = (root + "/" + original.string, store.temporaryPath())
             do throws(Errno) { _ = try valueOrErrno { linkat(AT_FDCWD, source, AT_FDCWD, temporary, 0) } } catch {
                 if error.rawValue == EMLINK { continue }
                 throw OfflinePkgError.io(path: "\(source) -> \(temporary)", operation: "link", error)
