@@ -17,13 +17,21 @@ import Glibc
 public final class LoopbackServer: Sendable {
     /// How MHD runs connections.
     public enum ThreadModel: Sendable, Equatable {
-        /// epoll with a pool of this many threads, each serving many connections.
+        /// This many lanes (one thread each, polling many connections; `ConnectionAcceptor` spreads them).
         case pool(threads: Int)
         /// One thread per connection (poll).
         case threadPerConnection
 
-        /// A pool with one thread per core: measured fastest (docs/benchmarks.md).
-        public static var standard: ThreadModel { .pool(threads: max(1, ProcessInfo.processInfo.activeProcessorCount)) }
+        /// One lane per two cores (`lanes(cores:)`).
+        public static var standard: ThreadModel { .pool(threads: lanes(cores: ProcessInfo.processInfo.activeProcessorCount)) }
+
+        /// Lanes for a device of `cores` cores: half of them, at least one. The server's clients run on
+        /// the same cores (the web view's renderer and network process, or a load generator), so a
+        /// lane per core means more busy threads than cores, and a lane taken off its core holds every
+        /// connection it has until its turn comes back (a scheduler slice, 1.4 ms on two cores). One
+        /// lane on two cores halved the 13 KB page's p99 at 64 connections against two lanes, and
+        /// served the 3 MiB file as fast (docs/benchmarks.md, "Wave 10").
+        public static func lanes(cores: Int) -> Int { max(1, cores / 2) }
     }
 
     /// SPEC §10's limits: how many connections are held, and how long a connection may take.

@@ -23,6 +23,19 @@ import Glibc
         return server.connectionsPerLane
     }
 
+    /// The standard model runs one lane per two cores, at least one: a lane per core left more busy
+    /// threads than cores with the clients on the same device, and a lane off its core holds its
+    /// connections for a scheduler slice (docs/benchmarks.md, "Wave 10"). A server started with it has
+    /// that many lanes.
+    @Test func theStandardModelRunsALanePerTwoCores() async throws {
+        #expect([1, 2, 3, 4, 8, 16].map { LoopbackServer.ThreadModel.lanes(cores: $0) } == [1, 1, 1, 2, 4, 8])
+        #expect(LoopbackServer.ThreadModel.lanes(cores: 0) == 1)
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        #expect(LoopbackServer.ThreadModel.standard == .pool(threads: max(1, cores / 2)))
+        let demo = try await ServedDemo()
+        #expect(demo.server.connectionsPerLane.count == max(1, cores / 2))
+    }
+
     /// 256 keep-alive connections opened back to back (as wrk opens its 64 or 512) land on the four
     /// lanes 64 each, every request on every one is answered whole; closed, they leave their lanes,
     /// and the next ones fill the emptiest lane first.
