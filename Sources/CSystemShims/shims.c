@@ -20,3 +20,11 @@ int csystemshims_rename_noreplace(const char *source, const char *destination) {
 int csystemshims_accept_cloexec(int fd, void *address, unsigned int *length) {
     return accept4(fd, (struct sockaddr *)address, (socklen_t *)length, SOCK_CLOEXEC);
 }
+
+int csystemshims_set_pipe_capacity(int fd, int bytes) {
+    return fcntl(fd, F_SETPIPE_SZ, bytes);
+}
+
+int csystemshims_pipe_capacity(int fd) {
+    return fcntl(fd, F_GETPIPE_SZ);
+}

@@ -29,8 +29,8 @@ public final class LoopbackServer: Sendable {
         /// the same cores (the web view's renderer and network process, or a load generator), so a
         /// lane per core means more busy threads than cores, and a lane taken off its core holds every
         /// connection it has until its turn comes back (a scheduler slice, 1.4 ms on two cores). One
-        /// lane on two cores halved the 13 KB page's p99 at 64 connections against two lanes, and
-        /// served the 3 MiB file as fast (docs/benchmarks.md, "Wave 10").
+        /// lane on two cores cut the 13 KB page's p99 at 64 connections by ~40 % against two lanes,
+        /// and served the 3 MiB file as fast (docs/benchmarks.md, "Wave 10").
         public static func lanes(cores: Int) -> Int { max(1, cores / 2) }
     }
 

@@ -100,9 +100,7 @@ final class RuntimeCacheResponder: Sendable {
         guard var (rule, request) = request(connection, target: target, method: name) else {
             return nil
         }
-        var pipeEnds: [Int32] = [0, 0]
-        guard pipe(&pipeEnds) == 0 else { return nil }
-        for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        guard let pipeEnds = Self.bodyPipe() else { return nil }
         let exchange = RuntimeExchange(bodyWriter: pipeEnds[1])
         let reader = PipeReader(descriptor: pipeEnds[0])
         request.body = { reader.read(into: $0) }
@@ -119,6 +117,21 @@ final class RuntimeCacheResponder: Sendable {
             exchange.finish(answer)
         }
         return exchange
+    }
+
+    /// Bytes a pass-through body's pipe holds before a write waits for upstream to read:
+    /// `/proc/sys/fs/pipe-max-size`'s default, which any user may ask for. MHD's thread writes the
+    /// body in, and a lane serves all its connections (on two cores, all of the server's), so a body of
+    /// up to 1 MiB never holds them up, however slow the network; only a larger one waits on upstream.
+    static let bodyPipeCapacity: Int32 = 1 << 20
+
+    /// A close-on-exec pipe of `bodyPipeCapacity` (the kernel's 64 KiB if the system's limit is lower).
+    static func bodyPipe() -> [Int32]? {
+        var pipeEnds: [Int32] = [0, 0]
+        guard pipe(&pipeEnds) == 0 else { return nil }
+        for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        Socket.setPipeCapacity(pipeEnds[1], bodyPipeCapacity)
+        return pipeEnds
     }
 
     /// The following calls of a passed-through request: body chunks into the pipe, then the answer.

@@ -21,7 +21,7 @@ import Testing
     }
 
     /// `files` as package `app` on https://app.example.test/, served by a store with `capacity` bytes
-    /// of memory cache.
+    /// of memory cache, by one lane: it holds the whole capacity, whatever the machine's core count.
     static func serve(_ files: [String: String], capacity: Int) async throws -> (TemporaryDirectory, PackageStore, LoopbackServer)
     {
         let scratch = try TemporaryDirectory()
@@ -33,7 +33,7 @@ import Testing
         let store = try PackageStore(
             root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0, memoryCacheCapacity: capacity))
         _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
-        let server = try LoopbackServer(store: store, port: 0)
+        let server = try LoopbackServer(store: store, port: 0, threadModel: .pool(threads: 1))
         try server.start()
         return (scratch, store, server)
     }
@@ -112,7 +112,7 @@ import Testing
         let store = try PackageStore(
             root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0, memoryCacheCapacity: 4 << 20))
         _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
-        let server = try LoopbackServer(store: store, port: 0)
+        let server = try LoopbackServer(store: store, port: 0, threadModel: .pool(threads: 1))
         try server.start()
         defer { server.stop() }
         for name in ["a.txt", "b.txt"] { #expect(try get(server, name, host: "app.example.test").body == "\(name.prefix(1)) 1\n") }

@@ -20,4 +20,9 @@ int csystemshims_rename_noreplace(const char *source, const char *destination);
 // module's to Swift.)
 int csystemshims_accept_cloexec(int fd, void *address, unsigned int *length);
 
+// fcntl(2)'s F_SETPIPE_SZ and F_GETPIPE_SZ (Linux, GNU-only in glibc's headers): a pipe's capacity
+// in bytes, set (rounded up by the kernel) and read; -1 and errno on failure.
+int csystemshims_set_pipe_capacity(int fd, int bytes);
+int csystemshims_pipe_capacity(int fd);
+
 #endif
