@@ -100,15 +100,15 @@ final class RuntimeCacheResponder: Sendable {
         guard var (rule, request) = request(connection, target: target, method: name) else {
             return nil
         }
-        guard let pipeEnds = Self.bodyPipe() else { return nil }
-        let exchange = RuntimeExchange(bodyWriter: pipeEnds[1])
-        let reader = PipeReader(descriptor: pipeEnds[0])
-        request.body = { reader.read(into: $0) }
         if let length = HTTPCachePolicy.value("content-length", in: request.fields).flatMap({ Int64($0) }) {
             request.bodyLength = length
         } else if HTTPCachePolicy.value("transfer-encoding", in: request.fields) == nil {
             request.bodyLength = 0
         }
+        guard let pipeEnds = Self.bodyPipe(for: request.bodyLength) else { return nil }
+        let exchange = RuntimeExchange(bodyWriter: pipeEnds[1])
+        let reader = PipeReader(descriptor: pipeEnds[0])
+        request.body = { reader.read(into: $0) }
         let cache = cache
         Task.detached {
             let answer = await cache.answer(request, rule: rule)
@@ -125,12 +125,16 @@ final class RuntimeCacheResponder: Sendable {
     /// up to 1 MiB never holds them up, however slow the network; only a larger one waits on upstream.
     static let bodyPipeCapacity: Int32 = 1 << 20
 
-    /// A close-on-exec pipe of `bodyPipeCapacity` (the kernel's 64 KiB if the system's limit is lower).
-    static func bodyPipe() -> [Int32]? {
+    /// A close-on-exec pipe for a body of `length` bytes (nil: chunked, length unknown). One that fits
+    /// the kernel's default 64 KiB keeps it; a larger one asks for `bodyPipeCapacity`. The kernel
+    /// charges a pipe's capacity, not its use, to the user's `pipe-user-pages-soft` (64 MiB), past
+    /// which every new pipe of that user is small, so the many small bodies of a page never ask.
+    /// Where the system refuses (its limits lower), the pipe stays at the default.
+    static func bodyPipe(for length: Int64?) -> [Int32]? {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { return nil }
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        Socket.setPipeCapacity(pipeEnds[1], bodyPipeCapacity)
+        if (length ?? .max) > Int64(Socket.pipeCapacity(pipeEnds[1])) { Socket.setPipeCapacity(pipeEnds[1], bodyPipeCapacity) }
         return pipeEnds
     }
 
