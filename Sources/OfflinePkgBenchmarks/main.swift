@@ -8,25 +8,31 @@ import OfflinePkg
 import OfflinePkgTestSupport
 
 let fileCount = Int(ProcessInfo.processInfo.environment["BENCH_FILES"] ?? "") ?? 4000
-let runs = 9
-let operationsPerRun = 400_000
+let runs = Int(ProcessInfo.processInfo.environment["BENCH_RUNS"] ?? "") ?? 9
+let operationsPerRun = Int(ProcessInfo.processInfo.environment["BENCH_OPERATIONS"] ?? "") ?? 400_000
 
-let scratch = try TemporaryDirectory(prefix: "offlinepkg-bench")
-let site = scratch.path("site/app")
-let docs = scratch.path("site/docs")
+// BENCH_ROOT keeps the site, repository and root in that folder for the next run, which then only
+// opens them: for a run under valgrind, which cannot spawn the bsdtar that publishing takes.
+let kept = ProcessInfo.processInfo.environment["BENCH_ROOT"].flatMap { $0.isEmpty ? nil : $0 }
+let scratch = kept == nil ? try TemporaryDirectory(prefix: "offlinepkg-bench") : nil
+func scratchPath(_ relative: String) -> String { scratch?.path(relative) ?? kept! + "/" + relative }
+let site = scratchPath("site/app")
+let docs = scratchPath("site/docs")
 let paths = try SiteWriter.generateLargeSite(into: site, count: fileCount - 50)
 let docPaths = try SiteWriter.generateLargeSite(into: docs, count: 50)
-let repository = try RepositoryBuilder(directory: scratch.path("repo"))
-try repository.publish(
-    sequence: 1,
-    packages: [
-        .init(
-            id: "app", version: "1.0.0", routes: ["https://bench.offlinepkg.test/"],
-            fallback: "assets/section-0/group-0/index.html", site: site),
-        .init(id: "docs", version: "1.0.0", routes: ["https://bench.offlinepkg.test/docs/"], site: docs),
-    ])
-let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
-_ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
+let store = try PackageStore(root: URL(fileURLWithPath: scratchPath("root")), options: .init(watchInterval: 0))
+if store.activeSet.packages.count != 2 {
+    let repository = try RepositoryBuilder(directory: scratchPath("repo"))
+    try repository.publish(
+        sequence: 1,
+        packages: [
+            .init(
+                id: "app", version: "1.0.0", routes: ["https://bench.offlinepkg.test/"],
+                fallback: "assets/section-0/group-0/index.html", site: site),
+            .init(id: "docs", version: "1.0.0", routes: ["https://bench.offlinepkg.test/docs/"], site: docs),
+        ])
+    _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
+}
 
 // Three hits to one miss, in the shapes a web view asks for: assets, folder URLs, mixed-case hosts
 // with ports and queries, nested routes, 404s and navigation fallbacks.
@@ -41,7 +47,9 @@ for (number, path) in paths.enumerated() where number % 7 == 0 {
 }
 for path in docPaths { urls.append("https://bench.offlinepkg.test/docs/" + path) }
 for number in 0..<100 { urls.append("https://bench.offlinepkg.test/app/route-\(number)") }
-urls.shuffle()
+// The same order in every process and build: two builds compared side by side walk the same URLs.
+var generator = SeededGenerator(seed: 0x6f66_666c_696e_6570)
+urls.shuffle(using: &generator)
 var hits = 0
 for url in urls where store.resolve(url) != nil { hits += 1 }
 guard hits > urls.count / 2 else { fatalError("benchmark set up wrong: only \(hits) of \(urls.count) URLs hit") }
@@ -66,14 +74,17 @@ func measure(_ urls: [String], _ body: (String) -> Bool) -> (median: Double, all
 }
 
 let resolve = measure(urls) { store.resolve($0) != nil }
-// Where the time goes: the loop and string access alone, then normalising without the table lookup.
-let loop = measure(urls) { $0.utf8.count > 8 }
-let normalize = measure(urls) { LookupURL.keyLength($0) != nil }
 print("files: \(store.activeSet.packages.count) packages, \(fileCount) files; urls: \(urls.count) (\(hits) hits)")
 print(
     String(
         format: "resolve(String): median %.1f ns/op  runs: %@", resolve.median,
         resolve.all.map { String(format: "%.1f", $0) }.joined(separator: " ")))
-print(String(format: "  of which: loop and string access %.1f ns, normalising the URL %.1f ns", loop.median, normalize.median))
+// Where the time goes: the loop and string access alone, then normalising without the table lookup.
+// BENCH_BREAKDOWN=0 leaves them out (scripts/bench-resolve-instructions counts resolve's alone).
+if ProcessInfo.processInfo.environment["BENCH_BREAKDOWN"] != "0" {
+    let loop = measure(urls) { $0.utf8.count > 8 }
+    let normalize = measure(urls) { LookupURL.keyLength($0) != nil }
+    print(String(format: "  of which: loop and string access %.1f ns, normalising the URL %.1f ns", loop.median, normalize.median))
+}
 // A global is never deinitialised at exit: the scratch root goes now, not into /tmp for good.
-scratch.remove()
+scratch?.remove()
