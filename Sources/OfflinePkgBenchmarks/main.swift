@@ -10,6 +10,9 @@ import OfflinePkgTestSupport
 let fileCount = Int(ProcessInfo.processInfo.environment["BENCH_FILES"] ?? "") ?? 4000
 let runs = Int(ProcessInfo.processInfo.environment["BENCH_RUNS"] ?? "") ?? 9
 let operationsPerRun = Int(ProcessInfo.processInfo.environment["BENCH_OPERATIONS"] ?? "") ?? 400_000
+guard fileCount > 100, runs > 0, operationsPerRun > 0 else {
+    fatalError("BENCH_FILES takes a count above 100, BENCH_RUNS and BENCH_OPERATIONS counts of 1 or more")
+}
 
 // BENCH_ROOT keeps the site, repository and root in that folder for the next run, which then only
 // opens them: for a run under valgrind, which cannot spawn the bsdtar that publishing takes.
@@ -20,8 +23,14 @@ let site = scratchPath("site/app")
 let docs = scratchPath("site/docs")
 let paths = try SiteWriter.generateLargeSite(into: site, count: fileCount - 50)
 let docPaths = try SiteWriter.generateLargeSite(into: docs, count: 50)
+// A kept set-up names its size: one of another BENCH_FILES would measure another table.
+let stamp = scratchPath("files")
+if kept != nil, let made = try? String(contentsOfFile: stamp, encoding: .utf8), made != String(fileCount) {
+    fatalError("BENCH_ROOT \(kept!) holds a set-up of \(made) files, not \(fileCount): name an empty folder")
+}
 let store = try PackageStore(root: URL(fileURLWithPath: scratchPath("root")), options: .init(watchInterval: 0))
-if store.activeSet.packages.count != 2 {
+let reused = store.activeSet.packages.count == 2
+if !reused {
     let repository = try RepositoryBuilder(directory: scratchPath("repo"))
     try repository.publish(
         sequence: 1,
@@ -32,6 +41,7 @@ if store.activeSet.packages.count != 2 {
             .init(id: "docs", version: "1.0.0", routes: ["https://bench.offlinepkg.test/docs/"], site: docs),
         ])
     _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
+    if kept != nil { try String(fileCount).write(toFile: stamp, atomically: true, encoding: .utf8) }
 }
 
 // Three hits to one miss, in the shapes a web view asks for: assets, folder URLs, mixed-case hosts
@@ -74,7 +84,9 @@ func measure(_ urls: [String], _ body: (String) -> Bool) -> (median: Double, all
 }
 
 let resolve = measure(urls) { store.resolve($0) != nil }
-print("files: \(store.activeSet.packages.count) packages, \(fileCount) files; urls: \(urls.count) (\(hits) hits)")
+print(
+    "files: \(store.activeSet.packages.count) packages, \(fileCount) files; urls: \(urls.count) (\(hits) hits); "
+        + "\(operationsPerRun) operations per run; set-up \(reused ? "reused" : "made")")
 print(
     String(
         format: "resolve(String): median %.1f ns/op  runs: %@", resolve.median,
