@@ -24,6 +24,9 @@ enum ServeCommand {
                 name: "max-connections", value: "N",
                 help: "connections held at once (default 32768, capped by the open-file limit)"),
             .init(
+                name: "max-header-size", value: "BYTES",
+                help: "bytes of request line and headers a request may carry; larger ones get 431 (default 8192)"),
+            .init(
                 name: "offline", value: nil,
                 help: "never touch the network for runtime-cache URLs: stored answers, else 504 (also OFFLINEPKG_OFFLINE=1)"),
             .init(
@@ -42,6 +45,9 @@ enum ServeCommand {
         if let seconds = try arguments.integer("header-timeout", in: 1...3600) { limits.headerTimeout = TimeInterval(seconds) }
         if let seconds = try arguments.integer("idle-timeout", in: 1...86_400) { limits.idleTimeout = TimeInterval(seconds) }
         if let count = try arguments.integer("max-connections", in: 1...1_000_000) { limits.connectionLimit = count }
+        if let bytes = try arguments.integer("max-header-size", in: LoopbackServer.Limits.requestHeaderRange) {
+            limits.requestHeaderBytes = bytes
+        }
         var origin: URL?
         if let text = arguments.value("origin") {
             guard let url = URL(string: text) else {

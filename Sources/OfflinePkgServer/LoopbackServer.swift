@@ -42,16 +42,33 @@ public final class LoopbackServer: Sendable {
         public var idleTimeout: TimeInterval
         /// Connections held at once; capped by the process's open-file limit (`RLIMIT_NOFILE`).
         public var connectionLimit: Int
+        /// Bytes of request line and header fields every request may carry; a larger one is answered
+        /// 431 (or its connection closed, when it is still sending). The default takes nginx's default
+        /// header line (8 KiB) with a browser's other headers beside it. Each connection holds twice
+        /// this and 4 KiB (`connectionMemory(headerBytes:)`), zeroed by MHD after every request.
+        public var requestHeaderBytes: Int
 
-        public init(headerTimeout: TimeInterval = 10, idleTimeout: TimeInterval = 60, connectionLimit: Int = 32_768) {
+        public init(
+            headerTimeout: TimeInterval = 10, idleTimeout: TimeInterval = 60, connectionLimit: Int = 32_768,
+            requestHeaderBytes: Int = 8 * 1024
+        ) {
             self.headerTimeout = headerTimeout
             self.idleTimeout = idleTimeout
             self.connectionLimit = connectionLimit
+            self.requestHeaderBytes = requestHeaderBytes
         }
+
+        /// The range `requestHeaderBytes` takes.
+        public static let requestHeaderRange = 1024...(1024 * 1024)
     }
 
-    /// Each connection's memory pool (MHD's default).
-    static let connectionMemory = 32 * 1024
+    /// Each connection's MHD memory pool for requests of up to `headerBytes` of headers. MHD reads a
+    /// request into half of the pool and keeps the rest for its header list and the answer's header,
+    /// so a pool of twice the headers and 4 KiB takes them (`ServeHardeningTests`). MHD zeroes the
+    /// whole pool after every request: its default 32 KiB was ~15 % of a lane's time at 512
+    /// connections; 20 KiB takes about 10 % less time per request (docs/benchmarks.md, "Wave 13").
+    static func connectionMemory(headerBytes: Int) -> Int { 2 * headerBytes + 4 * 1024 }
+
     /// File descriptors kept free for the server's own files (mapped bodies, the store's reads).
     static let reservedDescriptors = 64
 
@@ -110,6 +127,11 @@ public final class LoopbackServer: Sendable {
         guard limits.headerTimeout > 0, limits.idleTimeout >= 1, limits.connectionLimit >= 1 else {
             throw OfflinePkgError.invalidArgument(
                 "serve limits need a header timeout above 0 s, an idle timeout of at least 1 s and at least one connection")
+        }
+        guard Limits.requestHeaderRange.contains(limits.requestHeaderBytes) else {
+            throw OfflinePkgError.invalidArgument(
+                "serve takes request headers of \(Limits.requestHeaderRange.lowerBound) to \(Limits.requestHeaderRange.upperBound) bytes, got \(limits.requestHeaderBytes)"
+            )
         }
         self.store = store
         self.host = host
@@ -231,7 +253,7 @@ public final class LoopbackServer: Sendable {
         // MHD's own inactivity timeout: for a client that stops reading a response. The header and
         // keep-alive deadlines are `ConnectionDeadlines`'.
         config.idle_timeout = UInt32(limits.idleTimeout.rounded(.up))
-        config.connection_memory = Self.connectionMemory
+        config.connection_memory = Self.connectionMemory(headerBytes: limits.requestHeaderBytes)
         // The total is `ConnectionAcceptor`'s to keep; any one daemon may hold all of it.
         config.connection_limit = UInt32(Self.connectionLimit(limits.connectionLimit))
         // A thread per connection: thousands of held connections are thousands of stacks.

@@ -185,6 +185,17 @@ import Glibc
         }
     }
 
+    @Test func refusesAHeaderLimitOutsideItsRange() throws {
+        let scratch = try TemporaryDirectory()
+        let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
+        for bytes in [0, 1023, 1024 * 1024 + 1] {
+            #expect(throws: OfflinePkgError.self) {
+                try LoopbackServer(store: store, limits: .init(requestHeaderBytes: bytes))
+            }
+        }
+        #expect(throws: Never.self) { try LoopbackServer(store: store, limits: .init(requestHeaderBytes: 1024)) }
+    }
+
     @Test func listensOnIPv6Loopback() async throws {
         let demo = try ServedDemo.shared()
         let server = try LoopbackServer(store: demo.store, host: "::1")
