@@ -69,8 +69,13 @@ public final class LoopbackServer: Sendable {
     /// connections; 20 KiB takes about 10 % less time per request (docs/benchmarks.md, "Wave 13").
     static func connectionMemory(headerBytes: Int) -> Int { 2 * headerBytes + 4 * 1024 }
 
-    /// File descriptors kept free for the server's own files (mapped bodies, the store's reads).
+    /// File descriptors kept free for the server's own files (the store's reads, per-request bodies),
+    /// besides the large-file caches' (`reservedDescriptors(lanes:)`).
     static let reservedDescriptors = 64
+
+    /// Descriptors kept free with `lanes` lanes: each lane's large-file cache holds up to
+    /// `ResponseCache.openFileLimit` files open behind plain HTTP.
+    static func reservedDescriptors(lanes: Int) -> Int { reservedDescriptors + lanes * ResponseCache.openFileLimit }
 
     public let store: PackageStore
     public let host: String
@@ -161,7 +166,7 @@ public final class LoopbackServer: Sendable {
             let acceptor: ConnectionAcceptor
             do throws(Errno) {
                 acceptor = try ConnectionAcceptor(
-                    address: address, backlog: 4096, connectionLimit: Self.connectionLimit(limits.connectionLimit),
+                    address: address, backlog: 4096, connectionLimit: Self.connectionLimit(limits.connectionLimit, lanes: handlers.count),
                     deadlines: deadlines)
             } catch {
                 throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", error)
@@ -200,6 +205,9 @@ public final class LoopbackServer: Sendable {
         runtime?.abandonWaiting()
         for daemon in daemons { daemon.stop() }
         if acceptor != nil { deadlines.stop() }
+        // No connection is left to send them: the large files' responses close their files now, not
+        // when the server object goes.
+        for handler in handlers { handler.largeResponses.keepOnly(trees: []) }
     }
 
     /// The certificate `serve --tls` presents now (nil for plain HTTP).
@@ -255,7 +263,7 @@ public final class LoopbackServer: Sendable {
         config.idle_timeout = UInt32(limits.idleTimeout.rounded(.up))
         config.connection_memory = Self.connectionMemory(headerBytes: limits.requestHeaderBytes)
         // The total is `ConnectionAcceptor`'s to keep; any one daemon may hold all of it.
-        config.connection_limit = UInt32(Self.connectionLimit(limits.connectionLimit))
+        config.connection_limit = UInt32(Self.connectionLimit(limits.connectionLimit, lanes: handlers.count))
         // A thread per connection: thousands of held connections are thousands of stacks.
         config.thread_stack_size = threadModel == .threadPerConnection ? 512 * 1024 : 0
         config.tls_key = daemon.key.map { UnsafePointer($0) }
@@ -277,10 +285,10 @@ public final class LoopbackServer: Sendable {
 
     /// The connection limit MHD gets: as asked, but never more than the open-file limit leaves after
     /// the server's own files (MHD refuses connections past its limit; past the file limit accept fails).
-    static func connectionLimit(_ asked: Int) -> Int {
+    static func connectionLimit(_ asked: Int, lanes: Int) -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return asked }
-        return max(1, min(asked, Int(limit.rlim_cur) - reservedDescriptors))
+        return max(1, min(asked, Int(limit.rlim_cur) - reservedDescriptors(lanes: lanes)))
     }
 
     /// Re-issues the certificate when a switch brings a host it does not name, and moves the listening
@@ -347,6 +355,11 @@ public final class LoopbackServer: Sendable {
 
     /// The same for each lane's cache (each holds its share of the capacity).
     package var cachedResponsesPerLane: [(bytes: Int, entries: Int)] { handlers.map(\.responses.usage) }
+
+    /// Large files' cached responses, all lanes (tests): behind plain HTTP each holds the file open.
+    package var cachedLargeResponses: (bytes: Int, entries: Int) {
+        handlers.map(\.largeResponses.usage).reduce((0, 0)) { ($0.bytes + $1.bytes, $0.entries + $1.entries) }
+    }
 
     /// `http://host:port/` (`https://` with TLS), IPv6 hosts in brackets.
     public var url: URL {

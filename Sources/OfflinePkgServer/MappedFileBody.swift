@@ -4,13 +4,11 @@ internal import CMicroHTTPD
 import Glibc
 #endif
 
-/// File bodies too large for the response cache, and ranges, sent from a read-only memory map of the
-/// file rather than with `sendfile`.
-///
-/// In its thread-pool mode libmicrohttpd 0.9.75 hands at most 128 KiB to each `sendfile` call
-/// (`MHD_SENFILE_CHUNK_`), one epoll round per chunk; from a buffer it sends as much as the socket
-/// takes. With the map, a 3 MB file is served faster than nginx's `sendfile` instead of slower
-/// (docs/benchmarks.md, "Serve").
+/// Ranges, files too large for the response caches, and the TLS large-file cache's bodies, sent from a
+/// read-only memory map of the file: from a buffer MHD sends as much as the socket takes (or GnuTLS
+/// encrypts from it), where from a descriptor it reads 16 KiB blocks behind TLS and, in its
+/// thread-pool mode, hands at most 128 KiB to each `sendfile` call (`MHD_SENFILE_CHUNK_`). Whole
+/// large files over plain HTTP are `ResponseCache.Body.file`'s (docs/design.md, "Large bodies").
 ///
 /// A map is only safe while the file keeps its size: a file truncated under it would fault the server
 /// (SIGBUS). Installed trees are read-only and never rewritten in place — a repair or an update writes

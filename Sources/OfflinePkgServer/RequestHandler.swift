@@ -16,11 +16,12 @@ final class RequestHandler: @unchecked Sendable {
     /// Small files as finished responses (`ResponseCache`): this lane's share of the store's memory
     /// cache capacity.
     let responses: ResponseCache
-    /// Larger files, whole, as finished responses over a shared map (`ResponseCache.Body.mapped`).
-    let mappedResponses: ResponseCache
-    /// Address space the mapped responses may hold: a file up to a quarter of it (16 MiB) is mapped
-    /// once and kept; a larger one is mapped per request.
-    static let mappedCapacity = 64 << 20
+    /// Larger files, whole, as finished responses over the open file (`ResponseCache.Body.file`,
+    /// sent with `sendfile`), or over a shared map behind TLS (`Body.mapped`).
+    let largeResponses: ResponseCache
+    /// File bytes the large responses may hold: a file up to a quarter of it (16 MiB) is kept; a
+    /// larger one is opened and mapped per request.
+    static let largeCapacity = 64 << 20
     private let notFound: OpaquePointer
     private let notAllowed: OpaquePointer
     private let damaged: OpaquePointer
@@ -50,14 +51,14 @@ final class RequestHandler: @unchecked Sendable {
         let capacity = store.options.memoryCacheCapacity
         // Each lane caches the same files as one cache of the whole capacity would (up to an eighth of it).
         responses = ResponseCache(capacity: capacity / max(1, lanes), largestFile: capacity / 8)
-        mappedResponses = ResponseCache(capacity: Self.mappedCapacity, body: .mapped)
+        largeResponses = ResponseCache(capacity: Self.largeCapacity, body: tls ? .mapped : .file)
         // An old tree's responses go at the switch, not when evicted: kept, they grew serve's memory by
         // ~2.4 KB per file answered from each tree it ever served.
-        let (copied, mapped) = (responses, mappedResponses)
-        store.whenSwitched { [weak copied, weak mapped] trees in
-            guard let copied, let mapped else { return false }
+        let (copied, large) = (responses, largeResponses)
+        store.whenSwitched { [weak copied, weak large] trees in
+            guard let copied, let large else { return false }
             copied.keepOnly(trees: trees)
-            mapped.keepOnly(trees: trees)
+            large.keepOnly(trees: trees)
             return true
         }
         notFound = Self.textResponse("not found\n")
@@ -130,10 +131,11 @@ final class RequestHandler: @unchecked Sendable {
         if range == .whole {
             if let queued = responses.queue(resource, notModified: false, on: connection) { return queued }
             // A map is only safe while the file keeps its size (`MappedFileBody`): a file truncated
-            // behind the index after it was mapped must not be sent from the map (SIGBUS), so its
-            // size is checked per request (a stat, against an open, a map and an unmap).
+            // behind the index after it was mapped must not be sent from the map (SIGBUS), and one
+            // sent from the open file would end short, so its size is checked per request (a stat,
+            // against an open, a map and an unmap).
             if Self.sizeOnDisk(resource.path) == resource.size,
-                let queued = mappedResponses.queue(resource, notModified: false, on: connection)
+                let queued = largeResponses.queue(resource, notModified: false, on: connection)
             {
                 return queued
             }

@@ -8,9 +8,9 @@ import Glibc
 #endif
 
 /// Finished MHD responses for small files: the body copied into MHD's memory once and the headers
-/// added once, then queued on any number of connections (for larger files, `Body.mapped`: the body
-/// a shared map of the file). A cached request costs no `open`, `fstat`,
-/// `close`, no `mmap`, no header allocation, and goes out as one `sendmsg` of headers and body.
+/// added once, then queued on any number of connections (for larger files, `Body.file` or
+/// `Body.mapped`: the file held open, or a shared map of it). A cached request costs no `open`,
+/// `fstat`, `close`, no `mmap`, no header allocation.
 ///
 /// Keyed by file path: installed trees are immutable, so a path's bytes and validators never change,
 /// and a switch to a new set only makes old entries cold. Bounded in bytes like `ResourceCache`
@@ -56,9 +56,20 @@ final class ResponseCache: Sendable {
         /// A read-only map of the file, populated once and shared by every connection sending it:
         /// files past the copied cache, bounded in bytes of address space (the pages are the page
         /// cache's, not anonymous memory). A request then costs no `open`, `mmap`, page faults or
-        /// `munmap` (whose TLB shootdown interrupts the other pool threads).
+        /// `munmap` (whose TLB shootdown interrupts the other pool threads). For TLS, where MHD reads
+        /// a file of `Body.file` in 16 KiB blocks: 2.5× the time of the map for a 3 MiB file.
         case mapped
+        /// The file held open and sent with `sendfile` (MHD owns the descriptor and closes it when
+        /// the last reference goes): plain HTTP's large files. The kernel sends the page cache's pages
+        /// without copying them, where a send from the map copies every byte: 190–450 µs of the
+        /// server's CPU per 3 MiB request against 580–760 µs (docs/benchmarks.md, "Wave 13"). A file
+        /// truncated behind the index ends that response short instead of faulting the server. At
+        /// most `openFileLimit` entries, so the descriptors held stay bounded.
+        case file
     }
+
+    /// Entries of a `Body.file` cache: each holds a descriptor (`LoopbackServer.reservedDescriptors`).
+    static let openFileLimit = 16
 
     let capacity: Int
     let body: Body
@@ -66,12 +77,13 @@ final class ResponseCache: Sendable {
     let largestCachedFile: Int
     private let state: Mutex<State>
 
-    /// `largestFile`: by default an eighth of `capacity` for copied bodies, a quarter for mapped ones.
+    /// `largestFile`: by default an eighth of `capacity` for copied bodies, a quarter for the others.
     init(capacity: Int, body: Body = .copied, largestFile: Int? = nil) {
         self.capacity = max(0, capacity)
         self.body = body
         largestCachedFile = min(self.capacity, largestFile ?? (body == .copied ? self.capacity / 8 : self.capacity / 4))
-        state = Mutex(State(entries: BoundedLRU(maxBytes: self.capacity)))
+        let count = body == .file ? Self.openFileLimit : .max
+        state = Mutex(State(entries: BoundedLRU(maxCount: count, maxBytes: self.capacity)))
     }
 
     /// Queues the cached `200` (or, with `notModified`, `304`) response for `resource` on `connection`,
@@ -108,7 +120,13 @@ final class ResponseCache: Sendable {
     /// Reads the file and builds both responses; nil when the file cannot be read or no longer has the
     /// size it was installed with.
     private func makeEntry(_ resource: Resource) -> Entry? {
-        guard let ok = body == .copied ? Self.copiedBody(resource) : Self.mappedBody(resource) else { return nil }
+        let body: OpaquePointer? =
+            switch self.body {
+            case .copied: Self.copiedBody(resource)
+            case .mapped: Self.mappedBody(resource)
+            case .file: Self.fileBody(resource)
+            }
+        guard let ok = body else { return nil }
         guard let notModified = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT) else {
             MHD_destroy_response(ok)
             return nil
@@ -136,6 +154,21 @@ final class ResponseCache: Sendable {
         var status = stat()
         guard fstat(descriptor, &status) == 0, Int64(status.st_size) == resource.size else { return nil }
         return MappedFileBody.response(descriptor: descriptor, offset: 0, length: resource.size, populate: true)
+    }
+
+    /// MHD closes the descriptor when it frees the response. The size check matches the other bodies':
+    /// a file that no longer reads as installed is answered by the caller's per-request path.
+    private static func fileBody(_ resource: Resource) -> OpaquePointer? {
+        let descriptor = open(resource.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, Int64(status.st_size) == resource.size,
+            let response = MHD_create_response_from_fd64(UInt64(resource.size), descriptor)
+        else {
+            close(descriptor)
+            return nil
+        }
+        return response
     }
 
     /// Drops the entries of files outside `trees` (a switch of the active set): an old tree's

@@ -128,6 +128,42 @@ import Testing
         #expect(server.cachedResponses.entries == 1)
     }
 
+    /// Large files over plain HTTP are cached as the open file, sent with `sendfile`: exact bytes to
+    /// connections sharing one response, at most `openFileLimit` files held open, and none once the
+    /// server stops.
+    @Test func largeFilesAreSentFromAtMostSixteenOpenFiles() async throws {
+        let names = (0..<20).map { "big-\($0).txt" }
+        var files = [String: String]()
+        for (index, name) in names.enumerated() {
+            files[name] = (0..<2_000).map { String(format: "%02d line %05d\n", index, $0) }.joined()
+        }
+        // No copied cache: every file goes to the large-file cache.
+        let (scratch, store, server) = try await Self.serve(files, capacity: 0)
+        defer { withExtendedLifetime(scratch) {} }
+        let tree = try #require(store.resolve("https://app.example.test/big-0.txt")).path.split(separator: "/").dropLast().joined(separator: "/")
+        func openInTree() -> Int {
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            return fds.filter { ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) ?? "").hasPrefix("/" + tree + "/") }.count
+        }
+        let before = openInTree()
+        #expect(try get(server, names[0], host: "app.example.test").body == files[names[0]])
+        #expect(server.cachedLargeResponses.entries == 1)
+        #expect(openInTree() == before + 1, "a cached large file is held open")
+        // Eight connections at once on the one cached response.
+        let replies = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<8 { group.addTask { try get(server, names[0], host: "app.example.test").body } }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(replies.count == 8 && replies.allSatisfy { $0 == files[names[0]] })
+        for name in names.dropFirst() { #expect(try get(server, name, host: "app.example.test").body == files[name], "\(name)") }
+        #expect(server.cachedLargeResponses.entries == 16)
+        #expect(openInTree() == before + 16, "evicted entries must close their files")
+        // Evicted and reloaded: the same bytes.
+        #expect(try get(server, names[0], host: "app.example.test").body == files[names[0]])
+        server.stop()
+        #expect(openInTree() == before, "files held open after the server stopped")
+    }
+
     /// A host that makes server after server on one store (a shell reopened, a test harness) leaves
     /// nothing of the stopped ones with the store: their switch observers go at the next switch.
     @Test func stoppedServersLeaveNoSwitchObserverBehind() async throws {
