@@ -42,10 +42,12 @@ public final class LoopbackServer: Sendable {
         public var idleTimeout: TimeInterval
         /// Connections held at once; capped by the process's open-file limit (`RLIMIT_NOFILE`).
         public var connectionLimit: Int
-        /// Bytes of request line and header fields every request may carry; a larger one is answered
-        /// 431 (or its connection closed, when it is still sending). The default takes nginx's default
-        /// header line (8 KiB) with a browser's other headers beside it. Each connection holds twice
-        /// this and 4 KiB (`connectionMemory(headerBytes:)`), zeroed by MHD after every request.
+        /// Bytes of request line and header fields every request may carry; one more than 4 KiB
+        /// larger is answered 431 (or its connection closed, when it is still sending). MHD's list of
+        /// the fields shares the room: a request of more than about 60 fields gets less (a browser
+        /// sends 15–25). The default takes nginx's default header line (8 KiB) with a browser's
+        /// other headers beside it. Each connection holds twice this and 4 KiB
+        /// (`connectionMemory(headerBytes:)`), zeroed by MHD after every request.
         public var requestHeaderBytes: Int
 
         public init(
@@ -58,8 +60,10 @@ public final class LoopbackServer: Sendable {
             self.requestHeaderBytes = requestHeaderBytes
         }
 
-        /// The range `requestHeaderBytes` takes.
-        public static let requestHeaderRange = 1024...(1024 * 1024)
+        /// The range `requestHeaderBytes` takes: up to 64 KiB, twice nginx's default total (32 KiB).
+        /// Past that the pool costs more than it serves: at 1 MiB every held connection kept 2 MiB
+        /// and a page took 28× the time (MHD zeroes the pool after every request).
+        public static let requestHeaderRange = 1024...(64 * 1024)
     }
 
     /// Each connection's MHD memory pool for requests of up to `headerBytes` of headers. MHD reads a
@@ -69,14 +73,42 @@ public final class LoopbackServer: Sendable {
     /// connections; 20 KiB takes about 10 % less time per request (docs/benchmarks.md, "Wave 13").
     static func connectionMemory(headerBytes: Int) -> Int { 2 * headerBytes + 4 * 1024 }
 
-    /// File descriptors kept free for the server's own files (the store's reads, per-request bodies),
-    /// besides the large-file caches' (`reservedDescriptors(lanes:)`).
-    static let reservedDescriptors = 64
+    /// How the open-file limit (`RLIMIT_NOFILE`, which `serve` raises to the hard limit first) is
+    /// shared: the server's own files, the large-file caches' open files, and connections. Behind
+    /// plain HTTP a connection may hold two descriptors, its socket and the file its response is sent
+    /// from (an entry the cache evicted stays open until its last connection is done), so it counts
+    /// twice: past the limit a client waits in the kernel's queue, rather than a request finding no
+    /// descriptor for its file.
+    package struct DescriptorBudget: Equatable {
+        /// For the server's own files: the store's reads, a request's file while it is mapped.
+        package static let reserved = 64
+        /// Files each lane's large-file cache keeps open (`ResponseCache.Body.file`; none behind TLS).
+        package let cachedFilesPerLane: Int
+        /// Connections held at once: as asked, within what the limit leaves.
+        package let connections: Int
 
-    /// Descriptors kept free with `lanes` lanes: each lane's large-file cache holds up to
-    /// `ResponseCache.openFileLimit` files open behind plain HTTP.
-    static func reservedDescriptors(lanes: Int) -> Int { reservedDescriptors + lanes * ResponseCache.openFileLimit }
+        /// `openFiles`: the process's open-file limit; nil when it has none.
+        package init(openFiles: Int?, asked: Int, lanes: Int, tls: Bool) {
+            // At most 16 a lane, and all lanes' together at most a quarter of the limit.
+            cachedFilesPerLane = tls ? 0 : max(1, min(ResponseCache.openFileLimit, (openFiles ?? .max) / 4 / max(1, lanes)))
+            guard let openFiles else {
+                connections = asked
+                return
+            }
+            let left = openFiles - Self.reserved - cachedFilesPerLane * lanes
+            connections = max(1, min(asked, left / (tls ? 1 : 2)))
+        }
 
+        /// With the process's current open-file limit.
+        init(asked: Int, lanes: Int, tls: Bool) {
+            var limit = rlimit()
+            let known = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 && limit.rlim_cur != rlim_t.max
+            self.init(openFiles: known ? Int(clamping: limit.rlim_cur) : nil, asked: asked, lanes: lanes, tls: tls)
+        }
+    }
+
+    /// Connections and cached open files, within the open-file limit at `init`.
+    let budget: DescriptorBudget
     public let store: PackageStore
     public let host: String
     public let threadModel: ThreadModel
@@ -148,9 +180,13 @@ public final class LoopbackServer: Sendable {
         let runtime = runtime.map { RuntimeCacheResponder(cache: $0, canSuspend: threadModel != .threadPerConnection) }
         let origin = try origin.map(OriginRewrite.init)
         let lanes = if case .pool(let threads) = threadModel { threads } else { 1 }
+        let budget = DescriptorBudget(asked: limits.connectionLimit, lanes: lanes, tls: tls)
+        self.budget = budget
         self.runtime = runtime
         self.handlers = (0..<lanes).map { _ in
-            RequestHandler(store: store, origin: origin, ownHost: host, tls: tls, runtime: runtime, lanes: lanes)
+            RequestHandler(
+                store: store, origin: origin, ownHost: host, tls: tls, runtime: runtime, lanes: lanes,
+                cachedFiles: budget.cachedFilesPerLane)
         }
         self.deadlines = ConnectionDeadlines(headerTimeout: limits.headerTimeout, idleTimeout: limits.idleTimeout)
     }
@@ -166,7 +202,7 @@ public final class LoopbackServer: Sendable {
             let acceptor: ConnectionAcceptor
             do throws(Errno) {
                 acceptor = try ConnectionAcceptor(
-                    address: address, backlog: 4096, connectionLimit: Self.connectionLimit(limits.connectionLimit, lanes: handlers.count),
+                    address: address, backlog: 4096, connectionLimit: budget.connections,
                     deadlines: deadlines)
             } catch {
                 throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", error)
@@ -263,7 +299,7 @@ public final class LoopbackServer: Sendable {
         config.idle_timeout = UInt32(limits.idleTimeout.rounded(.up))
         config.connection_memory = Self.connectionMemory(headerBytes: limits.requestHeaderBytes)
         // The total is `ConnectionAcceptor`'s to keep; any one daemon may hold all of it.
-        config.connection_limit = UInt32(Self.connectionLimit(limits.connectionLimit, lanes: handlers.count))
+        config.connection_limit = UInt32(budget.connections)
         // A thread per connection: thousands of held connections are thousands of stacks.
         config.thread_stack_size = threadModel == .threadPerConnection ? 512 * 1024 : 0
         config.tls_key = daemon.key.map { UnsafePointer($0) }
@@ -283,13 +319,6 @@ public final class LoopbackServer: Sendable {
         return daemon
     }
 
-    /// The connection limit MHD gets: as asked, but never more than the open-file limit leaves after
-    /// the server's own files (MHD refuses connections past its limit; past the file limit accept fails).
-    static func connectionLimit(_ asked: Int, lanes: Int) -> Int {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return asked }
-        return max(1, min(asked, Int(limit.rlim_cur) - reservedDescriptors(lanes: lanes)))
-    }
 
     /// Re-issues the certificate when a switch brings a host it does not name, and moves the listening
     /// socket to a daemon presenting the new one: no restart, no refused connection (the kernel queues

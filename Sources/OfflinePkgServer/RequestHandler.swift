@@ -26,6 +26,7 @@ final class RequestHandler: @unchecked Sendable {
     private let notAllowed: OpaquePointer
     private let damaged: OpaquePointer
     private let unreadable: OpaquePointer
+    private let noDescriptor: OpaquePointer
     /// `serve --origin`: what a request to the server's own address stands for.
     private let origin: OriginRewrite?
     /// The listening address as the server was given it (`127.0.0.1`, `::1`, `localhost`), and the
@@ -41,7 +42,7 @@ final class RequestHandler: @unchecked Sendable {
     /// `lanes`: how many handlers (one per server thread) share the memory cache capacity.
     init(
         store: PackageStore, origin: OriginRewrite? = nil, ownHost: String = "127.0.0.1", tls: Bool = false,
-        runtime: RuntimeCacheResponder? = nil, lanes: Int = 1
+        runtime: RuntimeCacheResponder? = nil, lanes: Int = 1, cachedFiles: Int = ResponseCache.openFileLimit
     ) {
         self.store = store
         self.runtime = runtime
@@ -51,7 +52,7 @@ final class RequestHandler: @unchecked Sendable {
         let capacity = store.options.memoryCacheCapacity
         // Each lane caches the same files as one cache of the whole capacity would (up to an eighth of it).
         responses = ResponseCache(capacity: capacity / max(1, lanes), largestFile: capacity / 8)
-        largeResponses = ResponseCache(capacity: Self.largeCapacity, body: tls ? .mapped : .file)
+        largeResponses = ResponseCache(capacity: Self.largeCapacity, body: tls ? .mapped : .file, openFiles: cachedFiles)
         // An old tree's responses go at the switch, not when evicted: kept, they grew serve's memory by
         // ~2.4 KB per file answered from each tree it ever served.
         let (copied, large) = (responses, largeResponses)
@@ -67,6 +68,8 @@ final class RequestHandler: @unchecked Sendable {
         damaged = Self.textResponse(
             "the installed file cannot be read as its index describes it: run offlinepkg verify --repair\n")
         unreadable = Self.textResponse("the server cannot map the file now (out of memory or mappings)\n")
+        noDescriptor = Self.textResponse("the server has no file descriptor free now (its open-file limit): try again\n")
+        MHD_add_response_header(noDescriptor, "Retry-After", "1")
     }
 
     deinit {
@@ -74,6 +77,7 @@ final class RequestHandler: @unchecked Sendable {
         MHD_destroy_response(notAllowed)
         MHD_destroy_response(damaged)
         MHD_destroy_response(unreadable)
+        MHD_destroy_response(noDescriptor)
     }
 
     private static func textResponse(_ text: String) -> OpaquePointer {
@@ -146,7 +150,11 @@ final class RequestHandler: @unchecked Sendable {
         // active set and the tree is read-only, so nothing here goes stale.
         let descriptor = open(resource.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
-            return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), notFound)
+            // Out of descriptors is the server's state, not the file's: a 404 would tell the client
+            // an installed file does not exist.
+            let busy = errno == EMFILE || errno == ENFILE
+            return MHD_queue_response(
+                connection, UInt32(busy ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_NOT_FOUND), busy ? noDescriptor : notFound)
         }
         defer { close(descriptor) }
         var status = stat()

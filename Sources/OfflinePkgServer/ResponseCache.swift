@@ -63,12 +63,15 @@ final class ResponseCache: Sendable {
         /// the last reference goes): plain HTTP's large files. The kernel sends the page cache's pages
         /// without copying them, where a send from the map copies every byte: 190–450 µs of the
         /// server's CPU per 3 MiB request against 580–760 µs (docs/benchmarks.md, "Wave 13"). A file
-        /// truncated behind the index ends that response short instead of faulting the server. At
-        /// most `openFileLimit` entries, so the descriptors held stay bounded.
+        /// truncated behind the index while it is sent stalls that one response (MHD 0.9.75 retries a
+        /// `sendfile` that returns 0 and spins its lane on it) where a map would fault the whole
+        /// server; installed trees are read-only and never rewritten in place. At most `openFiles`
+        /// entries; an evicted one stays open until its last connection is done, which is why
+        /// `LoopbackServer.DescriptorBudget` counts a connection twice.
         case file
     }
 
-    /// Entries of a `Body.file` cache: each holds a descriptor (`LoopbackServer.reservedDescriptors`).
+    /// Entries of a `Body.file` cache at most: each holds a descriptor (`LoopbackServer.DescriptorBudget`).
     static let openFileLimit = 16
 
     let capacity: Int
@@ -78,11 +81,12 @@ final class ResponseCache: Sendable {
     private let state: Mutex<State>
 
     /// `largestFile`: by default an eighth of `capacity` for copied bodies, a quarter for the others.
-    init(capacity: Int, body: Body = .copied, largestFile: Int? = nil) {
+    /// `openFiles`: entries of a `Body.file` cache (at least one).
+    init(capacity: Int, body: Body = .copied, largestFile: Int? = nil, openFiles: Int = openFileLimit) {
         self.capacity = max(0, capacity)
         self.body = body
         largestCachedFile = min(self.capacity, largestFile ?? (body == .copied ? self.capacity / 8 : self.capacity / 4))
-        let count = body == .file ? Self.openFileLimit : .max
+        let count = body == .file ? max(1, openFiles) : .max
         state = Mutex(State(entries: BoundedLRU(maxCount: count, maxBytes: self.capacity)))
     }
 

@@ -188,12 +188,31 @@ import Glibc
     @Test func refusesAHeaderLimitOutsideItsRange() throws {
         let scratch = try TemporaryDirectory()
         let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
-        for bytes in [0, 1023, 1024 * 1024 + 1] {
+        for bytes in [0, 1023, 64 * 1024 + 1] {
             #expect(throws: OfflinePkgError.self) {
                 try LoopbackServer(store: store, limits: .init(requestHeaderBytes: bytes))
             }
         }
-        #expect(throws: Never.self) { try LoopbackServer(store: store, limits: .init(requestHeaderBytes: 1024)) }
+        for bytes in [1024, 64 * 1024] {
+            #expect(throws: Never.self) { try LoopbackServer(store: store, limits: .init(requestHeaderBytes: bytes)) }
+        }
+    }
+
+    /// The open-file limit shared out: behind plain HTTP a connection counts twice (its socket and the
+    /// file its answer may hold open), the caches keep at most 16 files a lane and all lanes a quarter
+    /// of the limit; behind TLS no file is kept and a connection counts once.
+    @Test func theDescriptorBudgetLeavesRoomForEveryConnectionsFile() {
+        typealias Budget = LoopbackServer.DescriptorBudget
+        let plain = Budget(openFiles: 200, asked: 32_768, lanes: 1, tls: false)
+        #expect(plain.cachedFilesPerLane == 16 && plain.connections == (200 - 64 - 16) / 2)
+        #expect(2 * plain.connections + plain.cachedFilesPerLane + Budget.reserved <= 200)
+        let manyLanes = Budget(openFiles: 1024, asked: 32_768, lanes: 64, tls: false)
+        #expect(manyLanes.cachedFilesPerLane == 4 && manyLanes.connections == (1024 - 64 - 256) / 2)
+        let tls = Budget(openFiles: 1024, asked: 32_768, lanes: 64, tls: true)
+        #expect(tls.cachedFilesPerLane == 0 && tls.connections == 1024 - 64)
+        #expect(Budget(openFiles: 1 << 20, asked: 32_768, lanes: 1, tls: false).connections == 32_768)
+        #expect(Budget(openFiles: nil, asked: 500, lanes: 2, tls: false).connections == 500)
+        #expect(Budget(openFiles: 60, asked: 500, lanes: 1, tls: false).connections == 1)
     }
 
     @Test func listensOnIPv6Loopback() async throws {

@@ -89,9 +89,11 @@ final class ServeProcess: Sendable {
     var port: Int { url.port ?? 0 }
     var pid: pid_t { child.pid }
 
-    init(root: String, _ extra: [String] = [], environment: [String: String] = [:]) throws {
+    /// `launcher`: a command that runs serve in its stead (`prlimit --nofile=200:200`, which execs it).
+    init(root: String, _ extra: [String] = [], environment: [String: String] = [:], launcher: [String] = []) throws {
+        let command = launcher + [OfflinePkgBinary.path, "serve", "--root", root, "--port", "0"] + extra
         child = try ChildProcess(
-            OfflinePkgBinary.path, ["serve", "--root", root, "--port", "0"] + extra,
+            command[0], Array(command.dropFirst()),
             environment: environment.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(environment) { _, new in new })
         let text = (child.firstLine() ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         guard let url = URL(string: text), url.port != nil else {

@@ -29,6 +29,51 @@ import Glibc
         }
     }
 
+    /// Under an open-file limit of 200, 110 clients that stop reading 4 MiB answers of 20 files (more
+    /// than the large-file cache keeps, so evicted entries stay open while sent): serve keeps a
+    /// tenth of its descriptors free, a fresh client is never told 404 for a file it has (it waits
+    /// in the kernel's queue, or gets 503), and once the readers go every file is answered again.
+    /// Before the budget counted a connection twice, the process reached its limit and answered 404.
+    @Test func slowReadersOfManyLargeFilesNeverExhaustDescriptors() async throws {
+        let names = (0..<20).map { "big-\($0).bin" }
+        var extra = [String: Data]()
+        for name in names { extra[name] = Data(count: 4 << 20) }
+        let site = try await ServeHardeningTests.Site(extra: extra)
+        let serve = try ServeProcess(
+            root: site.root, environment: ["OFFLINEPKG_SERVE_THREADS": "1"], launcher: ["prlimit", "--nofile=200:200"])
+        defer { serve.kill() }
+        func descriptors() -> Int { ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(serve.pid)/fd")) ?? []).count }
+        func probe(_ path: String) throws -> Int {
+            let connection = try RawConnection(port: serve.port, receiveTimeout: 2)
+            connection.send("GET \(path) HTTP/1.1\r\n\(Self.host)Connection: close\r\n\r\n")
+            return connection.readResponse()?.status ?? 0
+        }
+        var holders = [RawConnection]()
+        for index in 0..<110 {
+            let holder = try RawConnection(port: serve.port, receiveTimeout: 1, receiveBuffer: 4096)
+            holder.send("GET /home/\(names[index % names.count]) HTTP/1.1\r\n\(Self.host)\r\n")
+            holders.append(holder)
+        }
+        var most = 0
+        var statuses = [Int]()
+        for round in 0..<6 {
+            try await Task.sleep(nanoseconds: 300_000_000)
+            most = max(most, descriptors())
+            statuses.append(try probe(round % 2 == 0 ? "/home/n.txt" : "/home/\(names[round])"))
+        }
+        // 60 connections, each with at most one file, and 16 cached files: about 140 with its own.
+        #expect(most < 180, "serve held \(most) of its 200 descriptors")
+        #expect(!statuses.contains(404), "a file serve has was answered 404: \(statuses)")
+        #expect(statuses.allSatisfy { [0, 200, 503].contains($0) }, "\(statuses)")
+        holders.removeAll()
+        var after = 0
+        for _ in 0..<20 where after != 200 {
+            try await Task.sleep(nanoseconds: 250_000_000)
+            after = try probe("/home/\(names[19])")
+        }
+        #expect(after == 200, "after the readers left: \(after)")
+    }
+
     /// With one server thread, a client that stops reading a 12 MiB body (its receive window full,
     /// the server's send buffer full) does not hold up anyone: 200 small requests on 4 other
     /// connections are all answered while the big body is still unfinished; then it completes, exact.
