@@ -136,8 +136,7 @@ final class RequestHandler: @unchecked Sendable {
             if let queued = responses.queue(resource, notModified: false, on: connection) { return queued }
             // A map is only safe while the file keeps its size (`MappedFileBody`): a file truncated
             // behind the index after it was mapped must not be sent from the map (SIGBUS), and one
-            // sent from the open file would end short, so its size is checked per request (a stat,
-            // against an open, a map and an unmap).
+            // sent from the open file would end short, so its size is checked per request (one stat).
             if Self.sizeOnDisk(resource.path) == resource.size,
                 let queued = largeResponses.queue(resource, notModified: false, on: connection)
             {

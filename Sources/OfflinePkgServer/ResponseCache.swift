@@ -152,23 +152,28 @@ final class ResponseCache: Sendable {
     /// The map is unmapped when MHD frees the response: after eviction, once the last connection
     /// sending it is done. The size check is `MappedFileBody`'s safety condition.
     private static func mappedBody(_ resource: Resource) -> OpaquePointer? {
+        guard let descriptor = openAsInstalled(resource) else { return nil }
+        defer { close(descriptor) }
+        return MappedFileBody.response(descriptor: descriptor, offset: 0, length: resource.size, populate: true)
+    }
+
+    /// The file opened, if it still has the size it was installed with; the caller closes it.
+    private static func openAsInstalled(_ resource: Resource) -> Int32? {
         let descriptor = open(resource.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
         var status = stat()
-        guard fstat(descriptor, &status) == 0, Int64(status.st_size) == resource.size else { return nil }
-        return MappedFileBody.response(descriptor: descriptor, offset: 0, length: resource.size, populate: true)
+        guard fstat(descriptor, &status) == 0, Int64(status.st_size) == resource.size else {
+            close(descriptor)
+            return nil
+        }
+        return descriptor
     }
 
     /// MHD closes the descriptor when it frees the response. The size check matches the other bodies':
     /// a file that no longer reads as installed is answered by the caller's per-request path.
     private static func fileBody(_ resource: Resource) -> OpaquePointer? {
-        let descriptor = open(resource.path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0, Int64(status.st_size) == resource.size,
-            let response = MHD_create_response_from_fd64(UInt64(resource.size), descriptor)
-        else {
+        guard let descriptor = openAsInstalled(resource) else { return nil }
+        guard let response = MHD_create_response_from_fd64(UInt64(resource.size), descriptor) else {
             close(descriptor)
             return nil
         }
