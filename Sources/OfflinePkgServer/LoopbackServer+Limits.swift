@@ -48,11 +48,13 @@ extension LoopbackServer {
     /// How the open-file limit (`RLIMIT_NOFILE`, which `serve` raises to the hard limit first) is
     /// shared: the server's own files, the large-file caches' open files, and connections. Behind
     /// plain HTTP a connection may hold two descriptors, its socket and the file its response is sent
-    /// from (an entry the cache evicted stays open until its last connection is done), so it counts
+    /// from (a range or a file past the caches, opened for it, or an entry the cache evicted, which
+    /// stays open until its last connection is done), so it counts
     /// twice: past the limit a client waits in the kernel's queue, rather than a request finding no
     /// descriptor for its file.
     package struct DescriptorBudget: Equatable {
-        /// For the server's own files: the store's reads, a request's file while it is mapped.
+        /// For the server's own files: the store's reads, a request's file while it is opened (and,
+        /// behind TLS, mapped).
         package static let reserved = 64
         /// Files each lane's large-file cache keeps open (`ResponseCache.Body.file`; none behind TLS).
         package let cachedFilesPerLane: Int

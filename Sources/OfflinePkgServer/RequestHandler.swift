@@ -35,6 +35,9 @@ final class RequestHandler: @unchecked Sendable {
     let ownPort = Atomic<UInt16>(0)
     /// `https://` behind TLS, so `Host: m.example.com:443` drops its default port as the client meant.
     private let scheme: StaticString
+    /// Plain HTTP: bodies past the caches are sent from the open file with `sendfile`; behind TLS,
+    /// from a map (`MappedFileBody`).
+    private let sendsFromFile: Bool
 
     /// Answers what no package answers, per the manifest's runtime rules (SPEC §11); nil: 404s.
     let runtime: RuntimeCacheResponder?
@@ -47,6 +50,7 @@ final class RequestHandler: @unchecked Sendable {
         self.store = store
         self.runtime = runtime
         scheme = tls ? "https://" : "http://"
+        sendsFromFile = !tls
         self.origin = origin
         self.ownHost = ownHost.lowercased()
         let capacity = store.options.memoryCacheCapacity
@@ -67,7 +71,7 @@ final class RequestHandler: @unchecked Sendable {
         MHD_add_response_header(notAllowed, "Allow", "GET, HEAD")
         damaged = Self.textResponse(
             "the installed file cannot be read as its index describes it: run offlinepkg verify --repair\n")
-        unreadable = Self.textResponse("the server cannot map the file now (out of memory or mappings)\n")
+        unreadable = Self.textResponse("the server cannot make a response from the file now (out of memory or mappings)\n")
         noDescriptor = Self.textResponse("the server has no file descriptor free now (its open-file limit): try again\n")
         MHD_add_response_header(noDescriptor, "Retry-After", "1")
     }
@@ -145,8 +149,8 @@ final class RequestHandler: @unchecked Sendable {
         }
 
         // Files past both caches, ranges, and files that do not read as installed (answered below):
-        // opened per request and sent from a memory map (`MappedFileBody`). The path comes from the
-        // active set and the tree is read-only, so nothing here goes stale.
+        // opened per request. The path comes from the active set and the tree is read-only, so
+        // nothing here goes stale.
         let descriptor = open(resource.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             // Out of descriptors is the server's state, not the file's: a 404 would tell the client
@@ -155,9 +159,9 @@ final class RequestHandler: @unchecked Sendable {
             return MHD_queue_response(
                 connection, UInt32(busy ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_NOT_FOUND), busy ? noDescriptor : notFound)
         }
-        defer { close(descriptor) }
         var status = stat()
         guard fstat(descriptor, &status) == 0, Int64(status.st_size) == resource.size else {
+            close(descriptor)
             // Changed on disk behind the index: no body is sent that contradicts its Content-Length.
             return MHD_queue_response(connection, UInt32(MHD_HTTP_INTERNAL_SERVER_ERROR), damaged)
         }
@@ -167,7 +171,7 @@ final class RequestHandler: @unchecked Sendable {
             offset = start
             length = end - start + 1
         }
-        guard let response = MappedFileBody.response(descriptor: descriptor, offset: offset, length: length) else {
+        guard let response = body(descriptor: descriptor, offset: offset, length: length) else {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_SERVICE_UNAVAILABLE), unreadable)
         }
         defer { MHD_destroy_response(response) }
@@ -178,6 +182,23 @@ final class RequestHandler: @unchecked Sendable {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_PARTIAL_CONTENT), response)
         }
         return MHD_queue_response(connection, UInt32(MHD_HTTP_OK), response)
+    }
+
+    /// `length` bytes at `offset` of the open file, as a response that owns `descriptor` from here
+    /// on: behind plain HTTP the file itself, sent with `sendfile` (MHD closes it with the response),
+    /// as the large-file cache's entries are; behind TLS a map of the part asked for, which GnuTLS
+    /// reads at once where MHD would read the file in 16 KiB blocks. Nil (the file closed) when no
+    /// response can be made.
+    private func body(descriptor: Int32, offset: Int64, length: Int64) -> OpaquePointer? {
+        if sendsFromFile, length > 0 {
+            if let response = MHD_create_response_from_fd_at_offset64(UInt64(length), descriptor, UInt64(offset)) {
+                return response
+            }
+            close(descriptor)
+            return nil
+        }
+        defer { close(descriptor) }
+        return MappedFileBody.response(descriptor: descriptor, offset: offset, length: length)
     }
 
     private static func sizeOnDisk(_ path: String) -> Int64? {

@@ -233,4 +233,48 @@ import Testing
         #expect(damaged.status == 500 && damaged.body.contains("verify --repair"))
         #expect(try get("small.txt").body == "small\n")
     }
+
+    /// A range (a media element's `Range: bytes=0-`, a resumed download) over plain HTTP is sent from
+    /// the open file with `sendfile`, as the large-file cache's entries are, not copied out of a map:
+    /// while a slow reader holds it, the server has the file open and no map of it, and it closes the
+    /// file once the reader is gone.
+    @Test func rangesOverPlainHTTPAreSentFromTheOpenFile() async throws {
+        // 6 MiB: more than the loopback socket buffers take, so the response stays in progress.
+        var text = ""
+        text.reserveCapacity(6 << 20)
+        var line = 0
+        while text.utf8.count < 6 << 20 {
+            text += "line \(line) of a file a slow reader asks for by range\n"
+            line += 1
+        }
+        let (scratch, store, server) = try await Self.serve(["movie.txt": text], capacity: 0)
+        defer {
+            withExtendedLifetime(scratch) {}
+            server.stop()
+        }
+        let path = try #require(store.resolve("https://app.example.test/movie.txt")).path
+        func openCount() -> Int {
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            return fds.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path }.count
+        }
+        func mapped() throws -> Bool { try String(contentsOfFile: "/proc/self/maps", encoding: .utf8).contains(path) }
+
+        do {
+            let reader = try RawConnection(port: server.url.port!, receiveBuffer: 4096)
+            #expect(reader.send("GET /movie.txt HTTP/1.1\r\nHost: app.example.test\r\nRange: bytes=1-\r\n\r\n"))
+            let start = String(decoding: reader.receiveSome(512), as: UTF8.self)
+            #expect(start.hasPrefix("HTTP/1.1 206"), "\(start.prefix(80))")
+            #expect(start.contains("bytes 1-\(text.utf8.count - 1)/\(text.utf8.count)"))
+            #expect(openCount() == 1, "the range is not sent from the open file")
+            #expect(try !mapped(), "the range is sent from a map of the file")
+
+            // Exact bytes all the same, to a reader that takes them.
+            let reply = try get(server, "movie.txt", ["-H", "Range: bytes=1000-2999999"], host: "app.example.test")
+            #expect(reply.status == 206 && Array(reply.body.utf8) == Array(Array(text.utf8)[1000...2_999_999]))
+        }
+        // The slow reader closed its connection.
+        let closed = ContinuousClock.now + .seconds(5)
+        while openCount() > 0, ContinuousClock.now < closed { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(openCount() == 0, "the file stays open after its reader went away")
+    }
 }

@@ -55,4 +55,37 @@ import Testing
         for _ in 0..<50 where server.retiredDaemons > 0 { try await Task.sleep(nanoseconds: 100_000_000) }
         #expect(server.retiredDaemons == 0)
     }
+
+    /// Behind TLS, ranges and files past the copied cache are sent from a map of the file (plain HTTP
+    /// sends them from the open file): exact bytes for ranges at any offset within a page, and whole.
+    @Test func rangesAndLargeFilesComeOutExactBehindTLS() async throws {
+        let scratch = try TemporaryDirectory()
+        defer { withExtendedLifetime(scratch) {} }
+        let text = (0..<60_000).map { "line \($0)\n" }.joined()
+        try writeSite(["big.txt": text], to: scratch.path("site"))
+        let repository = try RepositoryBuilder(directory: scratch.path("repo"))
+        try repository.publish(
+            sequence: 1, packages: [.init(id: "a", version: "1", routes: ["https://a.example.com/"], site: scratch.path("site"))])
+        // No copied cache: the whole file goes to the large-file cache, ranges to the per-request path.
+        let store = try PackageStore(
+            root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0, memoryCacheCapacity: 0))
+        _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
+        let server = try LoopbackServer(store: store, tls: true)
+        try server.start()
+        defer { server.stop() }
+        let certificate = store.layout.root + "/tls/certificate.pem"
+        let bytes = Array(text.utf8)
+        func get(_ extra: [String]) throws -> [UInt8] {
+            Array(
+                try Tool.curl(
+                    ["--cacert", certificate, "--connect-to", "a.example.com:443:127.0.0.1:\(server.port)", "-fsS"] + extra
+                        + ["https://a.example.com/big.txt"]
+                ).stdout.utf8)
+        }
+        #expect(try get([]) == bytes)
+        for (start, end) in [(0, 0), (4_095, 4_096), (4_097, 300_000), (bytes.count - 1, bytes.count - 1)] {
+            #expect(try get(["-H", "Range: bytes=\(start)-\(end)"]) == Array(bytes[start...end]), "\(start)-\(end)")
+        }
+        #expect(server.cachedLargeResponses.entries == 1)
+    }
 }
