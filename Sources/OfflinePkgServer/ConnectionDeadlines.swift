@@ -18,6 +18,12 @@ import Glibc
 /// While a request is being answered no deadline runs (a slow reader of a large file is MHD's
 /// inactivity timeout's business). One sweeper thread checks every connection twice a second and
 /// shuts down the socket of each one past its deadline; MHD then sees the close and cleans up.
+///
+/// The sweeper also watches the file each connection is being sent from the open descriptor
+/// (`sendfile`): one truncated behind the index while it is sent (something other than offlinepkg
+/// writing into a read-only tree) makes `sendfile` return 0, which MHD 0.9.75 counts as activity and
+/// retries, spinning its lane for as long as the server runs. A file no longer of its installed size
+/// gets its connection shut down at the next sweep.
 final class ConnectionDeadlines: Sendable {
     /// One accepted connection: its socket and the monotonic time (ns) by which its headers are due,
     /// `UInt64.max` while a request is being answered.
@@ -30,6 +36,8 @@ final class ConnectionDeadlines: Sendable {
         /// Shut down for room, MHD's close not seen yet: it still counts against the limit, and the
         /// acceptor must not close another one for the same waiting client meanwhile.
         let closingForRoom = Atomic<Bool>(false)
+        /// The installed file the response in progress is sent from with `sendfile`, and its size.
+        let sending = Mutex<(path: String, size: Int64)?>(nil)
 
         init(socket: Int32, deadline: UInt64) {
             self.socket = socket
@@ -45,6 +53,7 @@ final class ConnectionDeadlines: Sendable {
     private let generation = Atomic<Int>(0)
     private let closedByDeadline = Atomic<Int>(0)
     private let closedForRoom = Atomic<Int>(0)
+    private let closedForChangedFile = Atomic<Int>(0)
     /// Connections shut down for room whose close MHD has not reported yet.
     private let pendingForRoom = Atomic<Int>(0)
 
@@ -61,6 +70,9 @@ final class ConnectionDeadlines: Sendable {
 
     /// Connections closed for missing a deadline (tests, diagnostics).
     var closedCount: Int { closedByDeadline.load(ordering: .relaxed) }
+
+    /// Connections shut down because the file they were sent from changed size (tests, diagnostics).
+    var closedForChangedFileCount: Int { closedForChangedFile.load(ordering: .relaxed) }
 
     /// Idle keep-alive connections closed to make room for new ones at the limit (tests, diagnostics).
     var closedForRoomCount: Int { closedForRoom.load(ordering: .relaxed) }
@@ -141,13 +153,26 @@ final class ConnectionDeadlines: Sendable {
     private func sweep() {
         let now = Self.now()
         entries.withLock { entries in
-            for entry in entries.values where entry.deadline.load(ordering: .relaxed) < now {
-                entry.idle.store(false, ordering: .relaxed)
-                entry.deadline.store(.max, ordering: .relaxed)
-                shutdown(entry.socket, Int32(SHUT_RDWR))
-                closedByDeadline.add(1, ordering: .relaxed)
+            for entry in entries.values {
+                if entry.deadline.load(ordering: .relaxed) < now {
+                    entry.idle.store(false, ordering: .relaxed)
+                    entry.deadline.store(.max, ordering: .relaxed)
+                    shutdown(entry.socket, Int32(SHUT_RDWR))
+                    closedByDeadline.add(1, ordering: .relaxed)
+                } else if let file = entry.sending.withLock({ $0 }), Self.changedSize(file.path, from: file.size) {
+                    // By path, not by the response's descriptor, whose number may be closed and reused
+                    // meanwhile. A file removed from its path (a tree collected while sent) is intact.
+                    entry.sending.withLock { $0 = nil }
+                    shutdown(entry.socket, Int32(SHUT_RDWR))
+                    closedForChangedFile.add(1, ordering: .relaxed)
+                }
             }
         }
+    }
+
+    private static func changedSize(_ path: String, from size: Int64) -> Bool {
+        var status = stat()
+        return stat(path, &status) == 0 && Int64(status.st_size) != size
     }
 }
 
@@ -185,6 +210,7 @@ func notifyCompleted(
     guard let context, let connection, let stored = cmicrohttpd_socket_context(connection) else { return }
     let deadlines = Unmanaged<Daemon>.fromOpaque(context).takeUnretainedValue().deadlines
     let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue()
+    entry.sending.withLock { $0 = nil }
     entry.deadline.store(ConnectionDeadlines.now() + deadlines.idleTimeout, ordering: .relaxed)
     // Only a request answered whole leaves a connection to keep alive; one that failed closes anyway.
     if code == .REQUEST_TERMINATED_COMPLETED_OK { entry.idle.store(true, ordering: .releasing) }
@@ -207,4 +233,11 @@ func headersArrived(_ connection: OpaquePointer) {
     let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue()
     entry.idle.store(false, ordering: .releasing)
     entry.deadline.store(.max, ordering: .relaxed)
+}
+
+/// Called by the access handler when it queues a response sent from the open file `path` of `size`
+/// bytes (`sendfile`): the sweeper shuts the connection down if the file changes size meanwhile.
+func sendingFile(_ connection: OpaquePointer, path: String, size: Int64) {
+    guard let stored = cmicrohttpd_socket_context(connection) else { return }
+    Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue().sending.withLock { $0 = (path, size) }
 }

@@ -182,6 +182,9 @@ public final class LoopbackServer: Sendable {
     /// Idle keep-alive connections closed to make room at the connection limit (tests, diagnostics).
     package var idleConnectionsClosedForRoom: Int { deadlines.closedForRoomCount }
 
+    /// Connections shut down because the file they were being sent from changed size (tests, diagnostics).
+    package var connectionsClosedForChangedFile: Int { deadlines.closedForChangedFileCount }
+
     /// Daemons of a replaced certificate not stopped yet: they still hold connections (tests, diagnostics).
     package var retiredDaemons: Int { state.withLock { $0.retired.count } }
 

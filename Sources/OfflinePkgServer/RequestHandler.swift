@@ -144,6 +144,7 @@ final class RequestHandler: @unchecked Sendable {
             if Self.sizeOnDisk(resource.path) == resource.size,
                 let queued = largeResponses.queue(resource, notModified: false, on: connection)
             {
+                if sendsFromFile { sendingFile(connection, path: resource.path, size: resource.size) }
                 return queued
             }
         }
@@ -177,6 +178,7 @@ final class RequestHandler: @unchecked Sendable {
         defer { MHD_destroy_response(response) }
         ResponseHeaders.addContent(response, resource)
         ResponseHeaders.addValidators(response, resource)
+        if sendsFromFile { sendingFile(connection, path: resource.path, size: resource.size) }
         if case .partial = range {
             MHD_add_response_header(response, "Content-Range", "bytes \(offset)-\(offset + length - 1)/\(resource.size)")
             return MHD_queue_response(connection, UInt32(MHD_HTTP_PARTIAL_CONTENT), response)

@@ -63,9 +63,8 @@ final class ResponseCache: Sendable {
         /// the last reference goes): plain HTTP's large files. The kernel sends the page cache's pages
         /// without copying them, where a send from the map copies every byte: 190–450 µs of the
         /// server's CPU per 3 MiB request against 580–760 µs (docs/benchmarks.md, "Wave 13"). A file
-        /// truncated behind the index while it is sent stalls that one response (MHD 0.9.75 retries a
-        /// `sendfile` that returns 0 and spins its lane on it) where a map would fault the whole
-        /// server; installed trees are read-only and never rewritten in place. At most `openFiles`
+        /// truncated behind the index while it is sent would spin its lane (MHD 0.9.75 retries a
+        /// `sendfile` that returns 0): `ConnectionDeadlines` shuts that connection down. At most `openFiles`
         /// entries; an evicted one stays open until its last connection is done, which is why
         /// `LoopbackServer.DescriptorBudget` counts a connection twice.
         case file

@@ -38,6 +38,18 @@ import Testing
         return (scratch, store, server)
     }
 
+    /// At least `bytes` of text, every line different ("line N <phrase>"), so any shifted byte shows.
+    static func numberedLines(bytes: Int, _ phrase: String) -> String {
+        var text = ""
+        text.reserveCapacity(bytes + 64)
+        var line = 0
+        while text.utf8.count < bytes {
+            text += "line \(line) \(phrase)\n"
+            line += 1
+        }
+        return text
+    }
+
     func get(_ server: LoopbackServer, _ path: String, _ extra: [String] = [], host: String = Self.host) throws -> HTTPReply {
         HTTPReply(try Tool.curl(["-D", "-", "-H", "Host: \(host)"] + extra + [server.url.absoluteString + path]).stdout)
     }
@@ -240,13 +252,7 @@ import Testing
     /// file once the reader is gone.
     @Test func rangesOverPlainHTTPAreSentFromTheOpenFile() async throws {
         // 6 MiB: more than the loopback socket buffers take, so the response stays in progress.
-        var text = ""
-        text.reserveCapacity(6 << 20)
-        var line = 0
-        while text.utf8.count < 6 << 20 {
-            text += "line \(line) of a file a slow reader asks for by range\n"
-            line += 1
-        }
+        let text = Self.numberedLines(bytes: 6 << 20, "of a file a slow reader asks for by range")
         let (scratch, store, server) = try await Self.serve(["movie.txt": text], capacity: 0)
         defer {
             withExtendedLifetime(scratch) {}
@@ -276,5 +282,44 @@ import Testing
         let closed = ContinuousClock.now + .seconds(5)
         while openCount() > 0, ContinuousClock.now < closed { try await Task.sleep(for: .milliseconds(20)) }
         #expect(openCount() == 0, "the file stays open after its reader went away")
+    }
+
+    /// A file truncated behind the index while it is sent from the open file: `sendfile` returns 0
+    /// from there on, which MHD would retry for as long as the server runs (its lane spinning, the
+    /// file held open). Its connection is shut down instead, for a whole large file and for a range,
+    /// and the server goes on answering.
+    @Test func aFileTruncatedWhileSentClosesItsConnection() async throws {
+        let text = Self.numberedLines(bytes: 12 << 20, "of a file truncated while it is sent")
+        // 12 MiB, more than the loopback socket buffers take: the whole file goes out from the
+        // large-file cache's open file, the range from the per-request path's. (Not the same bytes:
+        // the tree would hold them once, both names one file.)
+        let ranged = "ranged " + text
+        let (scratch, store, server) = try await Self.serve(["whole.txt": text, "range.txt": ranged, "other.txt": "other\n"], capacity: 0)
+        defer {
+            withExtendedLifetime(scratch) {}
+            server.stop()
+        }
+        for (name, request, size) in [
+            ("whole.txt", "GET /whole.txt HTTP/1.1\r\nHost: app.example.test\r\n\r\n", text.utf8.count),
+            ("range.txt", "GET /range.txt HTTP/1.1\r\nHost: app.example.test\r\nRange: bytes=10-\r\n\r\n", ranged.utf8.count),
+        ] {
+            let path = try #require(store.resolve("https://app.example.test/\(name)")).path
+            let reader = try RawConnection(port: server.url.port!, receiveTimeout: 5, receiveBuffer: 4096)
+            #expect(reader.send(request))
+            #expect(!reader.receiveSome(256).isEmpty, "\(name): no answer began")
+            #expect(truncate(path, size / 4) == 0)
+            // Drain what is in flight: the connection must end, not stall with the file held open.
+            var received = 0
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline {
+                let bytes = reader.receiveSome(65536)
+                if bytes.isEmpty { break }
+                received += bytes.count
+            }
+            #expect(reader.isClosedByPeer(), "\(name): the connection stays open after its file was truncated")
+            #expect(received < size, "\(name): more bytes than the truncated file holds")
+        }
+        #expect(server.connectionsClosedForChangedFile == 2)
+        #expect(try get(server, "other.txt", host: "app.example.test").body == "other\n")
     }
 }
