@@ -246,13 +246,15 @@ import Testing
         #expect(try get("small.txt").body == "small\n")
     }
 
-    /// A range (a media element's `Range: bytes=0-`, a resumed download) over plain HTTP is sent from
-    /// the open file with `sendfile`, as the large-file cache's entries are, not copied out of a map:
-    /// while a slow reader holds it, the server has the file open and no map of it, and it closes the
-    /// file once the reader is gone.
-    @Test func rangesOverPlainHTTPAreSentFromTheOpenFile() async throws {
-        // 6 MiB: more than the loopback socket buffers take, so the response stays in progress.
-        let text = Self.numberedLines(bytes: 6 << 20, "of a file a slow reader asks for by range")
+    /// A range (a media element's `Range: bytes=0-`, a resumed download) and a file past the
+    /// large-file cache (16 MiB) over plain HTTP are sent from the open file with `sendfile`, as the
+    /// cache's entries are, not copied out of a map: while a slow reader holds one, the server has the
+    /// file open and no map of it, and it closes the file once the reader is gone.
+    @Test func rangesAndFilesPastTheCachesAreSentFromTheOpenFile() async throws {
+        // 17 MiB: past the large-file cache, and more than the loopback socket buffers take, so a
+        // response stays in progress.
+        let text = Self.numberedLines(bytes: 17 << 20, "of a file a slow reader asks for")
+        let size = text.utf8.count
         let (scratch, store, server) = try await Self.serve(["movie.txt": text], capacity: 0)
         defer {
             withExtendedLifetime(scratch) {}
@@ -265,23 +267,30 @@ import Testing
         }
         func mapped() throws -> Bool { try String(contentsOfFile: "/proc/self/maps", encoding: .utf8).contains(path) }
 
-        do {
-            let reader = try RawConnection(port: server.url.port!, receiveBuffer: 4096)
-            #expect(reader.send("GET /movie.txt HTTP/1.1\r\nHost: app.example.test\r\nRange: bytes=1-\r\n\r\n"))
-            let start = String(decoding: reader.receiveSome(512), as: UTF8.self)
-            #expect(start.hasPrefix("HTTP/1.1 206"), "\(start.prefix(80))")
-            #expect(start.contains("bytes 1-\(text.utf8.count - 1)/\(text.utf8.count)"))
-            #expect(openCount() == 1, "the range is not sent from the open file")
-            #expect(try !mapped(), "the range is sent from a map of the file")
-
-            // Exact bytes all the same, to a reader that takes them.
-            let reply = try get(server, "movie.txt", ["-H", "Range: bytes=1000-2999999"], host: "app.example.test")
-            #expect(reply.status == 206 && Array(reply.body.utf8) == Array(Array(text.utf8)[1000...2_999_999]))
+        for (range, status) in [("Range: bytes=1-\r\n", "206"), ("", "200")] {
+            do {
+                let reader = try RawConnection(port: server.url.port!, receiveBuffer: 4096)
+                #expect(reader.send("GET /movie.txt HTTP/1.1\r\nHost: app.example.test\r\n\(range)\r\n"))
+                let start = String(decoding: reader.receiveSome(512), as: UTF8.self)
+                #expect(start.hasPrefix("HTTP/1.1 \(status)"), "\(start.prefix(80))")
+                if !range.isEmpty { #expect(start.contains("bytes 1-\(size - 1)/\(size)")) }
+                #expect(openCount() == 1, "\(status): not sent from the open file")
+                #expect(try !mapped(), "\(status): sent from a map of the file")
+            }
+            // The slow reader closed its connection.
+            let closed = ContinuousClock.now + .seconds(5)
+            while openCount() > 0, ContinuousClock.now < closed { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(openCount() == 0, "\(status): the file stays open after its reader went away")
         }
-        // The slow reader closed its connection.
-        let closed = ContinuousClock.now + .seconds(5)
-        while openCount() > 0, ContinuousClock.now < closed { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(openCount() == 0, "the file stays open after its reader went away")
+
+        // Exact bytes all the same, to a reader that takes them; HEAD tells the size and sends none.
+        let reply = try get(server, "movie.txt", ["-H", "Range: bytes=1000-2999999"], host: "app.example.test")
+        #expect(reply.status == 206 && Array(reply.body.utf8) == Array(Array(text.utf8)[1000...2_999_999]))
+        let whole = try get(server, "movie.txt", host: "app.example.test")
+        #expect(whole.status == 200 && whole.body == text)
+        let head = HTTPReply(try Tool.curl(["-I", "-H", "Host: app.example.test", server.url.absoluteString + "movie.txt"]).stdout)
+        #expect(head.status == 200 && head.headers["content-length"] == "\(size)" && head.body.isEmpty)
+        #expect(server.cachedLargeResponses.entries == 0)
     }
 
     /// A file truncated behind the index while it is sent from the open file: `sendfile` returns 0
