@@ -159,10 +159,7 @@ final class ConnectionDeadlines: Sendable {
                     entry.deadline.store(.max, ordering: .relaxed)
                     shutdown(entry.socket, Int32(SHUT_RDWR))
                     closedByDeadline.add(1, ordering: .relaxed)
-                } else if let file = entry.sending.withLock({ $0 }), Self.changedSize(file.path, from: file.size) {
-                    // By path, not by the response's descriptor, whose number may be closed and reused
-                    // meanwhile. A file removed from its path (a tree collected while sent) is intact.
-                    entry.sending.withLock { $0 = nil }
+                } else if entry.sending.withLock({ Self.takeIfChanged(&$0) }) {
                     shutdown(entry.socket, Int32(SHUT_RDWR))
                     closedForChangedFile.add(1, ordering: .relaxed)
                 }
@@ -170,9 +167,16 @@ final class ConnectionDeadlines: Sendable {
         }
     }
 
-    private static func changedSize(_ path: String, from size: Int64) -> Bool {
+    /// Whether the file being sent no longer has its installed size; if so it is no longer watched.
+    /// Checked and cleared under one lock, so a response that follows on the connection keeps its
+    /// own. By path, not by the response's descriptor, whose number may be closed and reused
+    /// meanwhile; a file removed from its path (a tree collected while sent) is intact.
+    private static func takeIfChanged(_ sending: inout (path: String, size: Int64)?) -> Bool {
+        guard let file = sending else { return false }
         var status = stat()
-        return stat(path, &status) == 0 && Int64(status.st_size) != size
+        guard stat(file.path, &status) == 0, Int64(status.st_size) != file.size else { return false }
+        sending = nil
+        return true
     }
 }
 
