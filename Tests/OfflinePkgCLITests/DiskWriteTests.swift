@@ -12,7 +12,8 @@ struct DiskWriteTests {
         let repo = try Self.repository(["home", "docs", "lib", "img"], dataBytes: 200_000)
         let root = try TemporaryDirectory()
         let traced = try Strace.offlinepkg(
-            ["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"], trace: "syncfs,unlink,unlinkat", timeout: 60)
+            ["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"], trace: "syncfs,unlink,unlinkat",
+            timeout: 60)
         #expect(traced.result.status == 0, "\(traced.result.stderr)")
         let calls = traced.calls
         let flushes = calls.indices.filter { calls[$0].contains("syncfs(") && !calls[$0].contains("resumed") }
@@ -26,19 +27,56 @@ struct DiskWriteTests {
         }
     }
 
+    /// A one-package first install flushes its tree while the lanes still write it (the kernel's
+    /// writeback beside the creates, not after them): the flush starts once the archive has been read,
+    /// and only after the download is deleted, so the download's pages are still dropped, not written.
+    /// The commit's two flushes follow, and the tree is whole.
+    @Test func aFirstInstallOfOnePackageFlushesWhileItsFilesAreStillWritten() throws {
+        let repo = try TestRepository()
+        // 2,000 files in 20 folders: the reader hands them over faster than two lanes create them.
+        let files = (0..<2_000).map {
+            SiteFile("assets/g\($0 / 100)/f\($0).js", "/* \($0) */ " + String(repeating: "x", count: $0 % 700))
+        }
+        try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")] + files)
+        try repo.publish()
+        let root = try TemporaryDirectory()
+        let traced = try Strace.offlinepkg(
+            ["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"], trace: "syncfs,unlink,openat",
+            timeout: 120)
+        #expect(traced.result.status == 0, "\(traced.result.stderr)")
+        let calls = traced.calls.filter { !$0.contains("resumed>") }
+        let flushes = calls.indices.filter { calls[$0].contains("syncfs(") }
+        let download = try #require(
+            calls.firstIndex { $0.contains("unlink(") && $0.contains("/downloads/") && $0.contains(".part\"") },
+            "the download was not deleted")
+        // A tree file is created relative to its folder's descriptor, never by a path from the root.
+        let creates = calls.indices.filter {
+            calls[$0].contains("openat(") && calls[$0].contains("O_CREAT") && calls[$0].contains(".js\"")
+        }
+        #expect(creates.count == 2_000, "tree files created: \(creates.count)")
+        // One flush beside the lanes, then the commit's flush of the trees and the one of the renames.
+        #expect(flushes.count == 3, "syncfs calls: \(flushes.map { calls[$0] })")
+        let early = try #require(flushes.first)
+        #expect(download < early, "the download was deleted after the first flush began")
+        #expect(early < creates.last!, "the first flush began only after the last file was created")
+        try OfflinePkgBinary.run(["verify", "--root", root.path("root")]).checked("verify")
+    }
+
     /// An update's unchanged file (here a 200 KB `data.bin`) is switched to the held inode as it is
     /// unpacked, before the sync's first flush, so the copy just written is dropped before it is written
     /// back: an update that changes 1 % of a tree writes about 1 % to the disk, not the whole tree.
     @Test func anUpdatesUnchangedFilesAreLinkedToHeldContentBeforeTheFlush() throws {
         let repo = try Self.repository(["home"], dataBytes: 200_000)
         let root = try TemporaryDirectory()
-        try OfflinePkgBinary.run(["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"]).checked("sync 1")
+        try OfflinePkgBinary.run(["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"]).checked(
+            "sync 1")
         try repo.add(
             "home", "2", routes: ["https://m.example.com/"],
             files: [SiteFile("index.html", "home 2"), SiteFile("data.bin", bytes: Array(repeating: UInt8(4), count: 200_000))])
         try repo.publish()
         let traced = try Strace.offlinepkg(
-            ["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"], trace: "syncfs,rename,renameat,renameat2",
+            ["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"],
+            trace: "syncfs,rename,renameat,renameat2",
             timeout: 60)
         #expect(traced.result.status == 0, "\(traced.result.stderr)")
         let calls = traced.calls
@@ -46,7 +84,9 @@ struct DiskWriteTests {
         let relinked = calls.indices.filter { calls[$0].contains("/content/.tmp/") && calls[$0].contains("\"data.bin\"") }
         #expect(relinked.count == 1, "\(calls)")
         #expect(relinked.allSatisfy { $0 < firstFlush }, "the unchanged file was relinked after the flush: \(calls)")
-        #expect(try OfflinePkgBinary.run(["lookup", "https://m.example.com/data.bin", "--root", root.path("root")]).checked("lookup").status == 0)
+        #expect(
+            try OfflinePkgBinary.run(["lookup", "https://m.example.com/data.bin", "--root", root.path("root")]).checked("lookup")
+                .status == 0)
     }
 
     /// A timer's sync that the server answers 304 changes only times in state.json: it writes them
@@ -101,7 +141,8 @@ struct DiskWriteTests {
         // strace prints the kernel's path of a descriptor: the folder's real path.
         let root = URL(fileURLWithPath: scratch.path("root")).resolvingSymlinksInPath().path
         let traced = try Strace.offlinepkg(
-            ["sync", "file://" + repo.manifestPath, "--root", root, "--quiet"], trace: "rename,renameat,renameat2,fsync,fdatasync",
+            ["sync", "file://" + repo.manifestPath, "--root", root, "--quiet"],
+            trace: "rename,renameat,renameat2,fsync,fdatasync",
             flags: ["-y"], timeout: 60)
         #expect(traced.result.status == 0, "\(traced.result.stderr)")
         let calls = traced.calls
@@ -126,7 +167,10 @@ struct DiskWriteTests {
         for id in ids {
             try repo.add(
                 id, "1", routes: ["https://m.example.com/\(id == "home" ? "" : id + "/")"],
-                files: [SiteFile("index.html", "\(id) 1"), SiteFile("data.bin", bytes: Array(repeating: UInt8(id.count), count: dataBytes))])
+                files: [
+                    SiteFile("index.html", "\(id) 1"),
+                    SiteFile("data.bin", bytes: Array(repeating: UInt8(id.count), count: dataBytes)),
+                ])
         }
         try repo.publish()
         return repo

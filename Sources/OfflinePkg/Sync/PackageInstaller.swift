@@ -93,7 +93,8 @@ package struct PackageInstaller: Sendable {
         defer { FileSystem.discardFile(download.path) }
         let layout = self.layout
         let applier = DeltaApplier(
-            limits: limits, baseVersion: base.version, baseTree: base.tree, baseIndex: base.index, content: Self.contentStore(layout))
+            limits: limits, baseVersion: base.version, baseTree: base.tree, baseIndex: base.index,
+            content: Self.contentStore(layout))
         let staged = try await runBlocking {
             let staging = layout.stagingDirectory("\(entry.id)-delta-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
@@ -118,7 +119,9 @@ package struct PackageInstaller: Sendable {
     /// content/ as it is written; with `defersNewContent`, only a file whose content is held already is
     /// (so its own pages are freed before any writeback: an update that changes 1 % of a tree writes
     /// 1 %), and the new content is listed for the next operation (`StagedTree.pendingContent`). A
-    /// store that holds nothing skips the look (a stat a file).
+    /// store that holds nothing skips the look (a stat a file), and there the tree's flush starts as
+    /// soon as the archive has been read (`EarlyFlush`), the download deleted first so its pages are
+    /// dropped, not written.
     private func unpackAndStage(_ entry: PackageEntry, archive: String, archiveName: String) async throws -> StagedTree {
         let (layout, limits, defers) = (self.layout, self.limits, defersNewContent)
         return try await runBlocking {
@@ -127,13 +130,25 @@ package struct PackageInstaller: Sendable {
             let store = Self.contentStore(layout)
             let linked = LinkedPaths()
             let keepFile = Self.keepFile(in: store, defersNewContent: defers, linked: linked)
+            var unpacker = ArchiveUnpacker(limits: limits, archiveName: archiveName, keepFile: keepFile)
+            // Only the sync's one download is on disk, and no written file will be swapped for a held copy.
+            let flush = defers && keepFile == nil ? EarlyFlush(of: staging) : nil
+            if let flush {
+                unpacker.archiveRead = {
+                    FileSystem.discardFile(archive)
+                    flush.start()
+                }
+            }
             do {
-                let unpacked = try ArchiveUnpacker(limits: limits, archiveName: archiveName, keepFile: keepFile)
-                    .unpack(archivePath: archive, into: staging)
-                return try Self.stage(
+                let unpacked = try unpacker.unpack(archivePath: archive, into: staging)
+                let staged = try Self.stage(
                     unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout,
                     pendingContentExcept: defers ? linked.all : nil)
+                try flush?.wait()
+                return staged
             } catch {
+                // The flush ends before staging goes, so nothing of this unpack outlives the call.
+                try? flush?.wait()
                 // Only a tree that linked content can leave a name that no tree links.
                 if defers && linked.all.isEmpty { try? FileSystem.removeTree(staging) } else { store.discardStaging(staging) }
                 throw error
@@ -180,7 +195,8 @@ package struct PackageInstaller: Sendable {
         if let alreadyHeld { pending = try shareDuplicates(in: sorted, except: alreadyHeld, under: staged, layout: layout) }
         try FileSystem.makeFoldersReadOnly(folders, under: staged)
         let staged = StagedTree(
-            folder: staged, index: layout.index(ofTree: staged), lookup: layout.lookupTable(ofTree: staged), packageTrees: layout.packageTrees(entry.id),
+            folder: staged, index: layout.index(ofTree: staged), lookup: layout.lookupTable(ofTree: staged),
+            packageTrees: layout.packageTrees(entry.id),
             tree: layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeIndex: layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeLookup: layout.treeLookup(id: entry.id, version: entry.version, treeHash: entry.tree),
@@ -221,7 +237,9 @@ package struct PackageInstaller: Sendable {
     /// milliseconds that one core would otherwise run one after another while the other core idles. The
     /// tables of a tree whose hash turns out wrong are thrown away.
     static func hashAndTables(_ tree: SortedTree) -> (hash: String, index: [UInt8], lookup: [UInt8]) {
-        let hash = Mutex(""), index = Mutex([UInt8]()), lookup = Mutex([UInt8]())
+        let hash = Mutex("")
+        let index = Mutex([UInt8]())
+        let lookup = Mutex([UInt8]())
         DispatchQueue.concurrentPerform(iterations: 3) { part in
             switch part {
             case 0:
@@ -256,7 +274,8 @@ package struct PackageInstaller: Sendable {
                 // Without its list the tree is installed all the same, its files its own copies.
                 try? FileSystem.makeDirectories(layout.pendingContent)
                 try? FileSystem.writeAtomically(
-                    ContentStore.pendingList(staged.pendingContent), to: layout.pendingContent(ofTree: staged.tree), durable: false)
+                    ContentStore.pendingList(staged.pendingContent), to: layout.pendingContent(ofTree: staged.tree),
+                    durable: false)
             }
             // The index and lookup table land first: a tree folder that exists is always complete and
             // indexed. A reader that mapped the table it replaces keeps reading that one.

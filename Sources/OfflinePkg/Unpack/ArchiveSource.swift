@@ -18,6 +18,7 @@ final class ArchiveSource {
     /// sees -1 and would report a vague "read error".
     private(set) var failure: OfflinePkgError?
     private let fd: FileDescriptor
+    private var isClosed = false
     private let buffer: UnsafeMutableRawBufferPointer
     private var reads = 0
 
@@ -33,8 +34,16 @@ final class ArchiveSource {
     }
 
     deinit {
-        fd.close()
+        close()
         buffer.deallocate()
+    }
+
+    /// Lets go of the archive file before the unpack ends: the installer deletes a download the reader
+    /// is done with, and the kernel drops a deleted file's pages only once no descriptor holds it.
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        fd.close()
     }
 
     /// The compression the archive's first bytes announce, or `ARCHIVE_FILTER_NONE`.
@@ -105,6 +114,7 @@ final class ArchiveSource {
     }
 
     fileprivate func read(_ out: UnsafeMutablePointer<UnsafeRawPointer?>) -> Int {
+        if isClosed { return 0 }
         reads += 1
         if let reason = bounds.exceeded(checkMemory: reads % Self.memoryCheckInterval == 0) {
             failure = .archiveRefused(archive: bounds.archiveName, entry: nil, reason: reason)
@@ -121,6 +131,7 @@ final class ArchiveSource {
     }
 
     fileprivate func seek(_ offset: Int64, _ whence: Int32) -> Int64 {
+        if isClosed { return Int64(ARCHIVE_FATAL) }
         do { return Int64(try valueOrErrno { lseek(fd.rawValue, off_t(offset), whence) }) } catch {
             failure = .io(path: path, operation: "seek", error)
             return Int64(ARCHIVE_FATAL)

@@ -18,9 +18,13 @@ package struct ArchiveUnpacker {
     /// by content there (`ContentStore.insert`, a layer above). Nil writes plain files only (the
     /// publisher, tests of the format rules).
     package var keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)?
+    /// Runs once the archive has been read to its end and its file closed, while the lanes may still be
+    /// writing: the installer deletes the download there and starts flushing the tree early.
+    package var archiveRead: (() -> Void)?
 
     package init(
-        limits: UnpackLimits, archiveName: String, isDelta: Bool = false, keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? = nil
+        limits: UnpackLimits, archiveName: String, isDelta: Bool = false,
+        keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? = nil
     ) {
         self.limits = limits
         self.archiveName = archiveName
@@ -58,15 +62,19 @@ package struct ArchiveUnpacker {
         var state = UnpackState()
         do {
             try readEntries(reader, source: source, lanes: lanes, archivePath: archivePath, filters: filters, state: &state)
+            if let end = state.extendedTarHeadersEnd {
+                try TarExtendedHeaders.check(archivePath, upTo: end, archiveName: archiveName)
+            }
         } catch {
             // No lane may still be creating in the folder the caller is about to remove.
             lanes.stop()
             throw error
         }
+        // Read to its end: the file is let go while the lanes still write what was handed over.
+        archive_read_close(reader)
+        source.close()
+        archiveRead?()
         let files = try lanes.finish()
-        if let end = state.extendedTarHeadersEnd {
-            try TarExtendedHeaders.check(archivePath, upTo: end, archiveName: archiveName)
-        }
         if isDelta && state.deltaControl == nil {
             throw refuse(nil, "a delta must hold \(ArchivePath.deltaControlName) at its root")
         }
