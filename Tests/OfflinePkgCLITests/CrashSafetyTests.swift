@@ -68,7 +68,39 @@ struct CrashSafetyTests {
         return packages
     }
 
-    @Test(arguments: ["after-manifest", "mid-download", "content-link", "after-unpack", "before-seal", "before-switch", "after-switch"])
+    /// A first install of one package, killed after its tree is unpacked and hashed, while its early
+    /// flush may still run (`EarlyFlush`): nothing is active, staging is cleared, and the next sync
+    /// installs it whole. The verified download was deleted when the archive had been read, so the next
+    /// sync fetches the archive again: the documented cost of flushing beside the lanes (docs/design.md).
+    @Test func aFirstInstallKilledAfterItsUnpackIsInstalledByTheNextSync() throws {
+        let repo = try TestRepository()
+        try repo.add(
+            "home", "1", routes: ["https://m.example.com/"],
+            files: [SiteFile("index.html", "home 1"), SiteFile("noise.bin", bytes: try Self.randomBytes(600_000))])
+        try repo.publish()
+        let root = try TemporaryDirectory(prefix: "offlinepkg-crash")
+        let layout = CacheLayout(root: root.path)
+        let manifest = "file://" + repo.manifestPath
+        var environment = ProcessInfo.processInfo.environment
+        environment["OFFLINEPKG_FAILPOINT"] = "after-unpack"
+        let killed = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"], environment: environment)
+        #expect(killed.status == 128 + SIGKILL, "expected SIGKILL after the unpack: \(killed.stderr)")
+        #expect(try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", root.path]).status == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: layout.downloads).isEmpty)
+
+        let next = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--json"]).checked("sync after the kill")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(next.stdout.utf8)) as? [String: Any])
+        let archive = try #require(try Self.published(repo)["home"])
+        #expect(report["bytesFetched"] as? Int == Int(archive.size))
+        let lookup = try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", root.path]).checked("lookup")
+        #expect(try String(contentsOfFile: String(lookup.stdout.dropLast()), encoding: .utf8) == "home 1")
+        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the kill")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.path("staging")).isEmpty)
+    }
+
+    @Test(arguments: [
+        "after-manifest", "mid-download", "content-link", "after-unpack", "before-seal", "before-switch", "after-switch",
+    ])
     func killedAtAStageLeavesOneWholeSetAndTheNextSyncCompletes(_ failpoint: String) throws {
         let repo = try TestRepository()
         try Self.publish(repo, "1")
@@ -129,7 +161,8 @@ struct CrashSafetyTests {
             #expect(!downloads.contains { $0.hasPrefix(archive.sha256) }, "\(id)'s download is left in \(downloads)")
             // Every active tree is read-only at its top, also one the kill left before its seal.
             var info = stat()
-            #expect(lstat(layout.tree(id: id, version: "22", treeHash: archive.tree), &info) == 0 && info.st_mode & 0o777 == 0o555)
+            #expect(
+                lstat(layout.tree(id: id, version: "22", treeHash: archive.tree), &info) == 0 && info.st_mode & 0o777 == 0o555)
         }
     }
 

@@ -118,10 +118,11 @@ package struct PackageInstaller: Sendable {
     /// Unpacks a verified archive into staging and checks the tree hash. Each file is linked into
     /// content/ as it is written; with `defersNewContent`, only a file whose content is held already is
     /// (so its own pages are freed before any writeback: an update that changes 1 % of a tree writes
-    /// 1 %), and the new content is listed for the next operation (`StagedTree.pendingContent`). A
-    /// store that holds nothing skips the look (a stat a file), and there the tree's flush starts as
-    /// soon as the archive has been read (`EarlyFlush`), the download deleted first so its pages are
-    /// dropped, not written.
+    /// 1 %), and the new content is listed for the next operation (`StagedTree.pendingContent`).
+    /// A first install of one package (a store that holds nothing: no look at all, not a stat a file)
+    /// flushes its tree early instead: once the archive has been read, the download is deleted and an
+    /// `EarlyFlush` runs beside the lanes, which link each file that repeats an earlier one to it as
+    /// they write it (`RepeatedFiles`), so no copy that the tree drops is written by that flush.
     private func unpackAndStage(_ entry: PackageEntry, archive: String, archiveName: String) async throws -> StagedTree {
         let (layout, limits, defers) = (self.layout, self.limits, defersNewContent)
         return try await runBlocking {
@@ -129,10 +130,13 @@ package struct PackageInstaller: Sendable {
             try FileSystem.makeDirectories(staging)
             let store = Self.contentStore(layout)
             let linked = LinkedPaths()
-            let keepFile = Self.keepFile(in: store, defersNewContent: defers, linked: linked)
-            var unpacker = ArchiveUnpacker(limits: limits, archiveName: archiveName, keepFile: keepFile)
             // Only the sync's one download is on disk, and no written file will be swapped for a held copy.
-            let flush = defers && keepFile == nil ? EarlyFlush(of: staging) : nil
+            let firstInstall = defers && !store.holdsAny()
+            let repeats = firstInstall ? RepeatedFiles(under: staging, store: store) : nil
+            var unpacker = ArchiveUnpacker(
+                limits: limits, archiveName: archiveName,
+                keepFile: repeats.map { $0.keepFile } ?? Self.keepFile(in: store, defersNewContent: defers, linked: linked))
+            let flush = firstInstall ? EarlyFlush(of: staging) : nil
             if let flush {
                 unpacker.archiveRead = {
                     FileSystem.discardFile(archive)
@@ -143,8 +147,12 @@ package struct PackageInstaller: Sendable {
                 let unpacked = try unpacker.unpack(archivePath: archive, into: staging)
                 let staged = try Self.stage(
                     unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout,
-                    pendingContentExcept: defers ? linked.all : nil)
-                try flush?.wait()
+                    pendingContentExcept: defers ? linked.all : nil, repeatsLinked: repeats != nil)
+                do { try flush?.wait() } catch {
+                    FileSystem.discardFile(staged.index)
+                    FileSystem.discardFile(staged.lookup)
+                    throw error
+                }
                 return staged
             } catch {
                 // The flush ends before staging goes, so nothing of this unpack outlives the call.
@@ -157,13 +165,11 @@ package struct PackageInstaller: Sendable {
     }
 
     /// What the unpacker does with each file it wrote: every one taken into content/; with
-    /// `defersNewContent`, only those whose content is held already (noted in `linked`), and none at
-    /// all on a store that holds nothing.
+    /// `defersNewContent`, only those whose content is held already (noted in `linked`).
     private static func keepFile(
         in store: ContentStore, defersNewContent: Bool, linked: LinkedPaths
     ) -> ((TreeWriter, PackagePath, TreeFile) throws -> Void)? {
         guard defersNewContent else { return store.keepFile }
-        guard store.holdsAny() else { return nil }
         return { writer, path, file in
             guard store.contains(sha256: file.sha256) else { return }
             try store.insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path)
@@ -176,10 +182,11 @@ package struct PackageInstaller: Sendable {
     /// (relative paths). Nothing is visible in `trees/` until `commit` has flushed it. With
     /// `pendingContentExcept` (the files linked into content/ already), the other files are not in
     /// content/: a file whose bytes another of them has becomes a link to that one (a tree holds each
-    /// content once), and their sha256s are listed for `commit` to leave to the next operation.
+    /// content once), and their sha256s are listed for `commit` to leave to the next operation;
+    /// `repeatsLinked` says the lanes made those links already (`RepeatedFiles`).
     package static func stage(
         _ files: [PackagePath: TreeFile], folders: Set<PackagePath>, staged: String, entry: PackageEntry, layout: CacheLayout,
-        pendingContentExcept alreadyHeld: Set<PackagePath>? = nil
+        pendingContentExcept alreadyHeld: Set<PackagePath>? = nil, repeatsLinked: Bool = false
     ) throws -> StagedTree {
         let sorted = SortedTree(files)
         let (actual, index, lookup) = Self.hashAndTables(sorted)
@@ -192,7 +199,9 @@ package struct PackageInstaller: Sendable {
         // top folder is sealed last, once in place: a process that is not root cannot move a read-only
         // folder to another parent.
         var pending = [String]()
-        if let alreadyHeld { pending = try shareDuplicates(in: sorted, except: alreadyHeld, under: staged, layout: layout) }
+        if let alreadyHeld {
+            pending = try shareDuplicates(in: sorted, except: alreadyHeld, under: staged, layout: layout, link: !repeatsLinked)
+        }
         try FileSystem.makeFoldersReadOnly(folders, under: staged)
         let staged = StagedTree(
             folder: staged, index: layout.index(ofTree: staged), lookup: layout.lookupTable(ofTree: staged),
@@ -208,10 +217,10 @@ package struct PackageInstaller: Sendable {
     }
 
     /// Makes every file of `tree` (not in `held`) whose bytes an earlier one has a link to that one, in
-    /// the staging folder `root` (a link in `content/.tmp/`, renamed over the copy; a file at the link
-    /// limit, `EMLINK`, keeps its copy); returns the sha256s of those files, each once.
+    /// the staging folder `root` (`RepeatedFiles.link`); returns the sha256s of those files, each once.
+    /// With `link` false the lanes linked the repeats already, and only the list is made.
     private static func shareDuplicates(
-        in tree: SortedTree, except held: Set<PackagePath>, under root: String, layout: CacheLayout
+        in tree: SortedTree, except held: Set<PackagePath>, under root: String, layout: CacheLayout, link: Bool
     ) throws -> [String] {
         let store = contentStore(layout)
         var first = [String: PackagePath]()
@@ -220,15 +229,7 @@ package struct PackageInstaller: Sendable {
                 first[file.sha256] = path
                 continue
             }
-            let (source, temporary) = (root + "/" + original.string, store.temporaryPath())
-            do throws(Errno) { _ = try valueOrErrno { linkat(AT_FDCWD, source, AT_FDCWD, temporary, 0) } } catch {
-                if error.rawValue == EMLINK { continue }
-                throw OfflinePkgError.io(path: "\(source) -> \(temporary)", operation: "link", error)
-            }
-            do { try FileSystem.rename(temporary, to: root + "/" + path.string) } catch {
-                unlink(temporary)
-                throw error
-            }
+            if link { try RepeatedFiles.link(root + "/" + path.string, to: root + "/" + original.string, store: store) }
         }
         return Array(first.keys)
     }
