@@ -19,18 +19,16 @@ import Glibc
 /// another of the tree as they write it (`RepeatedFiles`), not at staging.
 final class EarlyFlush: Sendable {
     private let folder: String
-    private let started = Atomic(false)
     private let finished = DispatchGroup()
     private let failure = Mutex<OfflinePkgError?>(nil)
 
     /// A flush of the file system holding `folder` (not started).
     init(of folder: String) { self.folder = folder }
 
-    /// Starts the flush on a thread of its own; a second call does nothing. Where no thread can be made
+    /// Starts the flush on a thread of its own; called once. Where no thread can be made
     /// (`EAGAIN` at a process or thread limit), nothing starts and the commit's flush does it all:
     /// Foundation's `Thread` ignores that failure, and `wait` would then wait for ever.
     func start() {
-        guard started.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         finished.enter()
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()

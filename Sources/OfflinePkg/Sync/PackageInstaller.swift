@@ -118,25 +118,24 @@ package struct PackageInstaller: Sendable {
     /// Unpacks a verified archive into staging and checks the tree hash. Each file is linked into
     /// content/ as it is written; with `defersNewContent`, only a file whose content is held already is
     /// (so its own pages are freed before any writeback: an update that changes 1 % of a tree writes
-    /// 1 %), and the new content is listed for the next operation (`StagedTree.pendingContent`).
-    /// A first install of one package (a store that holds nothing: no look at all, not a stat a file)
-    /// flushes its tree early instead: once the archive has been read, the download is deleted and an
-    /// `EarlyFlush` runs beside the lanes, which link each file that repeats an earlier one to it as
-    /// they write it (`RepeatedFiles`), so no copy that the tree drops is written by that flush.
+    /// 1 %), a file that repeats an earlier one of the tree is linked to it (`RepeatedFiles`), and the
+    /// new content is listed for the next operation (`StagedTree.pendingContent`). A store that holds
+    /// nothing skips the look (a stat a file), and there, a first install of one package, the tree's
+    /// flush starts as soon as the archive has been read (`EarlyFlush`), the download deleted first.
     private func unpackAndStage(_ entry: PackageEntry, archive: String, archiveName: String) async throws -> StagedTree {
         let (layout, limits, defers) = (self.layout, self.limits, defersNewContent)
         return try await runBlocking {
             let staging = layout.stagingDirectory("\(entry.id)-\(UUID().uuidString)")
             try FileSystem.makeDirectories(staging)
             let store = Self.contentStore(layout)
-            let linked = LinkedPaths()
-            // Only the sync's one download is on disk, and no written file will be swapped for a held copy.
-            let firstInstall = defers && !store.holdsAny()
-            let repeats = firstInstall ? RepeatedFiles(under: staging, store: store) : nil
+            let holdsAny = defers && store.holdsAny()
+            let repeats = defers ? RepeatedFiles(store: store) : nil
+            let linkedHeld = HeldLinks()
             var unpacker = ArchiveUnpacker(
                 limits: limits, archiveName: archiveName,
-                keepFile: repeats.map { $0.keepFile } ?? Self.keepFile(in: store, defersNewContent: defers, linked: linked))
-            let flush = firstInstall ? EarlyFlush(of: staging) : nil
+                keepFile: Self.keepFile(in: store, holdsAny: holdsAny, repeats: repeats, linkedHeld: linkedHeld))
+            // Only the sync's one download is on disk, and no written file will be swapped for a held copy.
+            let flush = defers && !holdsAny ? EarlyFlush(of: staging) : nil
             if let flush {
                 unpacker.archiveRead = {
                     FileSystem.discardFile(archive)
@@ -147,46 +146,46 @@ package struct PackageInstaller: Sendable {
                 let unpacked = try unpacker.unpack(archivePath: archive, into: staging)
                 let staged = try Self.stage(
                     unpacked.files, folders: unpacked.folders, staged: staging, entry: entry, layout: layout,
-                    pendingContentExcept: defers ? linked.all : nil, repeatsLinked: repeats != nil)
-                do { try flush?.wait() } catch {
-                    FileSystem.discardFile(staged.index)
-                    FileSystem.discardFile(staged.lookup)
-                    throw error
-                }
+                    pendingContent: repeats?.contents ?? [])
+                try flush?.wait()
                 return staged
             } catch {
                 // The flush ends before staging goes, so nothing of this unpack outlives the call.
                 try? flush?.wait()
+                FileSystem.discardFile(layout.index(ofTree: staging))
+                FileSystem.discardFile(layout.lookupTable(ofTree: staging))
                 // Only a tree that linked content can leave a name that no tree links.
-                if defers && linked.all.isEmpty { try? FileSystem.removeTree(staging) } else { store.discardStaging(staging) }
+                if defers && !linkedHeld.any { try? FileSystem.removeTree(staging) } else { store.discardStaging(staging) }
                 throw error
             }
         }
     }
 
-    /// What the unpacker does with each file it wrote: every one taken into content/; with
-    /// `defersNewContent`, only those whose content is held already (noted in `linked`).
+    /// What the unpacker does with each file it wrote: every one taken into content/; with `repeats`
+    /// (a sync of one package), only those whose content is held already (none is where the store
+    /// holds nothing), each other one noted with `repeats`, which links a repeat to its first copy.
     private static func keepFile(
-        in store: ContentStore, defersNewContent: Bool, linked: LinkedPaths
-    ) -> ((TreeWriter, PackagePath, TreeFile) throws -> Void)? {
-        guard defersNewContent else { return store.keepFile }
+        in store: ContentStore, holdsAny: Bool, repeats: RepeatedFiles?, linkedHeld: HeldLinks
+    ) -> (TreeWriter, PackagePath, TreeFile) throws -> Void {
+        guard let repeats else { return store.keepFile }
         return { writer, path, file in
-            guard store.contains(sha256: file.sha256) else { return }
-            try store.insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path)
-            linked.insert(path)
+            if holdsAny && store.contains(sha256: file.sha256) {
+                try store.insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path)
+                linkedHeld.note()
+            } else {
+                try repeats.keep(path, file, writtenBy: writer)
+            }
         }
     }
 
     /// Checks a tree unpacked into `staged` against the manifest's tree hash, makes it read-only and
     /// writes its index beside it, still in staging. `folders` lists every folder under `staged`
-    /// (relative paths). Nothing is visible in `trees/` until `commit` has flushed it. With
-    /// `pendingContentExcept` (the files linked into content/ already), the other files are not in
-    /// content/: a file whose bytes another of them has becomes a link to that one (a tree holds each
-    /// content once), and their sha256s are listed for `commit` to leave to the next operation;
-    /// `repeatsLinked` says the lanes made those links already (`RepeatedFiles`).
+    /// (relative paths). Nothing is visible in `trees/` until `commit` has flushed it. `pendingContent`
+    /// lists the sha256s of the files not taken into content/ yet, each once, for `commit` to leave to
+    /// the next operation.
     package static func stage(
         _ files: [PackagePath: TreeFile], folders: Set<PackagePath>, staged: String, entry: PackageEntry, layout: CacheLayout,
-        pendingContentExcept alreadyHeld: Set<PackagePath>? = nil, repeatsLinked: Bool = false
+        pendingContent: [String] = []
     ) throws -> StagedTree {
         let sorted = SortedTree(files)
         let (actual, index, lookup) = Self.hashAndTables(sorted)
@@ -198,10 +197,6 @@ package struct PackageInstaller: Sendable {
         // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree. The
         // top folder is sealed last, once in place: a process that is not root cannot move a read-only
         // folder to another parent.
-        var pending = [String]()
-        if let alreadyHeld {
-            pending = try shareDuplicates(in: sorted, except: alreadyHeld, under: staged, layout: layout, link: !repeatsLinked)
-        }
         try FileSystem.makeFoldersReadOnly(folders, under: staged)
         let staged = StagedTree(
             folder: staged, index: layout.index(ofTree: staged), lookup: layout.lookupTable(ofTree: staged),
@@ -209,29 +204,11 @@ package struct PackageInstaller: Sendable {
             tree: layout.tree(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeIndex: layout.treeIndex(id: entry.id, version: entry.version, treeHash: entry.tree),
             treeLookup: layout.treeLookup(id: entry.id, version: entry.version, treeHash: entry.tree),
-            pendingContent: pending)
+            pendingContent: pendingContent)
         // No fsync of their own: `commit` flushes every staged tree of the sync in one syncfs.
         try FileSystem.write(index, to: staged.index)
         try FileSystem.write(lookup, to: staged.lookup, mode: 0o444)
         return staged
-    }
-
-    /// Makes every file of `tree` (not in `held`) whose bytes an earlier one has a link to that one, in
-    /// the staging folder `root` (`RepeatedFiles.link`); returns the sha256s of those files, each once.
-    /// With `link` false the lanes linked the repeats already, and only the list is made.
-    private static func shareDuplicates(
-        in tree: SortedTree, except held: Set<PackagePath>, under root: String, layout: CacheLayout, link: Bool
-    ) throws -> [String] {
-        let store = contentStore(layout)
-        var first = [String: PackagePath]()
-        for (path, file) in tree.entries where !held.contains(path) {
-            guard let original = first[file.sha256] else {
-                first[file.sha256] = path
-                continue
-            }
-            if link { try RepeatedFiles.link(root + "/" + path.string, to: root + "/" + original.string, store: store) }
-        }
-        return Array(first.keys)
     }
 
     /// The tree hash, index and lookup table of `tree`, made side by side: at 100k files each is tens of
@@ -318,11 +295,12 @@ package struct StagedTree: Sendable, Equatable {
     package var pendingContent: [String] = []
 }
 
-/// The paths of a tree being unpacked that its lanes linked into content/ as they wrote them.
-final class LinkedPaths: Sendable {
-    private let paths = Mutex(Set<PackagePath>())
-    func insert(_ path: PackagePath) { paths.withLock { _ = $0.insert(path) } }
-    var all: Set<PackagePath> { paths.withLock { $0 } }
+/// Whether the lanes of an unpack linked any file to held content: only then can a failed install
+/// leave a content name that no tree links.
+final class HeldLinks: Sendable {
+    private let linked = Atomic(false)
+    func note() { linked.store(true, ordering: .relaxed) }
+    var any: Bool { linked.load(ordering: .relaxed) }
 }
 
 /// A running byte count shared by a transfer's callbacks.

@@ -6,46 +6,57 @@ import Glibc
 #endif
 
 /// The files of a tree being unpacked whose bytes an earlier file of the same tree has: each is made a
-/// link to that file as soon as its lane has written it, so the copy's pages are dropped before any
-/// flush sees them. A first install flushes its tree while the lanes still write (`EarlyFlush`); a
-/// repeat linked only at staging would by then have been written to the disk for nothing (eight copies
-/// of one 6 MiB file wrote 50 MB instead of 6).
+/// link to that file as soon as its lane has written it, so the tree holds each content once and the
+/// copy's pages are dropped before any flush sees them. A first install flushes its tree while the
+/// lanes still write (`EarlyFlush`); a repeat linked only at staging would by then have been written to
+/// the disk for nothing (eight copies of one 6 MiB file wrote 50 MB instead of 6).
 final class RepeatedFiles: Sendable {
-    private let root: String
     private let store: ContentStore
     /// The first finished file of each sha256. Only a closed file is listed, so a link always reaches
     /// whole bytes.
     private let first = Mutex([String: PackagePath]())
 
-    /// Repeats within the tree being unpacked into the staging folder `root`.
-    init(under root: String, store: ContentStore) {
-        self.root = root
-        self.store = store
-    }
+    /// Repeats within one tree; links go through `store`'s `content/.tmp/`, on the same file system.
+    init(store: ContentStore) { self.store = store }
 
-    /// The lanes' `keepFile`: lists a new file's bytes, or links a repeat to the file listed for them.
-    var keepFile: (TreeWriter, PackagePath, TreeFile) throws -> Void {
-        { [self] _, path, file in
-            let original: PackagePath? = first.withLock { listed in
-                if let earlier = listed[file.sha256] { return earlier }
-                listed[file.sha256] = path
-                return nil
-            }
-            guard let original else { return }
-            try Self.link(root + "/" + path.string, to: root + "/" + original.string, store: store)
+    /// The sha256 of every file noted, each once: the tree's content that is not in content/ yet.
+    var contents: [String] { first.withLock { Array($0.keys) } }
+
+    /// Notes the file `writer` just wrote at `path`, or makes it a link to the first file with its bytes.
+    func keep(_ path: PackagePath, _ file: TreeFile, writtenBy writer: TreeWriter) throws {
+        let original: PackagePath? = first.withLock { listed in
+            if let earlier = listed[file.sha256] { return earlier }
+            listed[file.sha256] = path
+            return nil
         }
+        guard let original else { return }
+        try link(path, to: original, writer: writer)
     }
 
     /// Replaces the file at `path` with a link to `original`, in one step (a link in `content/.tmp/`,
-    /// renamed over the copy, so the name is never missing). A file at the link limit (`EMLINK`) keeps
-    /// its copy.
-    static func link(_ path: String, to original: String, store: ContentStore) throws {
+    /// renamed over the copy, so the name is never missing). Both names are reached through the writer's
+    /// folder descriptors, as the lanes wrote them: never a path walk that could follow a link, nor one
+    /// longer than PATH_MAX (a 4,000-byte path in a deep root). A file at the link limit (`EMLINK`)
+    /// keeps its copy.
+    private func link(_ path: PackagePath, to original: PackagePath, writer: TreeWriter) throws {
         let temporary = store.temporaryPath()
-        do throws(Errno) { _ = try valueOrErrno { linkat(AT_FDCWD, original, AT_FDCWD, temporary, 0) } } catch {
-            if error.rawValue == EMLINK { return }
-            throw OfflinePkgError.io(path: "\(original) -> \(temporary)", operation: "link", error)
+        let made = try writer.withParent(of: original.string) { parent, name in
+            do throws(Errno) {
+                _ = try valueOrErrno { linkat(parent.rawValue, name, AT_FDCWD, temporary, 0) }
+                return true
+            } catch {
+                if error.rawValue == EMLINK { return false }
+                throw OfflinePkgError.io(path: "\(writer.root)/\(original.string) -> \(temporary)", operation: "link", error)
+            }
         }
-        do { try FileSystem.rename(temporary, to: path) } catch {
+        guard made else { return }
+        do {
+            try writer.withParent(of: path.string) { parent, name in
+                do throws(Errno) { _ = try valueOrErrno { renameat(AT_FDCWD, temporary, parent.rawValue, name) } } catch {
+                    throw OfflinePkgError.io(path: "\(temporary) -> \(writer.root)/\(path.string)", operation: "rename", error)
+                }
+            }
+        } catch {
             unlink(temporary)
             throw error
         }
