@@ -44,6 +44,7 @@ final class ConnectionAcceptor: Sendable {
         // As MHD does: a restarted server binds its port while old connections sit in TIME_WAIT.
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         if address.isIPv6 { setsockopt(listener, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
+        Self.avoidPacing(listener)
         let bound = address.withSockaddr { bind(listener, $0, address.length) }
         guard bound == 0, Glibc.listen(listener, backlog) == 0 else {
             let code = errno
@@ -65,6 +66,20 @@ final class ConnectionAcceptor: Sendable {
     }
 
     deinit { closeSockets() }
+
+    /// Congestion controls for loopback connections, the first the kernel takes: neither paces.
+    static let loopbackCongestionControls = ["cubic", "reno"]
+
+    /// Gives the listener, and so every connection it accepts, a congestion control that does not pace.
+    /// A loopback connection has no path to probe or to pace for, but BBR (the default on many hosts)
+    /// paces every flow, and without the `fq` queueing discipline TCP paces with a high-resolution timer
+    /// armed per burst: on a two-core VM, serving a 3 MiB file at 64 connections, the one lane spent its
+    /// whole core in that send path and answered 0.7× nginx's requests/s; with cubic, 1.5× (the two then
+    /// differ only in who sends: docs/benchmarks.md, "Wave 16"). When the kernel takes neither, the
+    /// host's default stays.
+    private static func avoidPacing(_ listener: Int32) {
+        for name in loopbackCongestionControls where Socket.setCongestionControl(listener, name) { return }
+    }
 
     private let closed = Atomic<Bool>(false)
 

@@ -164,5 +164,16 @@ struct UnprivilegedUserTests {
         try #require(url.hasPrefix("http://127.0.0.1:"), "serve as nobody printed no URL")
         let reply = try run("curl", ["-sS", "-H", "Host: m.example.com", url + "js/app.js"], timeout: 10)
         #expect(reply.status == 0 && reply.stdout == "app", "\(reply.stderr)")
+        // Unprivileged, the kernel still takes an unpaced congestion control (reno is always allowed):
+        // a connection held open while ss lists the server's end of it.
+        let port = try #require(URLComponents(string: url)?.port)
+        let listing = try shell("""
+            exec 3<>/dev/tcp/127.0.0.1/\(port)
+            printf 'GET /js/app.js HTTP/1.1\\r\\nHost: m.example.com\\r\\n\\r\\n' >&3
+            head -c 12 <&3 >/dev/null
+            \(SocketStatistics.command(connectionsFrom: port).map { "'\($0)'" }.joined(separator: " "))
+            """, timeout: 10)
+        let used = SocketStatistics.congestionControls(inListing: listing)
+        #expect(used == ["cubic"] || used == ["reno"], "serve as nobody: ss showed \(listing)")
     }
 }

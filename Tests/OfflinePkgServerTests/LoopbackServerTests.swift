@@ -225,6 +225,22 @@ import Glibc
             try Tool.curl(["-D", "-", "-H", "Host: \(Self.host)", server.url.absoluteString + "css/site.css"]).stdout)
         #expect(reply.status == 200)
     }
+
+    /// A loopback connection has no path to pace for, and BBR's pacing timer cost the one lane its core
+    /// on a 3 MiB file (docs/benchmarks.md, "Wave 16"): the server's ends use cubic or reno whatever the
+    /// host's default.
+    @Test(arguments: LoopbackServer.ThreadModel.allForTests)
+    func connectionsUseACongestionControlThatDoesNotPace(threadModel: LoopbackServer.ThreadModel) async throws {
+        let demo = try await ServedDemo(threadModel: threadModel)
+        let connections = try (0..<2).map { _ in try RawConnection(port: Int(demo.port)) }
+        for connection in connections {
+            connection.send("GET /css/site.css HTTP/1.1\r\nHost: \(Self.host)\r\n\r\n")
+            #expect(connection.readResponse()?.status == 200)
+        }
+        let used = try SocketStatistics.congestionControls(ofConnectionsFrom: Int(demo.port))
+        #expect(used.count == connections.count, "ss showed \(used)")
+        #expect(used.allSatisfy { ["cubic", "reno"].contains($0) }, "the server's connections use \(used)")
+    }
 }
 
 extension LoopbackServer.ThreadModel {

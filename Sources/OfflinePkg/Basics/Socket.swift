@@ -14,6 +14,13 @@ package enum Socket {
         csystemshims_accept_cloexec(listener, address, length)
     }
 
+    /// `setsockopt(TCP_CONGESTION)`: the congestion control `name` for `socket` (a listening socket's
+    /// passes to the connections it accepts). False when the kernel refuses it: not built, or not in
+    /// `/proc/sys/net/ipv4/tcp_allowed_congestion_control` for an unprivileged process (`reno` always is).
+    package static func setCongestionControl(_ socket: Int32, _ name: String) -> Bool {
+        name.withCString { setsockopt(socket, Int32(IPPROTO_TCP), TCP_CONGESTION, $0, socklen_t(strlen($0))) == 0 }
+    }
+
     /// `fcntl(F_SETPIPE_SZ)`: asks for a pipe of `bytes` capacity; the capacity given (at least
     /// `bytes`), or -1 and `errno` (EPERM past `/proc/sys/fs/pipe-max-size` for an unprivileged user).
     @discardableResult
