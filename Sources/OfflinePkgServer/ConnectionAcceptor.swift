@@ -68,7 +68,7 @@ final class ConnectionAcceptor: Sendable {
     deinit { closeSockets() }
 
     /// Congestion controls for loopback connections, the first the kernel takes: neither paces.
-    static let loopbackCongestionControls = ["cubic", "reno"]
+    private static let loopbackCongestionControls = ["cubic", "reno"]
 
     /// Gives the listener, and so every connection it accepts, a congestion control that does not pace.
     /// A loopback connection has no path to probe or to pace for, but BBR (the default on many hosts)

@@ -2,11 +2,10 @@ import Foundation
 
 /// What `ss` reports of TCP connections on this host.
 public enum SocketStatistics {
-    /// Congestion controls the kernel knows (`tcp_available_congestion_control` lists the loaded ones).
-    static let congestionControls: Set<String> = [
-        "bbr", "bbr2", "bbr3", "bic", "cdg", "cubic", "dctcp", "highspeed", "htcp", "hybla", "illinois", "lp",
-        "nv", "reno", "scalable", "vegas", "veno", "westwood", "yeah",
-    ]
+    /// Congestion controls the kernel has loaded: the only names `ss` can show for a connection.
+    static let congestionControls = Set(
+        ((try? String(contentsOfFile: "/proc/sys/net/ipv4/tcp_available_congestion_control", encoding: .utf8)) ?? "")
+            .split(whereSeparator: \.isWhitespace).map(String.init))
 
     /// The `ss` command that lists the established connections whose local end is `port` (a server's
     /// side of its connections), with their details.
