@@ -34,7 +34,9 @@ let package = Package(
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
 
         .target(name: "CSystemShims"),
-        .target(name: "OfflinePkg", dependencies: ["CArchive", "CCrypto", "CCurl", "CSystemShims"]),
+        // The URL normaliser's sixteen-byte scans (SSE2, or two 64-bit words elsewhere): header only.
+        .target(name: "CByteLanes"),
+        .target(name: "OfflinePkg", dependencies: ["CArchive", "CByteLanes", "CCrypto", "CCurl", "CSystemShims"]),
         // The publisher (archives, manifest editing, signing, deltas): the CLI links it, a host never does.
         .target(name: "OfflinePkgPublish", dependencies: ["OfflinePkg", "CZstd"]),
         .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),

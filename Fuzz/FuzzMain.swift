@@ -1,6 +1,6 @@
 // libFuzzer entry point for offlinepkg's parsers. Not part of Package.swift (SwiftPM has no fuzzer
 // product type): Fuzz/build.sh compiles these files with the OfflinePkg sources into one binary, and
-// FUZZ_TARGET picks the parser: manifest, signature or archive. scripts/fuzz runs them.
+// FUZZ_TARGET picks the parser: manifest, signature, archive or url. scripts/fuzz runs them.
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,6 +13,7 @@ public func offlinepkgFuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: In
     switch target {
     case "signature": fuzzSignature(bytes)
     case "archive": fuzzArchive(bytes)
+    case "url": fuzzLookupURL(data, size)
     default: fuzzManifest(bytes)
     }
     return 0

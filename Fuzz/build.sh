@@ -4,14 +4,16 @@
 # builds and runs it.
 set -eu
 out=.build/fuzz
-mkdir -p "$out/modules/CSystemShims"
-# The C shim target gets its module map from SwiftPM; outside SwiftPM it needs one of its own.
-printf 'module CSystemShims {\n    header "%s"\n    export *\n}\n' "$PWD/Sources/CSystemShims/include/CSystemShims.h" \
-    > "$out/modules/CSystemShims/module.modulemap"
+# The C targets get their module maps from SwiftPM; outside SwiftPM they need ones of their own.
+for module in CSystemShims CByteLanes; do
+    mkdir -p "$out/modules/$module"
+    printf 'module %s {\n    header "%s"\n    export *\n}\n' "$module" "$PWD/Sources/$module/include/$module.h" \
+        > "$out/modules/$module/module.modulemap"
+done
 clang -c -O1 -I Sources/CSystemShims/include Sources/CSystemShims/shims.c -o "$out/shims.o"
 swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
     -module-name OfflinePkg -package-name offlinepkg \
-    -I Sources/CCrypto -I Sources/CArchive -I Sources/CCurl -I "$out/modules/CSystemShims" \
+    -I Sources/CCrypto -I Sources/CArchive -I Sources/CCurl -I "$out/modules/CSystemShims" -I "$out/modules/CByteLanes" \
     Fuzz/*.swift $(find Sources/OfflinePkg -name '*.swift') "$out/shims.o" \
     -lcrypto -larchive -lcurl -o "$out/offlinepkg-fuzz"
 echo "built $out/offlinepkg-fuzz"

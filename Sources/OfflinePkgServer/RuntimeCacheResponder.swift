@@ -97,9 +97,8 @@ final class RuntimeCacheResponder: Sendable {
     {
         guard strcmp(method, "GET") != 0, strcmp(method, "HEAD") != 0 else { return nil }
         let name = String(cString: method)
-        guard var (rule, request) = request(connection, target: target, method: name) else {
-            return nil
-        }
+        guard let (rule, found) = request(connection, target: target, method: name) else { return nil }
+        var request = found
         if let length = HTTPCachePolicy.value("content-length", in: request.fields).flatMap({ Int64($0) }) {
             request.bodyLength = length
         } else if HTTPCachePolicy.value("transfer-encoding", in: request.fields) == nil {

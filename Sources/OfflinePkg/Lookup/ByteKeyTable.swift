@@ -87,15 +87,25 @@ package struct ByteKeyTable: Sendable {
             offset += 8
         }
         if offset < bytes.count {
-            var tail: UInt64 = 0
-            var shift: UInt64 = 0
-            while offset < bytes.count {
-                tail |= UInt64(base.load(fromByteOffset: offset, as: UInt8.self)) << shift
-                shift += 8
-                offset += 1
-            }
+            // The last 1...7 bytes as a little-endian number. A key of eight bytes or more has them in
+            // the word that ends where it does (one load, the bytes before shifted out). Tables on disk
+            // hold these hashes: both ways give the value the bytes one by one would.
+            let tail =
+                bytes.count >= 8
+                ? UInt64(littleEndian: base.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self))
+                    >> UInt64(8 * (8 - (bytes.count - offset)))
+                : shortKey(bytes)
             state = mix(state, tail)
         }
         return mix(state, multiplier)
+    }
+
+    /// A key of fewer than eight bytes as a little-endian number. Out of line: `hash` is inlined at
+    /// every probe, and a loop there left the callers too large for the optimiser to inline `find`.
+    @inline(never)
+    private static func shortKey(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var value: UInt64 = 0
+        for (index, byte) in bytes.enumerated() { value |= UInt64(byte) << UInt64(8 * index) }
+        return value
     }
 }

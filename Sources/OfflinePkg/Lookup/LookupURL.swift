@@ -1,3 +1,5 @@
+internal import CByteLanes
+
 /// An absolute http(s) URL reduced to what lookups compare (SPEC §7): lowercase host, default port
 /// dropped, scheme folded (`http` and `https` alike), userinfo, query and fragment gone, path
 /// percent-decoded with its dot-segments removed. The key is `host[:port]/path`, as bytes.
@@ -79,11 +81,14 @@ package enum LookupURL {
     /// `.commonFormOnly`, nil also when the fast path declines.
     package static func key(_ url: String, using normalizers: Normalizers) -> [UInt8]? {
         var url = url
-        return url.withUTF8 { input in
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: input.count + 1) { buffer in
-                guard let (count, _) = normalize(input, into: buffer.baseAddress!, using: normalizers) else { return nil }
-                return Array(UnsafeBufferPointer(start: buffer.baseAddress, count: count))
-            }
+        return url.withUTF8 { key(utf8: $0, using: normalizers) }
+    }
+
+    /// The same for bytes where they lie (the fuzzer's input, whose every byte past the end is poisoned).
+    package static func key(utf8 input: UnsafeBufferPointer<UInt8>, using normalizers: Normalizers) -> [UInt8]? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: input.count + 1) { buffer in
+            guard let (count, _) = normalize(input, into: buffer.baseAddress!, using: normalizers) else { return nil }
+            return Array(UnsafeBufferPointer(start: buffer.baseAddress, count: count))
         }
     }
 
@@ -126,32 +131,27 @@ package enum LookupURL {
     /// The fast path, for the form nearly every request of a web view has: no userinfo, no IPv6
     /// literal, a decimal port or none, a non-empty path without `%` and without a segment that starts
     /// with `.`. Such a key is the URL with its host lowercased, a default port dropped, and scheme,
-    /// query and fragment cut: eight bytes are tested and copied per step. Nil means "not that form":
-    /// the careful path decides (and may still accept the URL).
+    /// query and fragment cut: sixteen bytes are tested and copied per step (`CByteLanes`). Nil means
+    /// "not that form": the careful path decides (and may still accept the URL).
     @inline(__always)
     private static func normalizeCommonForm(
         _ text: UnsafePointer<UInt8>, count: Int, isHTTPS: Bool, from start: Int, into output: UnsafeMutablePointer<UInt8>
     ) -> (Int, Int)? {
-        // Host. A word is stored before it is judged: `output` has room for it (a key byte never sits
-        // after its input byte, and the input has eight more here), and a declined URL is rewritten
+        // Host. A block is stored before it is judged: `output` has room for it (a key byte never sits
+        // after its input byte, and the input has sixteen more here), and a declined URL is rewritten
         // from the start by the careful path.
         var position = start
         var hostEnd = -1
-        while position &+ 8 <= count {
-            let word = ByteLanes.load(text, position)
-            let ends =
-                ByteLanes.equal(word, slash) | ByteLanes.equal(word, UInt8(ascii: "?"))
-                | ByteLanes.equal(word, UInt8(ascii: "#")) | ByteLanes.equal(word, UInt8(ascii: ":"))
-            let unusual = ByteLanes.equal(word, UInt8(ascii: "@")) | ByteLanes.equal(word, UInt8(ascii: "["))
-            ByteLanes.store(ByteLanes.lowercased(word), output + (position &- start))
-            if ends != 0 {
-                let lane = ByteLanes.firstLane(ends)
-                if unusual & ByteLanes.lanes(before: lane) != 0 { return nil }
+        while position &+ 16 <= count {
+            let block = cbytelanes_scan_host(text + position, output + (position &- start))
+            if block.ends != 0 {
+                let lane = Int(block.ends.trailingZeroBitCount)
+                if block.unusual & lanes(before: lane) != 0 { return nil }
                 hostEnd = position &+ lane
                 break
             }
-            if unusual != 0 { return nil }
-            position &+= 8
+            if block.unusual != 0 { return nil }
+            position &+= 16
         }
         if hostEnd < 0 {
             while position < count {
@@ -196,29 +196,38 @@ package enum LookupURL {
         // Input byte `i` of the path goes to output byte `i - inputOffset`.
         let inputOffset = start &+ shift
         let pathStart = position &- inputOffset
+        let pathInput = position
 
         // Path, copied as it is up to "?" or "#". A "." right after a "/" may start a dot-segment and
         // "%" an escape: both go the careful way. `afterSlash` carries a "/" in the last lane of one
-        // word to the first lane of the next.
-        var afterSlash: UInt64 = 0
-        while position &+ 8 <= count {
-            let word = ByteLanes.load(text, position)
-            let ends = ByteLanes.equal(word, UInt8(ascii: "?")) | ByteLanes.equal(word, UInt8(ascii: "#"))
-            let slashes = ByteLanes.equal(word, slash)
-            let unusual =
-                ByteLanes.equal(word, UInt8(ascii: "%"))
-                | ByteLanes.equal(word, dot) & (slashes << 8 | afterSlash)
-            ByteLanes.store(word, output + (position &- inputOffset))
-            if ends != 0 {
-                let lane = ByteLanes.firstLane(ends)
-                if unusual & ByteLanes.lanes(before: lane) != 0 { return nil }
+        // block to the first lane of the next.
+        var afterSlash: UInt32 = 0
+        while position &+ 16 <= count {
+            let block = cbytelanes_scan_path(text + position, output + (position &- inputOffset))
+            let unusual = block.percents | block.dots & (block.slashes << 1 | afterSlash)
+            if block.ends != 0 {
+                let lane = Int(block.ends.trailingZeroBitCount)
+                if unusual & lanes(before: lane) != 0 { return nil }
                 return (position &+ lane &- inputOffset, pathStart)
             }
             if unusual != 0 { return nil }
-            afterSlash = slashes >> 56
-            position &+= 8
+            afterSlash = block.slashes >> 15
+            position &+= 16
         }
-        var previousIsSlash = afterSlash != 0
+        guard position < count else { return (position &- inputOffset, pathStart) }
+        if count &- 16 >= pathInput {
+            // The last bytes, as one block that ends where the input does and overlaps bytes already
+            // copied: all of them path, so rewritten with the same bytes. Its lanes before `position`
+            // passed already (no end, no escape, no dot-segment), so the block is judged whole; each
+            // new lane has the byte before it in the block.
+            let from = count &- 16
+            let block = cbytelanes_scan_path(text + from, output + (from &- inputOffset))
+            let end = block.ends != 0 ? Int(block.ends.trailingZeroBitCount) : 16
+            if (block.percents | block.dots & block.slashes << 1) & lanes(before: end) != 0 { return nil }
+            return (from &+ end &- inputOffset, pathStart)
+        }
+        // A path of fewer than sixteen bytes, byte by byte.
+        var previousIsSlash = false
         while position < count {
             let byte = text[position]
             if byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") { break }
@@ -228,6 +237,11 @@ package enum LookupURL {
             position &+= 1
         }
         return (position &- inputOffset, pathStart)
+    }
+
+    /// The lanes of a block's mask strictly before lane `lane` (0...16).
+    @inline(__always) private static func lanes(before lane: Int) -> UInt32 {
+        (1 << UInt32(truncatingIfNeeded: lane)) &- 1
     }
 
     /// Every URL the fast path declines: userinfo, IPv6 literals, escapes, dot-segments, empty paths.

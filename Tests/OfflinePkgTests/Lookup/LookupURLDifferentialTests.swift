@@ -2,7 +2,7 @@ import OfflinePkg
 import OfflinePkgTestSupport
 import Testing
 
-/// The normaliser's fast path (eight bytes per step, common URLs only) and its careful path must give
+/// The normaliser's fast path (sixteen bytes per step, common URLs only) and its careful path must give
 /// the same key as a plain reference for any URL — or, for the fast path, decline it.
 @Suite struct LookupURLDifferentialTests {
     /// A fixed seed makes a failure reproducible.
@@ -75,16 +75,19 @@ import Testing
         #expect(fastAccepted > total / 10, "fast path took \(fastAccepted) of \(total)")
     }
 
-    /// Hosts and paths of every length around the eight-byte steps, with a dot-segment, an escape or a
-    /// delimiter at each position: a lane mask off by one byte, or a "/" in the last lane of a word that
-    /// does not carry to the "." in the next, shows here.
-    @Test func wordBoundariesAgreeWithTheReference() {
+    /// Hosts and paths of every length around the sixteen-byte steps, with a dot-segment, an escape or
+    /// a delimiter at each position: a lane mask off by one byte, a "/" in the last lane of a block that
+    /// does not carry to the "." in the next, or a last block that overlaps the one before it and
+    /// judges a lane twice or not at all, shows here.
+    @Test func blockBoundariesAgreeWithTheReference() {
         var failures = [String]()
-        for hostLength in 1...17 {
-            let host = String("abcdefghijKLMNOPQRSTU".prefix(hostLength))
-            for filler in 0...17 {
+        for hostLength in 1...35 {
+            let host = String("abcdefghijKLMNOPQRSTUvwxyz0123456789".prefix(hostLength))
+            for filler in 0...35 {
                 let segment = String(repeating: "x", count: filler)
-                for tail in ["/../y.js", "/./y.js", "/.y", "/%2e%2e/y", "/y%20z", "?/../q", "#/../f", "/y.js", "/", ""] {
+                for tail in [
+                    "/../y.js", "/./y.js", "/.y", "/%2e%2e/y", "/y%20z", "?/../q", "#/../f", "/y.js", "/", "", "/.", "%",
+                ] {
                     for port in ["", ":443", ":0443", ":8080", ":80"] {
                         let url = "https://\(host)\(port)/\(segment)\(tail)"
                         if let failure = Self.check(url) { failures.append(failure) }
@@ -100,5 +103,56 @@ import Testing
         #expect(LookupURL.key("http://app.example.com:0080/x/y/", using: .commonFormOnly) == Array("app.example.com/x/y/".utf8))
         #expect(LookupURL.key("http://app.example.com:00081/x", using: .commonFormOnly) == Array("app.example.com:81/x".utf8))
         #expect(LookupURL.key("https://app.example.com/a/../b", using: .commonFormOnly) == nil)
+    }
+
+    /// The scans the normaliser uses (SSE2 on x86-64) and the portable ones (what a build without
+    /// SSE2 runs) give the same masks and write the same bytes, for blocks of every byte value and of
+    /// the URL bytes that matter; and both read each byte as a byte-by-byte test would.
+    @Test func theScansAgreeWithTheirPortableForm() {
+        var random = Generator(seed: 0x5CA1_AB1E)
+        let interesting = Array("/?#:@[.%AZaz\\`{".utf8) + [0x00, 0x40, 0x5b, 0x60, 0x7b, 0x7f, 0x80, 0xc1, 0xda, 0xff]
+        var failures = [String]()
+        for round in 0..<20_000 {
+            let block: [UInt8] = (0..<16).map { _ in
+                round % 2 == 0 ? UInt8.random(in: 0...255, using: &random) : interesting.randomElement(using: &random)!
+            }
+            for (name, scan) in [("host", ByteScans.host), ("path", ByteScans.path)] {
+                let (used, portable) = (scan(block, false), scan(block, true))
+                if used.0 != portable.0 || used.1 != portable.1 {
+                    failures.append("\(name) \(block): \(used) against portable \(portable)")
+                }
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.count) disagreements, first: \(failures.prefix(3))")
+        #expect(ByteScans.usesSSE2 == (Self.isX86), "x86-64 builds scan with SSE2, others with the portable form")
+
+        let everyByte = (0...255).map(UInt8.init)
+        for start in stride(from: 0, to: 256, by: 16) {
+            let block = Array(everyByte[start..<start + 16])
+            for portable in [false, true] {
+                let (host, lowered) = ByteScans.host(block, portable: portable)
+                #expect(lowered == block.map { (0x41...0x5a).contains($0) ? $0 | 0x20 : $0 })
+                #expect(host.ends == Self.mask(block) { "/?#:".utf8.contains($0) })
+                #expect(host.unusual == Self.mask(block) { "@[".utf8.contains($0) })
+                let (path, copied) = ByteScans.path(block, portable: portable)
+                #expect(copied == block)
+                #expect(path.ends == Self.mask(block) { "?#".utf8.contains($0) })
+                #expect(path.slashes == Self.mask(block) { $0 == UInt8(ascii: "/") })
+                #expect(path.dots == Self.mask(block) { $0 == UInt8(ascii: ".") })
+                #expect(path.percents == Self.mask(block) { $0 == UInt8(ascii: "%") })
+            }
+        }
+    }
+
+    static var isX86: Bool {
+        #if arch(x86_64)
+        true
+        #else
+        false
+        #endif
+    }
+
+    static func mask(_ block: [UInt8], _ matches: (UInt8) -> Bool) -> UInt32 {
+        block.enumerated().reduce(0) { $0 | (matches($1.element) ? 1 << UInt32($1.offset) : 0) }
     }
 }

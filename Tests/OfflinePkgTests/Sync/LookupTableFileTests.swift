@@ -51,4 +51,38 @@ struct LookupTableFileTests {
         let reopened = try PackageStore(root: root.url, options: .init(watchInterval: 0))
         #expect(reopened.resolve("https://m.example.com/docs/")?.size == Int64("docs 1".utf8.count))
     }
+
+    /// Tables on disk hold the hash of each path, so its value is a file format: a key's last bytes
+    /// read in one word must hash as they did byte by byte (`byteByByte` is the hash the tables of
+    /// earlier builds were written with).
+    @Test func theHashOfAKeyIsTheOneEarlierBuildsWrote() {
+        func littleEndian(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+            bytes.enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << UInt64(8 * $1.offset) }
+        }
+        func byteByByte(_ bytes: [UInt8]) -> UInt64 {
+            let multiplier: UInt64 = 0x9E37_79B9_7F4A_7C15
+            func mix(_ value: UInt64, _ with: UInt64) -> UInt64 {
+                let product = (value ^ with).multipliedFullWidth(by: multiplier ^ 0xA076_1D64_78BD_642F)
+                return product.high ^ product.low
+            }
+            var state = multiplier ^ UInt64(bytes.count)
+            var offset = 0
+            while offset + 8 <= bytes.count {
+                state = mix(state, littleEndian(bytes[offset..<offset + 8]))
+                offset += 8
+            }
+            if offset < bytes.count {
+                state = mix(state, littleEndian(bytes[offset...]))
+            }
+            return mix(state, multiplier)
+        }
+        let text = Array("assets/section-12/group-3/file-0042.js?é\u{0}\u{ff}".utf8)
+        for length in 0...text.count {
+            let key = Array(text.prefix(length))
+            // At the start of a buffer and one byte in, so a word read before the key would show.
+            let shifted = [0xAA] + key
+            #expect(key.withUnsafeBytes { ByteKeyTable.hash($0) } == byteByByte(key), "length \(length)")
+            #expect(shifted.withUnsafeBytes { ByteKeyTable.hash(UnsafeRawBufferPointer(rebasing: $0[1...])) } == byteByByte(key))
+        }
+    }
 }
