@@ -3,8 +3,8 @@
 
 // Sixteen bytes of a URL tested at once, for the normaliser's fast path (LookupURL.swift). Swift's
 // SIMD types cannot do this: their lane comparisons compile to a loop over the lanes, and they have no
-// movemask. Here SSE2 (every x86-64) does it in one compare per byte class and one `pmovmskb`;
-// elsewhere the same masks come from two 64-bit words (SWAR).
+// movemask. Here SSE2 (every x86-64, and 32-bit x86 built for it) does it in one compare per byte
+// class and one `pmovmskb`; elsewhere the same masks come from two 64-bit words (SWAR).
 //
 // Every mask has bit k set when byte k of the block (`in[k]`, k = 0...15) is of its class, and no
 // other bit. `cbytelanes_scan_*_portable` are the SWAR versions, compiled on every platform, so the

@@ -71,7 +71,8 @@ package struct ByteKeyTable: Sendable {
     }
 
     /// A wyhash-style hash: eight bytes per multiply, the 128-bit product folded. Keys are URL paths of
-    /// 20–100 bytes, where this is a few nanoseconds against FNV-1a's one multiply per byte.
+    /// 20–100 bytes, where this is a few nanoseconds against FNV-1a's one multiply per byte. Words are
+    /// read little-endian on every machine: `<tree>.lookup` files hold these values.
     @inline(__always)
     package static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         let multiplier: UInt64 = 0x9E37_79B9_7F4A_7C15
@@ -83,7 +84,7 @@ package struct ByteKeyTable: Sendable {
         guard let base = bytes.baseAddress else { return mix(state, 0) }
         var offset = 0
         while offset + 8 <= bytes.count {
-            state = mix(state, base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            state = mix(state, UInt64(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
             offset += 8
         }
         if offset < bytes.count {
