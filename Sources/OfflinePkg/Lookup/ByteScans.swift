@@ -4,16 +4,12 @@ internal import CByteLanes
 /// portable form (what a build without SSE2 runs) and to a byte-by-byte reading. Not on a hot path.
 package enum ByteScans {
     /// A block's masks: bit k for byte k. A host scan fills `ends` and `unusual`, a path scan the rest.
-    package struct Masks: Equatable, CustomStringConvertible {
+    package struct Masks: Equatable {
         package var ends: UInt32 = 0
         package var unusual: UInt32 = 0
         package var slashes: UInt32 = 0
         package var dots: UInt32 = 0
         package var percents: UInt32 = 0
-
-        package var description: String {
-            "ends \(ends), unusual \(unusual), slashes \(slashes), dots \(dots), percents \(percents)"
-        }
     }
 
     /// Whether the scans the normaliser uses are the SSE2 ones in this build.
