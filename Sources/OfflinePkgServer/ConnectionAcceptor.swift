@@ -8,7 +8,8 @@ import Glibc
 #endif
 
 /// The server's listening socket and the one thread that accepts from it, handing each connection to
-/// the lane (an MHD daemon with one thread, or a thread per connection) that holds the fewest.
+/// the lane (an MHD daemon with one thread, or a thread per connection) that holds the fewest: of the
+/// quiet lanes while they hold few, of all lanes past that (`Spreading`).
 ///
 /// MHD's own thread pool lets every thread accept from the shared socket, up to 10 at a time: a burst
 /// of new connections lands mostly on whichever thread wakes first (54 of 64 on one thread of two,
@@ -25,6 +26,24 @@ final class ConnectionAcceptor: Sendable {
     private let wake: (read: Int32, write: Int32)
     private let held: Mutex<Held>
     private let deadlines: ConnectionDeadlines
+    private let spreading: Spreading
+
+    /// Which lanes take new connections: the first `quietLanes` while they hold fewer than `past` each,
+    /// every lane from then on (`LoopbackServer.ThreadModel.elastic`).
+    struct Spreading {
+        var quietLanes: Int
+        var past: Int
+
+        /// Every lane, always.
+        static let everyLane = Spreading(quietLanes: .max, past: .max)
+
+        /// How many of the lanes, from the first, may take a connection when they hold `counts`.
+        func open(_ counts: [Int]) -> Int {
+            let quiet = min(quietLanes, counts.count)
+            guard quiet < counts.count else { return counts.count }
+            return counts.prefix(quiet).reduce(0, +) / quiet < past ? quiet : counts.count
+        }
+    }
 
     private struct Held {
         /// Where new connections go.
@@ -37,7 +56,10 @@ final class ConnectionAcceptor: Sendable {
     private let running = Atomic<Bool>(false)
 
     /// Binds and listens on `address` (the kernel queues up to `backlog` connections not yet accepted).
-    init(address: SocketAddress, backlog: Int32, connectionLimit: Int, deadlines: ConnectionDeadlines) throws(Errno) {
+    init(
+        address: SocketAddress, backlog: Int32, connectionLimit: Int, spreading: Spreading = .everyLane,
+        deadlines: ConnectionDeadlines
+    ) throws(Errno) {
         let listener = socket(address.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard listener >= 0 else { throw Errno(errno) }
         var one: Int32 = 1
@@ -61,6 +83,7 @@ final class ConnectionAcceptor: Sendable {
         self.listener = listener
         wake = (pipeEnds[0], pipeEnds[1])
         self.connectionLimit = connectionLimit
+        self.spreading = spreading
         self.deadlines = deadlines
         held = Mutex(Held())
     }
@@ -210,8 +233,8 @@ final class ConnectionAcceptor: Sendable {
         return Int(info.tcpi_unacked)
     }
 
-    /// To the lane with the fewest connections, ties taken in turn (a burst is accepted faster than
-    /// the lanes' threads register it).
+    /// To the open lane (`Spreading`) with the fewest connections, ties taken in turn (a burst is
+    /// accepted faster than the lanes' threads register it).
     private func hand(_ client: Int32, address: UnsafePointer<sockaddr>, length: socklen_t) {
         let lanes = held.withLock { $0.lanes }
         guard !lanes.isEmpty else {
@@ -219,10 +242,11 @@ final class ConnectionAcceptor: Sendable {
             return
         }
         let counts = lanes.map { $0.connections.load(ordering: .relaxed) }
-        let start = Int(next.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(lanes.count))
+        let open = spreading.open(counts)
+        let start = Int(next.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(open))
         var chosen = start
-        for step in 1..<max(1, lanes.count) {
-            let index = (start + step) % lanes.count
+        for step in 1..<max(1, open) {
+            let index = (start + step) % open
             if counts[index] < counts[chosen] { chosen = index }
         }
         let lane = lanes[chosen]

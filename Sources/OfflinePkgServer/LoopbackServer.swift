@@ -19,19 +19,46 @@ public final class LoopbackServer: Sendable {
     public enum ThreadModel: Sendable, Equatable {
         /// This many lanes (one thread each, polling many connections; `ConnectionAcceptor` spreads them).
         case pool(threads: Int)
+        /// `threads` lanes while they hold fewer than `spreadPast` connections each; past that, new
+        /// connections go to the emptiest of `busyThreads` lanes (the first `threads` among them).
+        case elastic(threads: Int, busyThreads: Int, spreadPast: Int)
         /// One thread per connection (poll).
         case threadPerConnection
 
-        /// One lane per two cores (`lanes(cores:)`).
-        public static var standard: ThreadModel { .pool(threads: lanes(cores: ProcessInfo.processInfo.activeProcessorCount)) }
+        /// `standard(cores:)` for this device.
+        public static var standard: ThreadModel { standard(cores: ProcessInfo.processInfo.activeProcessorCount) }
 
-        /// Lanes for a device of `cores` cores: half of them, at least one. The server's clients run on
-        /// the same cores (the web view's renderer and network process, or a load generator), so a
-        /// lane per core means more busy threads than cores, and a lane taken off its core holds every
-        /// connection it has until its turn comes back (a scheduler slice, 1.4 ms on two cores). One
-        /// lane on two cores cut the 13 KB page's p99 at 64 connections by ~40 % against two lanes,
-        /// and served the 3 MiB file as fast (docs/benchmarks.md, "Wave 10").
+        /// For a device of `cores` cores: a lane per two cores, at least one, and a lane per core once
+        /// those hold `spreadPast` connections each.
+        ///
+        /// The server's clients run on the same cores (the web view's renderer and network process,
+        /// or a load generator), so a lane per core means more busy threads than cores, and a lane
+        /// taken off its core holds every connection it has until its turn comes back (a scheduler
+        /// slice, 1.4 ms on two cores): with a web view's handful of connections, one lane on two cores
+        /// cut the 13 KB page's p99 at 64 connections by ~40 % against two lanes (docs/benchmarks.md,
+        /// "Wave 10"). A lane holding hundreds of connections is never idle, though, and then it is one
+        /// thread taking turns with its clients' many: at 512 connections on two cores, two lanes read
+        /// 0.7× one lane's p99 with another process busy (docs/benchmarks.md, "Wave 18"). Past 128 per
+        /// lane (Chromium opens at most six per host over HTTP/1.1, 256 in all), the device is
+        /// serving more clients than a shell's.
+        public static func standard(cores: Int) -> ThreadModel {
+            .elastic(threads: lanes(cores: cores), busyThreads: max(1, cores), spreadPast: spreadPast)
+        }
+
+        /// Quiet lanes for a device of `cores` cores: half of them, at least one.
         public static func lanes(cores: Int) -> Int { max(1, cores / 2) }
+
+        /// Connections per quiet lane past which the standard model spreads over a lane per core.
+        public static let spreadPast = 128
+
+        /// Lanes in all, the ones that take connections until they hold `spreadPast` each, and that count.
+        var lanes: (all: Int, quiet: Int, spreadPast: Int) {
+            switch self {
+            case .pool(let threads): (threads, threads, .max)
+            case .elastic(let threads, let busyThreads, let spreadPast): (busyThreads, threads, spreadPast)
+            case .threadPerConnection: (1, 1, .max)
+            }
+        }
     }
 
     /// Connections and cached open files, within the open-file limit at `init`.
@@ -85,8 +112,14 @@ public final class LoopbackServer: Sendable {
                 "serve host \(host) is not a loopback address (127.0.0.0/8 or ::1): the server is for the shell on the same device"
             )
         }
-        if case .pool(let threads) = threadModel, threads < 1 {
+        switch threadModel {
+        case .pool(let threads) where threads < 1:
             throw OfflinePkgError.invalidArgument("a thread pool needs at least one thread, got \(threads)")
+        case .elastic(let threads, let busyThreads, let spreadPast) where threads < 1 || busyThreads < threads || spreadPast < 1:
+            throw OfflinePkgError.invalidArgument(
+                "an elastic pool needs at least one thread, as many or more when busy, and at least one connection per lane before it spreads; got \(threads), \(busyThreads), \(spreadPast)"
+            )
+        default: break
         }
         guard limits.headerTimeout > 0, limits.idleTimeout >= 1, limits.connectionLimit >= 1 else {
             throw OfflinePkgError.invalidArgument(
@@ -106,7 +139,7 @@ public final class LoopbackServer: Sendable {
         self.address = address
         let runtime = runtime.map { RuntimeCacheResponder(cache: $0, canSuspend: threadModel != .threadPerConnection) }
         let origin = try origin.map(OriginRewrite.init)
-        let lanes = if case .pool(let threads) = threadModel { threads } else { 1 }
+        let lanes = threadModel.lanes.all
         let budget = DescriptorBudget(asked: limits.connectionLimit, lanes: lanes, tls: tls)
         self.budget = budget
         self.runtime = runtime
@@ -128,9 +161,10 @@ public final class LoopbackServer: Sendable {
             if usesTLS { certificate = try LoopbackCertificate.prepare(layout: store.layout, for: store.activeSet) }
             let acceptor: ConnectionAcceptor
             do throws(Errno) {
+                let lanes = threadModel.lanes
                 acceptor = try ConnectionAcceptor(
                     address: address, backlog: 4096, connectionLimit: budget.connections,
-                    deadlines: deadlines)
+                    spreading: .init(quietLanes: lanes.quiet, past: lanes.spreadPast), deadlines: deadlines)
             } catch {
                 throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", error)
             }
@@ -209,7 +243,7 @@ public final class LoopbackServer: Sendable {
         // `MHD_add_connection`, which needs the inter-thread channel to wake the daemon's thread.
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_NO_LISTEN_SOCKET.rawValue | MHD_USE_ITC.rawValue
         switch threadModel {
-        case .pool:
+        case .pool, .elastic:
             // poll, not epoll: libmicrohttpd 0.9.75's epoll loop takes 128 events per `epoll_wait` and
             // calls it again, with the same timeout, whenever it got exactly 128, so a thread with 256
             // requests in at once (512 connections on two) sleeps on them until its next event or

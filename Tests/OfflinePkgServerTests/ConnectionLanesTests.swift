@@ -23,17 +23,69 @@ import Glibc
         return server.connectionsPerLane
     }
 
-    /// The standard model runs one lane per two cores, at least one: a lane per core left more busy
-    /// threads than cores with the clients on the same device, and a lane off its core holds its
-    /// connections for a scheduler slice (docs/benchmarks.md, "Wave 10"). A server started with it has
-    /// that many lanes.
-    @Test func theStandardModelRunsALanePerTwoCores() async throws {
+    /// The standard model runs one lane per two cores, at least one, while they hold up to 128
+    /// connections each, and a lane per core past that: a lane per core left more busy threads than
+    /// cores with a web view's few connections, and a lane off its core holds its connections for a
+    /// scheduler slice (docs/benchmarks.md, "Wave 10"); with hundreds, one lane is never idle and
+    /// is one thread among its clients' many ("Wave 18"). A server started with it has a lane per core.
+    @Test func theStandardModelRunsALanePerTwoCoresAndOnePerCoreUnderLoad() async throws {
         #expect([1, 2, 3, 4, 8, 16].map { LoopbackServer.ThreadModel.lanes(cores: $0) } == [1, 1, 1, 2, 4, 8])
         #expect(LoopbackServer.ThreadModel.lanes(cores: 0) == 1)
+        #expect(LoopbackServer.ThreadModel.standard(cores: 2) == .elastic(threads: 1, busyThreads: 2, spreadPast: 128))
+        #expect(LoopbackServer.ThreadModel.standard(cores: 8) == .elastic(threads: 4, busyThreads: 8, spreadPast: 128))
+        #expect(LoopbackServer.ThreadModel.standard(cores: 1) == .elastic(threads: 1, busyThreads: 1, spreadPast: 128))
         let cores = ProcessInfo.processInfo.activeProcessorCount
-        #expect(LoopbackServer.ThreadModel.standard == .pool(threads: max(1, cores / 2)))
+        #expect(LoopbackServer.ThreadModel.standard == .standard(cores: cores))
         let demo = try await ServedDemo()
-        #expect(demo.server.connectionsPerLane.count == max(1, cores / 2))
+        #expect(demo.server.connectionsPerLane.count == max(1, cores))
+    }
+
+    /// An elastic pool keeps new connections on its quiet lanes until they hold `spreadPast` each, then
+    /// hands them to the emptiest of all its lanes; once the load is gone, new ones go to the quiet
+    /// lanes again. Every connection is answered wherever it went.
+    @Test func anElasticPoolSpreadsOnlyPastItsThreshold() async throws {
+        let demo = try await ServedDemo(threadModel: .elastic(threads: 1, busyThreads: 2, spreadPast: 4))
+        var connections = try (0..<4).map { _ in try RawConnection(port: Int(demo.port)) }
+        #expect(try await Self.waitForTotal(demo.server, 4) == [4, 0])
+        connections += try (0..<6).map { _ in try RawConnection(port: Int(demo.port)) }
+        #expect(try await Self.waitForTotal(demo.server, 10) == [5, 5])
+        for connection in connections { connection.send(Self.request) }
+        #expect(connections.allSatisfy { $0.readResponse()?.status == 200 })
+
+        connections.removeAll()
+        #expect(try await Self.waitForTotal(demo.server, 0) == [0, 0])
+        connections = try (0..<3).map { _ in try RawConnection(port: Int(demo.port)) }
+        #expect(try await Self.waitForTotal(demo.server, 3) == [3, 0])
+        for connection in connections { connection.send(Self.request) }
+        #expect(connections.allSatisfy { $0.readResponse()?.status == 200 })
+    }
+
+    /// With two quiet lanes, the threshold is theirs on average: four connections fill them two each,
+    /// and only the fifth opens the third lane.
+    @Test func anElasticPoolCountsItsQuietLanesTogether() async throws {
+        let demo = try await ServedDemo(threadModel: .elastic(threads: 2, busyThreads: 3, spreadPast: 2))
+        var connections = try (0..<4).map { _ in try RawConnection(port: Int(demo.port)) }
+        #expect(try await Self.waitForTotal(demo.server, 4) == [2, 2, 0])
+        connections.append(try RawConnection(port: Int(demo.port)))
+        #expect(try await Self.waitForTotal(demo.server, 5) == [2, 2, 1])
+        for connection in connections { connection.send(Self.request) }
+        #expect(connections.allSatisfy { $0.readResponse()?.status == 200 })
+    }
+
+    /// A model the server cannot run is refused by name, before anything binds.
+    @Test(arguments: [
+        LoopbackServer.ThreadModel.pool(threads: 0), .elastic(threads: 0, busyThreads: 2, spreadPast: 4),
+        .elastic(threads: 2, busyThreads: 1, spreadPast: 4), .elastic(threads: 1, busyThreads: 2, spreadPast: 0),
+    ])
+    func aModelWithoutLanesIsRefused(model: LoopbackServer.ThreadModel) throws {
+        let scratch = try TemporaryDirectory()
+        let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
+        #expect {
+            _ = try LoopbackServer(store: store, port: 0, threadModel: model)
+        } throws: { error in
+            guard case OfflinePkgError.invalidArgument(let reason) = error else { return false }
+            return reason.contains("thread")
+        }
     }
 
     /// 256 keep-alive connections opened back to back (as wrk opens its 64 or 512) land on the four

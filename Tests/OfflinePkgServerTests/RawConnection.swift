@@ -39,6 +39,7 @@ final class RawConnection {
         bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) == $0.count }
     }
 
+    @discardableResult
     func send(_ text: String) -> Bool { send(Array(text.utf8)) }
 
     /// Reads one response (headers, and a body of its Content-Length), or what came before the peer
