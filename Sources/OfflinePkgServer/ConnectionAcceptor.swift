@@ -28,11 +28,18 @@ final class ConnectionAcceptor: Sendable {
     private let deadlines: ConnectionDeadlines
     private let spreading: Spreading
 
-    /// Which lanes take new connections: the first `quietLanes` while they hold fewer than `past` each,
-    /// every lane from then on (`LoopbackServer.ThreadModel.elastic`).
+    /// Which lanes take new connections: the first `quietLanes` while they hold fewer than `past` each
+    /// on average (the fewest-first hand-over keeps them even), every lane from then on
+    /// (`LoopbackServer.ThreadModel.elastic`). A connection stays on its lane until it closes.
     struct Spreading {
-        var quietLanes: Int
-        var past: Int
+        let quietLanes: Int
+        let past: Int
+
+        init(quietLanes: Int, past: Int) {
+            precondition(quietLanes >= 1 && past >= 1, "spreading needs a quiet lane and a connection per lane")
+            self.quietLanes = quietLanes
+            self.past = past
+        }
 
         /// Every lane, always.
         static let everyLane = Spreading(quietLanes: .max, past: .max)

@@ -199,7 +199,7 @@ func notifyConnection(
         deadlines.closed(entry.takeUnretainedValue())
         entry.release()
         socketContext.pointee = nil
-        daemon.connections.subtract(1, ordering: .relaxed)
+        if daemon.connections.subtract(1, ordering: .relaxed).newValue == 0 { daemon.whenEmptied?() }
     default:
         break
     }

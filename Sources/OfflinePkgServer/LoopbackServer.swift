@@ -19,8 +19,10 @@ public final class LoopbackServer: Sendable {
     public enum ThreadModel: Sendable, Equatable {
         /// This many lanes (one thread each, polling many connections; `ConnectionAcceptor` spreads them).
         case pool(threads: Int)
-        /// `threads` lanes while they hold fewer than `spreadPast` connections each; past that, new
-        /// connections go to the emptiest of `busyThreads` lanes (the first `threads` among them).
+        /// `threads` lanes while they hold fewer than `spreadPast` connections each on average; past that,
+        /// new connections go to the emptiest of `busyThreads` lanes (the first `threads` among them). A
+        /// connection stays on its lane until it closes; a lane beyond the first `threads` gives its
+        /// cached responses' memory back when its last one does.
         case elastic(threads: Int, busyThreads: Int, spreadPast: Int)
         /// One thread per connection (poll).
         case threadPerConnection
@@ -29,7 +31,7 @@ public final class LoopbackServer: Sendable {
         public static var standard: ThreadModel { standard(cores: ProcessInfo.processInfo.activeProcessorCount) }
 
         /// For a device of `cores` cores: a lane per two cores, at least one, and a lane per core once
-        /// those hold `spreadPast` connections each.
+        /// those hold `spreadPast` connections each on average.
         ///
         /// The server's clients run on the same cores (the web view's renderer and network process,
         /// or a load generator), so a lane per core means more busy threads than cores, and a lane
@@ -72,7 +74,8 @@ public final class LoopbackServer: Sendable {
     private let requestedPort: UInt16
     private let address: SocketAddress
     /// One per lane (each pool thread's daemon; one for a thread per connection): each lane's thread
-    /// answers from its own response caches, so no lock or MHD response is shared between threads on
+    /// answers from its own response caches (the copied ones drawing on one `SharedBytes`, an atomic
+    /// count), so no lock or MHD response is shared between threads on
     /// the hot path (a thread preempted while holding a shared cache's lock stalled the others:
     /// docs/benchmarks.md, "Serve tails, wave 4").
     private let handlers: [RequestHandler]
@@ -143,9 +146,10 @@ public final class LoopbackServer: Sendable {
         let budget = DescriptorBudget(asked: limits.connectionLimit, lanes: lanes, tls: tls)
         self.budget = budget
         self.runtime = runtime
+        let memory = SharedBytes(capacity: store.options.memoryCacheCapacity)
         self.handlers = (0..<lanes).map { _ in
             RequestHandler(
-                store: store, origin: origin, ownHost: host, tls: tls, runtime: runtime, lanes: lanes,
+                store: store, origin: origin, ownHost: host, tls: tls, runtime: runtime, memory: memory,
                 cachedFiles: budget.cachedFilesPerLane)
         }
         self.deadlines = ConnectionDeadlines(headerTimeout: limits.headerTimeout, idleTimeout: limits.idleTimeout)
@@ -230,7 +234,9 @@ public final class LoopbackServer: Sendable {
     private func startDaemons(certificate: LoopbackCertificate?) throws -> [Daemon] {
         var daemons = [Daemon]()
         do {
-            for handler in handlers { daemons.append(try startDaemon(certificate: certificate, handler: handler)) }
+            for (lane, handler) in handlers.enumerated() {
+                daemons.append(try startDaemon(certificate: certificate, handler: handler, busyOnly: lane >= threadModel.lanes.quiet))
+            }
         } catch {
             for daemon in daemons { daemon.stop() }
             throw error
@@ -238,7 +244,9 @@ public final class LoopbackServer: Sendable {
         return daemons
     }
 
-    private func startDaemon(certificate: LoopbackCertificate?, handler: RequestHandler) throws -> Daemon {
+    /// `busyOnly`: a lane that takes connections only under load (`ThreadModel.elastic`); when its last
+    /// one closes, it gives its cached responses' bytes back for the quiet lanes.
+    private func startDaemon(certificate: LoopbackCertificate?, handler: RequestHandler, busyOnly: Bool) throws -> Daemon {
         // No listening socket of its own: connections come from `ConnectionAcceptor` through
         // `MHD_add_connection`, which needs the inter-thread channel to wake the daemon's thread.
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_NO_LISTEN_SOCKET.rawValue | MHD_USE_ITC.rawValue
@@ -255,7 +263,9 @@ public final class LoopbackServer: Sendable {
         }
         // The runtime cache suspends a connection while it waits on the network.
         if runtime != nil, threadModel != .threadPerConnection { flags |= MHD_ALLOW_SUSPEND_RESUME.rawValue }
-        let daemon = Daemon(certificate: certificate, deadlines: deadlines)
+        let responses = handler.responses
+        let emptied: (@Sendable () -> Void)? = busyOnly ? { @Sendable in responses.removeAll() } : nil
+        let daemon = Daemon(certificate: certificate, deadlines: deadlines, whenEmptied: emptied)
         var config = cmicrohttpd_config()
         config.flags = flags
         // MHD's own inactivity timeout: for a client that stops reading a response. The header and
@@ -345,7 +355,7 @@ public final class LoopbackServer: Sendable {
         cachedResponsesPerLane.reduce((0, 0)) { ($0.bytes + $1.bytes, $0.entries + $1.entries) }
     }
 
-    /// The same for each lane's cache (each holds its share of the capacity).
+    /// The same for each lane's cache (together within the capacity: `SharedBytes`).
     package var cachedResponsesPerLane: [(bytes: Int, entries: Int)] { handlers.map(\.responses.usage) }
 
     /// Large files' cached responses, all lanes (tests): behind plain HTTP each holds the file open.
@@ -371,12 +381,15 @@ final class Daemon: @unchecked Sendable {
     let certificatePEM: UnsafeMutablePointer<CChar>?
     let deadlines: ConnectionDeadlines
     let connections = Atomic<Int>(0)
+    /// Run on the daemon's thread when its last connection closes.
+    let whenEmptied: (@Sendable () -> Void)?
     private let stopped = Atomic<Bool>(false)
 
-    init(certificate: LoopbackCertificate?, deadlines: ConnectionDeadlines) {
+    init(certificate: LoopbackCertificate?, deadlines: ConnectionDeadlines, whenEmptied: (@Sendable () -> Void)? = nil) {
         key = certificate.map { strdup($0.keyPEM) }
         certificatePEM = certificate.map { strdup($0.certificatePEM) }
         self.deadlines = deadlines
+        self.whenEmptied = whenEmptied
     }
 
     func stop() {

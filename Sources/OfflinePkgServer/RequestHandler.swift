@@ -42,10 +42,10 @@ final class RequestHandler: @unchecked Sendable {
     /// Answers what no package answers, per the manifest's runtime rules (SPEC §11); nil: 404s.
     let runtime: RuntimeCacheResponder?
 
-    /// `lanes`: how many handlers (one per server thread) share the memory cache capacity.
+    /// `memory`: the memory cache capacity, shared with the other handlers (one per server thread).
     init(
         store: PackageStore, origin: OriginRewrite? = nil, ownHost: String = "127.0.0.1", tls: Bool = false,
-        runtime: RuntimeCacheResponder? = nil, lanes: Int = 1, cachedFiles: Int = ResponseCache.openFileLimit
+        runtime: RuntimeCacheResponder? = nil, memory: SharedBytes, cachedFiles: Int = ResponseCache.openFileLimit
     ) {
         self.store = store
         self.runtime = runtime
@@ -53,9 +53,8 @@ final class RequestHandler: @unchecked Sendable {
         sendsFromFile = !tls
         self.origin = origin
         self.ownHost = ownHost.lowercased()
-        let capacity = store.options.memoryCacheCapacity
         // Each lane caches the same files as one cache of the whole capacity would (up to an eighth of it).
-        responses = ResponseCache(capacity: capacity / max(1, lanes), largestFile: capacity / 8)
+        responses = ResponseCache(sharing: memory, largestFile: memory.capacity / 8)
         largeResponses = ResponseCache(capacity: Self.largeCapacity, body: tls ? .mapped : .file, openFiles: cachedFiles)
         // An old tree's responses go at the switch, not when evicted: kept, they grew serve's memory by
         // ~2.4 KB per file answered from each tree it ever served.

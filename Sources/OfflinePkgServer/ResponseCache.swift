@@ -15,8 +15,9 @@ import Glibc
 /// Keyed by file path: installed trees are immutable, so a path's bytes and validators never change,
 /// and a switch to a new set only makes old entries cold. Bounded in bytes like `ResourceCache`
 /// (`PackageStore.Options.memoryCacheCapacity`, 4 MiB by default; files up to an eighth of it), the
-/// least recently used entry going first. The server keeps one per thread, each with its share of the
-/// capacity, so threads never wait on each other's lock (`LoopbackServer.handlers`).
+/// least recently used entry going first. The server keeps one per thread, so threads never wait on
+/// each other's lock (`LoopbackServer.handlers`); their copied caches draw on one `SharedBytes`, so a
+/// lane alone in use has the whole capacity and all lanes together stay within it.
 ///
 /// Lifetimes are MHD's: a response is reference-counted under its own lock, `MHD_queue_response` takes
 /// a reference for the connection and `MHD_destroy_response` drops one. The cache holds one per
@@ -78,10 +79,22 @@ final class ResponseCache: Sendable {
     /// Largest file kept (at most `capacity`).
     let largestCachedFile: Int
     private let state: Mutex<State>
+    /// The bytes this cache shares with the other lanes' (nil: `capacity` is its own).
+    private let shared: SharedBytes?
 
     /// `largestFile`: by default an eighth of `capacity` for copied bodies, a quarter for the others.
     /// `openFiles`: entries of a `Body.file` cache (at least one).
-    init(capacity: Int, body: Body = .copied, largestFile: Int? = nil, openFiles: Int = openFileLimit) {
+    convenience init(capacity: Int, body: Body = .copied, largestFile: Int? = nil, openFiles: Int = openFileLimit) {
+        self.init(capacity: capacity, body: body, largestFile: largestFile, openFiles: openFiles, shared: nil)
+    }
+
+    /// A copied cache holding what it can take of `shared`, up to all of it.
+    convenience init(sharing shared: SharedBytes, largestFile: Int? = nil) {
+        self.init(capacity: shared.capacity, body: .copied, largestFile: largestFile, openFiles: Self.openFileLimit, shared: shared)
+    }
+
+    private init(capacity: Int, body: Body, largestFile: Int?, openFiles: Int, shared: SharedBytes?) {
+        self.shared = shared
         self.capacity = max(0, capacity)
         self.body = body
         largestCachedFile = min(self.capacity, largestFile ?? (body == .copied ? self.capacity / 8 : self.capacity / 4))
@@ -97,14 +110,38 @@ final class ResponseCache: Sendable {
         if let result = queueCached(resource.path, notModified: notModified, on: connection) { return result }
         guard let entry = makeEntry(resource) else { return nil }
         return state.withLock { state in
-            if state.entries.peek(resource.path) == nil {
-                for (_, evicted) in state.entries.insert(resource.path, entry, bytes: entry.size) { evicted.destroy() }
-            } else {
+            if state.entries.peek(resource.path) != nil {
                 // Another thread cached it meanwhile: keep theirs.
                 entry.destroy()
+            } else if makeRoom(&state, for: entry.size) {
+                for (_, evicted) in state.entries.insert(resource.path, entry, bytes: entry.size) { drop(evicted) }
+            } else {
+                // The other lanes' caches hold every shared byte: this answer goes out uncached (the
+                // connection keeps the response alive while it sends it).
+                defer { entry.destroy() }
+                return MHD_queue_response(
+                    connection, UInt32(notModified ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK),
+                    notModified ? entry.notModified.pointer : entry.ok.pointer)
             }
             return Self.queue(&state, resource.path, notModified: notModified, on: connection)
         }
+    }
+
+    /// Takes `size` bytes from the shared budget, evicting this cache's own oldest entries while it
+    /// lacks them; false when this cache is empty and the budget still has no room.
+    private func makeRoom(_ state: inout State, for size: Int) -> Bool {
+        guard let shared else { return true }
+        while !shared.take(size) {
+            guard let (_, oldest) = state.entries.removeOldest() else { return false }
+            drop(oldest)
+        }
+        return true
+    }
+
+    /// Destroys an entry that left the cache, giving its bytes back to the shared budget.
+    private func drop(_ entry: Entry) {
+        shared?.give(entry.size)
+        entry.destroy()
     }
 
     private func queueCached(_ path: String, notModified: Bool, on connection: OpaquePointer) -> MHD_Result? {
@@ -187,9 +224,42 @@ final class ResponseCache: Sendable {
         let removed = state.withLock { state in
             state.entries.removeAll { path in !prefixes.contains { path.hasPrefix($0) } }
         }
-        for (_, entry) in removed { entry.destroy() }
+        for (_, entry) in removed { drop(entry) }
     }
+
+    /// Drops every entry (a lane that opened under load, when its last connection closes).
+    func removeAll() { keepOnly(trees: []) }
+
+    deinit { shared?.give(usage.bytes) }
 
     /// Bytes held and entries, for tests.
     var usage: (bytes: Int, entries: Int) { state.withLock { ($0.entries.bytes, $0.entries.count) } }
+}
+
+/// The memory cache capacity the lanes' copied caches share (`PackageStore.Options.memoryCacheCapacity`).
+/// Each lane takes bytes as it caches a file and gives them back as it evicts one, so the one lane a
+/// web view uses has all of it, as one cache would, and lanes that open under load take what is free
+/// (`LoopbackServer.ThreadModel.elastic`). An atomic count: no lane waits on another.
+final class SharedBytes: Sendable {
+    let capacity: Int
+    private let held = Atomic<Int>(0)
+
+    init(capacity: Int) { self.capacity = max(0, capacity) }
+
+    /// Takes `bytes` if they fit within the capacity with what the lanes hold.
+    func take(_ bytes: Int) -> Bool {
+        var current = held.load(ordering: .relaxed)
+        while current <= capacity - bytes {
+            let (exchanged, original) = held.compareExchange(
+                expected: current, desired: current + bytes, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    func give(_ bytes: Int) { held.subtract(bytes, ordering: .relaxed) }
+
+    /// Bytes the lanes hold now (tests).
+    var used: Int { held.load(ordering: .relaxed) }
 }

@@ -21,9 +21,10 @@ import Testing
     }
 
     /// `files` as package `app` on https://app.example.test/, served by a store with `capacity` bytes
-    /// of memory cache, by one lane: it holds the whole capacity, whatever the machine's core count.
-    static func serve(_ files: [String: String], capacity: Int) async throws -> (TemporaryDirectory, PackageStore, LoopbackServer)
-    {
+    /// of memory cache, by one lane unless `threadModel` says otherwise (whatever the machine's cores).
+    static func serve(
+        _ files: [String: String], capacity: Int, threadModel: LoopbackServer.ThreadModel = .pool(threads: 1)
+    ) async throws -> (TemporaryDirectory, PackageStore, LoopbackServer) {
         let scratch = try TemporaryDirectory()
         try writeSite(files, to: scratch.path("site"))
         let repository = try RepositoryBuilder(directory: scratch.path("repo"))
@@ -33,7 +34,7 @@ import Testing
         let store = try PackageStore(
             root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0, memoryCacheCapacity: capacity))
         _ = try await Updater(store: store, manifestURL: repository.manifestURL).sync()
-        let server = try LoopbackServer(store: store, port: 0, threadModel: .pool(threads: 1))
+        let server = try LoopbackServer(store: store, port: 0, threadModel: threadModel)
         try server.start()
         return (scratch, store, server)
     }
@@ -105,6 +106,84 @@ import Testing
             }
         }
         #expect(server.cachedResponses.entries == 8)
+    }
+
+    /// Twenty files of 100 bytes each (the largest an 800-byte cache keeps), "fNN.txt".
+    static let hundredByteFiles = Dictionary(uniqueKeysWithValues: (0..<20).map { number in
+        (String(format: "f%02d.txt", number), String(format: "%03d", number) + String(repeating: "x", count: 96) + "\n")
+    })
+
+    /// Asks for `names` on `connection` (keep-alive) and checks every answer is the file.
+    static func fetch(_ names: some Sequence<String>, on connection: RawConnection) {
+        for name in names {
+            connection.send("GET /\(name) HTTP/1.1\r\nHost: app.example.test\r\n\r\n")
+            let reply = connection.readResponse()
+            #expect(reply?.status == 200 && reply?.body == hundredByteFiles[name], "\(name)")
+        }
+    }
+
+    /// With the standard model's spare lane idle, the one lane in use caches as much as one cache of
+    /// the whole capacity would: the lanes draw on one budget, not a fixed share each.
+    @Test func theLaneInUseHasTheWholeCapacity() async throws {
+        let (scratch, _, server) = try await Self.serve(
+            Self.hundredByteFiles, capacity: 800, threadModel: .elastic(threads: 1, busyThreads: 2, spreadPast: 128))
+        defer {
+            withExtendedLifetime(scratch) {}
+            server.stop()
+        }
+        let connection = try RawConnection(port: Int(server.port))
+        Self.fetch(Self.hundredByteFiles.keys.sorted(), on: connection)
+        #expect(server.cachedResponsesPerLane.map(\.entries) == [8, 0], "\(server.cachedResponsesPerLane)")
+    }
+
+    /// Two lanes both caching hold no more than the capacity between them; a lane that finds the budget
+    /// taken answers uncached, whole and right.
+    @Test func lanesCachingTogetherStayWithinTheCapacity() async throws {
+        let (scratch, _, server) = try await Self.serve(Self.hundredByteFiles, capacity: 800, threadModel: .pool(threads: 2))
+        defer {
+            withExtendedLifetime(scratch) {}
+            server.stop()
+        }
+        let connections = try (0..<2).map { _ in try RawConnection(port: Int(server.port)) }
+        #expect(try await ConnectionLanesTests.waitForTotal(server, 2) == [1, 1])
+        let names = Self.hundredByteFiles.keys.sorted()
+        for _ in 0..<2 {
+            for connection in connections { Self.fetch(names, on: connection) }
+            #expect(server.cachedResponses.bytes <= 800, "\(server.cachedResponsesPerLane)")
+        }
+        Self.fetch(names.prefix(4), on: connections[1])
+        Self.fetch(names.suffix(4), on: connections[0])
+        #expect(server.cachedResponses.bytes <= 800 && server.cachedResponses.bytes == server.cachedResponses.entries * 100)
+    }
+
+    /// A lane that opened under load gives its cached bytes back when its last connection closes, so
+    /// the quiet lane has the whole capacity again.
+    @Test func aLaneOpenedUnderLoadGivesItsBytesBackWhenItEmpties() async throws {
+        let (scratch, _, server) = try await Self.serve(
+            Self.hundredByteFiles, capacity: 800, threadModel: .elastic(threads: 1, busyThreads: 2, spreadPast: 1))
+        defer {
+            withExtendedLifetime(scratch) {}
+            server.stop()
+        }
+        let names = Self.hundredByteFiles.keys.sorted()
+        let quiet = try RawConnection(port: Int(server.port))
+        #expect(try await ConnectionLanesTests.waitForTotal(server, 1) == [1, 0])
+        Self.fetch(names[0..<4], on: quiet)
+        var busy: RawConnection? = try RawConnection(port: Int(server.port))
+        #expect(try await ConnectionLanesTests.waitForTotal(server, 2) == [1, 1])
+        Self.fetch(names[4..<8], on: try #require(busy))
+        #expect(server.cachedResponsesPerLane.map(\.entries) == [4, 4])
+
+        busy = nil
+        #expect(try await ConnectionLanesTests.waitForTotal(server, 1) == [1, 0])
+        // The lane's thread drops its entries right after its count falls.
+        let start = Date()
+        while server.cachedResponsesPerLane[1].entries != 0, Date().timeIntervalSince(start) < 5 {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        #expect(server.cachedResponsesPerLane.map(\.entries) == [4, 0])
+        Self.fetch(names[8..<12], on: quiet)
+        #expect(server.cachedResponsesPerLane.map(\.entries) == [8, 0], "\(server.cachedResponsesPerLane)")
     }
 
     /// A switch drops the cached responses of the trees no longer active: kept until evicted, they grew
