@@ -121,12 +121,13 @@ final class ConnectionDeadlines: Sendable {
                 entry.deadline.store(.max, ordering: .relaxed)
                 entry.closingForRoom.store(true, ordering: .releasing)
                 pendingForRoom.add(1, ordering: .relaxed)
+                // Counted before the shutdown, as the sweeper counts its closes.
+                closedForRoom.add(1, ordering: .relaxed)
                 shutdown(entry.socket, Int32(SHUT_RDWR))
                 closed += 1
             }
             return closed
         }
-        closedForRoom.add(closed, ordering: .relaxed)
         return closed
     }
 
@@ -154,14 +155,15 @@ final class ConnectionDeadlines: Sendable {
         let now = Self.now()
         entries.withLock { entries in
             for entry in entries.values {
+                // Counted before the shutdown: a client that sees its connection end finds it counted.
                 if entry.deadline.load(ordering: .relaxed) < now {
                     entry.idle.store(false, ordering: .relaxed)
                     entry.deadline.store(.max, ordering: .relaxed)
-                    shutdown(entry.socket, Int32(SHUT_RDWR))
                     closedByDeadline.add(1, ordering: .relaxed)
-                } else if entry.sending.withLock({ Self.takeIfChanged(&$0) }) {
                     shutdown(entry.socket, Int32(SHUT_RDWR))
+                } else if entry.sending.withLock({ Self.takeIfChanged(&$0) }) {
                     closedForChangedFile.add(1, ordering: .relaxed)
+                    shutdown(entry.socket, Int32(SHUT_RDWR))
                 }
             }
         }
