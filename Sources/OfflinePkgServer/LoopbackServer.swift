@@ -79,6 +79,8 @@ public final class LoopbackServer: Sendable {
     /// the hot path (a thread preempted while holding a shared cache's lock stalled the others:
     /// docs/benchmarks.md, "Serve tails, wave 4").
     private let handlers: [RequestHandler]
+    /// The memory cache capacity the handlers' copied caches share.
+    private let memory: SharedBytes
     private let runtime: RuntimeCacheResponder?
     private let deadlines: ConnectionDeadlines
     private let state = Mutex<State>(State())
@@ -147,6 +149,7 @@ public final class LoopbackServer: Sendable {
         self.budget = budget
         self.runtime = runtime
         let memory = SharedBytes(capacity: store.options.memoryCacheCapacity)
+        self.memory = memory
         self.handlers = (0..<lanes).map { _ in
             RequestHandler(
                 store: store, origin: origin, ownHost: host, tls: tls, runtime: runtime, memory: memory,
@@ -354,6 +357,10 @@ public final class LoopbackServer: Sendable {
     package var cachedResponses: (bytes: Int, entries: Int) {
         cachedResponsesPerLane.reduce((0, 0)) { ($0.bytes + $1.bytes, $0.entries + $1.entries) }
     }
+
+    /// Bytes the lanes' copied caches have taken of the shared capacity: their bytes together, when
+    /// every take and give is paired (tests, diagnostics).
+    package var cachedBytesTaken: Int { memory.used }
 
     /// The same for each lane's cache (together within the capacity: `SharedBytes`).
     package var cachedResponsesPerLane: [(bytes: Int, entries: Int)] { handlers.map(\.responses.usage) }

@@ -154,6 +154,7 @@ import Testing
         Self.fetch(names.prefix(4), on: connections[1])
         Self.fetch(names.suffix(4), on: connections[0])
         #expect(server.cachedResponses.bytes <= 800 && server.cachedResponses.bytes == server.cachedResponses.entries * 100)
+        #expect(server.cachedBytesTaken == server.cachedResponses.bytes)
     }
 
     /// A lane that opened under load gives its cached bytes back when its last connection closes, so
@@ -182,8 +183,10 @@ import Testing
             try await Task.sleep(nanoseconds: 10_000_000)
         }
         #expect(server.cachedResponsesPerLane.map(\.entries) == [4, 0])
+        #expect(server.cachedBytesTaken == 400)
         Self.fetch(names[8..<12], on: quiet)
         #expect(server.cachedResponsesPerLane.map(\.entries) == [8, 0], "\(server.cachedResponsesPerLane)")
+        #expect(server.cachedBytesTaken == 800)
     }
 
     /// A switch drops the cached responses of the trees no longer active: kept until evicted, they grew
@@ -214,6 +217,7 @@ import Testing
         // The switch reached the store (and the server) before `sync` returned.
         #expect(store.activeSet.packages.first?.version == "2")
         #expect(server.cachedResponses.entries == 0, "responses of the old tree kept after the switch")
+        #expect(server.cachedBytesTaken == 0, "the old tree's bytes not given back to the shared capacity")
         #expect(server.cachedResponses.bytes == 0)
         #expect(try get(server, "a.txt", host: "app.example.test").body == "a 2\n")
         #expect(server.cachedResponses.entries == 1)
