@@ -47,6 +47,7 @@ let package = Package(
 
         .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg"], path: "Tests/OfflinePkgTestSupport"),
         .testTarget(name: "OfflinePkgTests", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgTestSupport"]),
+        .testTarget(name: "OfflinePkgPublishTests", dependencies: ["OfflinePkgPublish", "OfflinePkg", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgCLITests", dependencies: ["OfflinePkgCLI", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgServerTests", dependencies: ["OfflinePkgServer", "OfflinePkg", "OfflinePkgTestSupport"]),
     ],

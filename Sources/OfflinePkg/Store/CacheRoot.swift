@@ -42,6 +42,14 @@ public struct CacheRoot: Sendable {
     /// The active set and the one before it, as on disk now.
     package func activeRecord() throws -> ActiveRecord { try ActiveRecord.load(layout) }
 
+    /// Takes the root lock for an operation of this root. A new locked operation: held content is hashed
+    /// again before it is reused (`ContentLedger.lockTaken`).
+    private func takeLock(wait: Bool) throws -> RootLock {
+        let lock = try RootLock(layout: layout, wait: wait)
+        ContentLedger.of(layout).lockTaken()
+        return lock
+    }
+
     /// The activation notice: called right after this process switched the active set.
     package func switched() { reader?.activated() }
 
@@ -49,13 +57,13 @@ public struct CacheRoot: Sendable {
     /// not installed again until the manifest offers another version of its packages.
     @discardableResult
     package func rollback(wait: Bool = false) throws -> ActiveSet {
-        let lock = try RootLock(layout: layout, wait: wait)
+        let lock = try takeLock(wait: wait)
         defer { withExtendedLifetime(lock) {} }
         let record = try ActiveRecord.load(layout)
         guard let previous = record.previous, record.current.generation > 0 else {
             throw OfflinePkgError.unavailable("no previous active set to roll back to in \(layout.root)")
         }
-        var state = try StoreState.load(layout)
+        var state = try SyncState.load(layout)
         var reverted = state.reverted ?? [:]
         for package in record.current.packages where previous.package(package.id)?.version != package.version {
             reverted[package.id] = package.version
@@ -76,7 +84,7 @@ public struct CacheRoot: Sendable {
     /// Removes trees no set needs (see `GarbageCollector`); returns the trees removed.
     @discardableResult
     package func collectGarbage(wait: Bool = false) throws -> [String] {
-        let lock = try RootLock(layout: layout, wait: wait)
+        let lock = try takeLock(wait: wait)
         defer { withExtendedLifetime(lock) {} }
         for name in FileSystem.contents(of: layout.staging) { try FileSystem.removeTree(layout.stagingDirectory(name)) }
         StrayTemporaries.remove(in: layout)

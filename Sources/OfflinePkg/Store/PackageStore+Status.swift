@@ -51,7 +51,7 @@ public struct TLSStatus: Sendable, Codable, Equatable {
 extension PackageStore {
     public func status() throws -> StoreStatus {
         let record = try ActiveRecord.load(layout)
-        let state = try StoreState.load(layout)
+        let state = try SyncState.load(layout)
         let deviceID = (try? FileSystem.read(layout.deviceID, limit: 1024)).map {
             String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }

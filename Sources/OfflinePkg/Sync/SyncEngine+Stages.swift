@@ -5,7 +5,7 @@ import Foundation
 extension SyncEngine {
     /// What a locked sync starts from: the root's state and active record as they are on disk.
     struct Start {
-        var state: StoreState
+        var state: SyncState
         var record: ActiveRecord
         /// What the stored manifest is judged with now (`evaluationInputs()`).
         var inputs: String
@@ -20,7 +20,7 @@ extension SyncEngine {
         try clearStaging()
         StrayTemporaries.remove(in: layout)
         PackageInstaller.contentStore(layout).catchUp()
-        let state = try StoreState.load(layout)
+        let state = try SyncState.load(layout)
         return Start(
             state: state, record: try ActiveRecord.load(layout), inputs: evaluationInputs(),
             sameSource: state.manifestURL == manifestURL.absoluteString)
@@ -41,7 +41,7 @@ extension SyncEngine {
         var start: Start
         var checked: CheckedManifest
         var manifest: Manifest
-        var state: StoreState
+        var state: SyncState
         /// Same bytes, same local inputs, and the last evaluation finished: nothing to do.
         var unchanged: Bool
     }
@@ -86,7 +86,7 @@ extension SyncEngine {
     struct PlannedRelease {
         var accepted: AcceptedRelease
         var plan: ReleasePlan
-        var state: StoreState
+        var state: SyncState
         var current: ActiveSet { accepted.start.record.current }
     }
 

@@ -35,6 +35,8 @@ package struct SyncEngine: Sendable {
         try layout.prepare()
         let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
+        // A new locked operation: held content is hashed again before it is reused.
+        ContentLedger.of(layout).lockTaken()
         do {
             return try await runLocked()
         } catch {
@@ -42,7 +44,7 @@ package struct SyncEngine: Sendable {
             // monitoring fields changes. An interrupted sync is noted by its caller, who knows the signal.
             if !Task.isCancelled {
                 let status = (error as? OfflinePkgError)?.category.exitStatus ?? OfflinePkgError.Category.failure.exitStatus
-                if var state = try? StoreState.load(layout) {
+                if var state = try? SyncState.load(layout) {
                     state.note(SyncFailure(time: now(), exitStatus: status, message: "\(error)"))
                     try? state.save(layout)
                 }
@@ -66,7 +68,7 @@ package struct SyncEngine: Sendable {
     /// `sync --dry-run` (SPEC §12): everything up to the plan — the manifest fetched and verified — and
     /// nothing written: no lock, no state, no stored manifest, no device ID, no download.
     package func plan() async throws -> SyncPlan {
-        let state = (try? StoreState.load(layout)) ?? StoreState()
+        let state = (try? SyncState.load(layout)) ?? SyncState()
         let record = (try? ActiveRecord.load(layout)) ?? .empty
         let source = manifestURL.absoluteString
         let (_, manifest) = try await checkAndAccept(state: state, sameSource: state.manifestURL == source)
@@ -105,7 +107,7 @@ package struct SyncEngine: Sendable {
             mandatory: steps.contains { $0.mandatory == true })
     }
 
-    func planner(deviceID: String, state: StoreState) -> ReleasePlanner {
+    func planner(deviceID: String, state: SyncState) -> ReleasePlanner {
         ReleasePlanner(
             layout: layout, shellVersion: options.shellVersion.flatMap(ShellVersion.init), deviceID: deviceID,
             reverted: state.reverted ?? [:])
@@ -148,7 +150,7 @@ package struct SyncEngine: Sendable {
     /// Check, then accept. A manifest refused as a rollback, or a fresh one whose signature does not
     /// verify, may be a CDN edge that holds an old copy of one of the two files: both are fetched once
     /// more with `Cache-Control: no-cache` before the refusal stands (SPEC §12).
-    func checkAndAccept(state: StoreState, sameSource: Bool) async throws -> (CheckedManifest, Manifest) {
+    func checkAndAccept(state: SyncState, sameSource: Bool) async throws -> (CheckedManifest, Manifest) {
         let checked = try await check(conditionally: sameSource ? state : nil, uncached: false)
         do {
             return (checked, try accept(checked, state: state))
@@ -167,7 +169,7 @@ package struct SyncEngine: Sendable {
 
     /// The check stage: the manifest (conditionally, with the validators of `stored`, if any) and, when
     /// keys are configured, its signature. A 304 brings back the stored copy.
-    private func check(conditionally stored: StoreState?, uncached: Bool) async throws -> CheckedManifest {
+    private func check(conditionally stored: SyncState?, uncached: Bool) async throws -> CheckedManifest {
         let fetcher = ManifestFetcher(
             transport: transport, retry: options.retry, limits: options.retrievalLimits, deadline: options.manifestDeadline,
             caBundle: options.caBundle)
@@ -219,7 +221,7 @@ package struct SyncEngine: Sendable {
         return "shell=\(options.shellVersion ?? "*");keys=\(keys);limits=\(limits.maxEntries)/\(limits.maxBytes)"
     }
 
-    private func accept(_ checked: CheckedManifest, state: StoreState) throws -> Manifest {
+    private func accept(_ checked: CheckedManifest, state: SyncState) throws -> Manifest {
         let (bytes, signature) = (checked.bytes, checked.signature)
         let source = manifestURL.absoluteString
         if !options.trustedKeys.isEmpty {

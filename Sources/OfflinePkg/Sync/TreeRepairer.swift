@@ -30,6 +30,8 @@ package struct TreeRepairer: Sendable {
         guard !ids.isEmpty || !contentDamage.isEmpty || figureWrong else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
         let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
         defer { withExtendedLifetime(lock) {} }
+        // A new locked operation: held content is hashed again before it is reused.
+        ContentLedger.of(layout).lockTaken()
         ContentStore(layout: layout).catchUp()
         // A repair drops and relinks held names it does not count one by one: the ledger's session is
         // open while it runs, and its close walks content/ for the figure.
@@ -97,7 +99,7 @@ package struct TreeRepairer: Sendable {
     /// Fetches `packages` (installed ones) again and swaps their trees in; returns their ids.
     private func reinstall(_ packages: [InstalledPackage], options: Updater.Options, transport: any Transport) async throws -> [String] {
         guard !packages.isEmpty else { return [] }
-        let state = try StoreState.load(layout)
+        let state = try SyncState.load(layout)
         guard let source = state.manifestURL, let manifestURL = URL(string: source) else {
             throw OfflinePkgError.unavailable("cannot repair: \(layout.root) has no manifest URL recorded (run sync first)")
         }

@@ -92,9 +92,9 @@ public actor Updater {
     }
 
     /// Notes a sync that ended outside the engine (interrupted by a signal, or failed before it started)
-    /// in the root's monitoring state; see `StoreState.recordFailure`.
+    /// in the root's monitoring state; see `SyncState.recordFailure`.
     package static func recordFailure(root: String, exitStatus: Int32, message: String) {
-        StoreState.recordFailure(SyncFailure(time: Date(), exitStatus: exitStatus, message: message), in: CacheLayout(root: root))
+        SyncState.recordFailure(SyncFailure(time: Date(), exitStatus: exitStatus, message: message), in: CacheLayout(root: root))
     }
 
     /// Starts background updates: a sync now, then every `minInterval` (at least a minute) plus jitter.

@@ -6,22 +6,6 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgPublish
 
-/// Whether two folders hold the same files with the same bytes (`diff -r`).
-func sameFiles(_ a: String, _ b: String) -> Bool {
-    (try? shell("diff -r '\(a)' '\(b)'")) != nil
-}
-
-/// Deterministic, incompressible content: what a file of a given version holds.
-func content(_ seed: String, size: Int) -> [UInt8] {
-    var out = [UInt8]()
-    var block = SHA256.hash(Array(seed.utf8)).bytes
-    while out.count < size {
-        out.append(contentsOf: block)
-        block = SHA256.hash(block).bytes
-    }
-    return Array(out.prefix(size))
-}
-
 /// Three versions of a small web site, 40-odd files in nested folders. v2 changes two files, deletes
 /// one and adds one in a new folder; v3 changes one, deletes a whole folder and adds two.
 enum DemoSite {
@@ -57,17 +41,6 @@ enum DemoSite {
     }
 }
 
-/// Collects sync events from the sync's threads.
-final class EventLog: Sendable {
-    private let events = Mutex<[SyncEvent]>([])
-    func append(_ event: SyncEvent) { events.withLock { $0.append(event) } }
-    var all: [SyncEvent] { events.withLock { $0 } }
-
-    var deltaFailures: [OfflinePkgError] {
-        all.compactMap { if case .deltaFailed(_, _, let error) = $0 { error } else { nil } }
-    }
-}
-
 /// Syncs a cache root from a repository's manifest through the library, as a host app would.
 func syncDevice(root: String, repo: String, events: EventLog = EventLog()) async throws -> SyncReport {
     let store = try PackageStore(root: URL(fileURLWithPath: root), options: .init(watchInterval: 0))
@@ -78,9 +51,4 @@ func syncDevice(root: String, repo: String, events: EventLog = EventLog()) async
 /// The installed tree of a package version in a cache root.
 func installedTree(root: String, id: String, version: String, tree: String) -> String {
     CacheLayout(root: root).tree(id: id, version: version, treeHash: tree)
-}
-
-func inode(_ path: String) -> UInt64? {
-    var info = stat()
-    return lstat(path, &info) == 0 ? UInt64(info.st_ino) : nil
 }

@@ -1,5 +1,6 @@
 /// The one-sync-at-a-time lock of a cache root: an exclusive `flock` on `root/lock`, released by the
-/// kernel when the process dies, so a crashed sync never leaves the root locked.
+/// kernel when the process dies, so a crashed sync never leaves the root locked. An operation that
+/// reuses or changes held content tells `ContentLedger.lockTaken()` once it holds the lock.
 package final class RootLock: Sendable {
     private let lock: FileLock
 
@@ -9,8 +10,6 @@ package final class RootLock: Sendable {
             throw OfflinePkgError.locked(root: layout.root)
         }
         self.lock = lock
-        // A new locked operation: held content is hashed again before it is reused (`ContentStore`).
-        ContentLedger.of(layout).lockTaken()
     }
 
     /// Takes the lock from async code: a wait for another sync happens on a thread of its own, never on

@@ -2,7 +2,7 @@ import Foundation
 
 /// What a cache root remembers between syncs about the manifest: validators for conditional requests,
 /// the accepted sequence for rollback protection, and the inputs the stored manifest was judged with.
-package struct StoreState: Codable, Sendable, Equatable {
+package struct SyncState: Codable, Sendable, Equatable {
     package var manifestURL: String?
     package var etag: String?
     package var lastModified: String?
@@ -31,8 +31,8 @@ package struct StoreState: Codable, Sendable, Equatable {
 
     package init() {}
 
-    package static func load(_ layout: CacheLayout) throws -> StoreState {
-        try JSONCoding.load(StoreState.self, from: layout.state) ?? StoreState()
+    package static func load(_ layout: CacheLayout) throws -> SyncState {
+        try JSONCoding.load(SyncState.self, from: layout.state) ?? SyncState()
     }
 
     /// Writes the state atomically; `durable: false` leaves out the two flushes, for a state whose
@@ -77,7 +77,7 @@ public struct SyncFailure: Codable, Sendable, Equatable {
     }
 }
 
-extension StoreState {
+extension SyncState {
     /// A failed attempt: counted, and its error kept for `status`.
     package mutating func note(_ failure: SyncFailure) {
         lastAttempt = failure.time
@@ -97,7 +97,7 @@ extension StoreState {
     package static func recordFailure(_ failure: SyncFailure, in layout: CacheLayout) {
         guard FileSystem.isDirectory(layout.root), let lock = try? RootLock(layout: layout, wait: false) else { return }
         withExtendedLifetime(lock) {
-            guard var state = try? StoreState.load(layout) else { return }
+            guard var state = try? SyncState.load(layout) else { return }
             state.note(failure)
             try? state.save(layout)
         }
