@@ -3,11 +3,11 @@ SHELL := /bin/bash
 SWIFT ?= swift
 # Debian packages: build libraries, then the real parts the tests run against.
 APT_PACKAGES := libarchive-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev libzstd-dev pkg-config \
-	libarchive-tools zstd curl openssl nginx minisign chromium hyperfine wrk time jq strace \
+	libarchive-tools zstd curl openssl nginx minisign chromium wrk time jq strace \
 	libwebkit2gtk-4.1-dev xvfb xauth fonts-dejavu-core python3 lzop lrzip cpio valgrind iproute2
 DEMO_URL := https://demo.offlinepkg.test/
 
-.PHONY: deps build release demo test fuzz bench bench-delta clean install fleet example-webkit readme-snippets
+.PHONY: deps build release demo test fuzz bench clean install fleet example-webkit readme-snippets
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -41,8 +41,11 @@ test: build
 	$(MAKE) example-webkit
 	scripts/readme-snippets
 	scripts/check-targets
-	# scripts/bench end to end on tiny sizes (~20 s of CPU): every row of issue 13's table is printed.
-	OFFLINEPKG=$$($(SWIFT) build --show-bin-path)/offlinepkg scripts/bench-smoke
+	# Every benchmark row end to end on tiny sizes: each must print all its figures (the figures of such
+	# a run mean nothing; `make bench` measures).
+	$(SWIFT) build --product ResolveBenchmark
+	Benchmarks/bench --smoke --offlinepkg $$($(SWIFT) build --show-bin-path)/offlinepkg \
+		--resolve $$($(SWIFT) build --show-bin-path)/ResolveBenchmark --out .build/bench-smoke
 	$(SWIFT) build --build-tests
 	# One test at a time: several suites measure time (stall timeouts, a switch seen within a second,
 	# a lock held during a slow download) and would measure the machine's load instead. Last, so the
@@ -74,11 +77,10 @@ readme-snippets:
 fuzz: deps
 	FUZZ_SECONDS=$${FUZZ_SECONDS:-600} scripts/fuzz
 
+# The benchmark suite (Benchmarks/bench; docs/performance.md): every row on release builds, results in
+# bench-out/results.json. ROWS="sync-cold serve-load" for some rows only.
 bench: release
-	scripts/bench
-
-bench-delta: release
-	OFFLINEPKG=$$($(SWIFT) build -c release --show-bin-path)/offlinepkg scripts/bench-delta
+	Benchmarks/bench $(ROWS)
 
 # `make install [PREFIX=/usr/local] [DESTDIR=...]`: the release binary and the man page. BIN=path installs
 # a binary built elsewhere (the install test passes the one under test instead of building a release).

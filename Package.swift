@@ -42,8 +42,8 @@ let package = Package(
         .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),
         .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgServer"]),
         .executableTarget(name: "offlinepkg", dependencies: ["OfflinePkgCLI"], linkerSettings: staticSwiftRuntime),
-        // `swift build -c release --product OfflinePkgBenchmarks`: resolve ns/op on a ~4,000-file set.
-        .executableTarget(name: "OfflinePkgBenchmarks", dependencies: ["OfflinePkg", "OfflinePkgTestSupport"]),
+        // `PackageStore.resolve` timed in process, for Benchmarks/bench's `resolve` row: public API only.
+        .executableTarget(name: "ResolveBenchmark", dependencies: ["OfflinePkg"], path: "Benchmarks/Resolve"),
 
         .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg"], path: "Tests/OfflinePkgTestSupport"),
         .testTarget(name: "OfflinePkgTests", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgTestSupport"]),

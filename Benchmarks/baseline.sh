@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The script a team would write instead of offlinepkg, for scripts/bench to race against: fetch the
+# The script a team would write instead of offlinepkg, for the benchmark rows to race against: fetch the
 # manifest, then for each package, one after another, download its archive, check its sha256 and
 # unpack it. It does less than `offlinepkg sync` (no tree hash, no read-only tree, no flush to disk unless
 # BASELINE_FLUSH=1, no atomic switch, no resume or retry): it is the floor a sync has to beat, not an equivalent.
 #
-#   scripts/bench-baseline.sh MANIFEST_URL DEST_DIR
-#   BASELINE_FLUSH=1 scripts/bench-baseline.sh MANIFEST_URL DEST_DIR   # then `sync -f DEST_DIR` (syncfs)
+#   Benchmarks/baseline.sh MANIFEST_URL DEST_DIR
+#   BASELINE_FLUSH=1 Benchmarks/baseline.sh MANIFEST_URL DEST_DIR   # then `sync -f DEST_DIR` (syncfs)
 #
 # BASELINE_FLUSH=1 makes the unpacked files durable before the script ends, as `offlinepkg sync` does
 # before it switches: the same script, plus the flush whose cost the plain one leaves to the kernel's

@@ -1,0 +1,455 @@
+"""The one harness every benchmark row uses: the work folder, nginx, timing side by side, medians, the
+machine's description, and each figure judged against its line in Benchmarks/targets.
+
+A row (Benchmarks/rows/<name>.py) gets a `Harness` and calls `figure(...)` once per figure it measures.
+Nothing here knows what a row measures; docs/performance.md says what each figure is compared with.
+"""
+import json, os, platform, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKOUT = os.path.dirname(HERE)
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_targets(path):
+    """`figure-id  op value unit  # note` per line; `figure-id  -  unit` for a figure given for information."""
+    targets = {}
+    for number, line in enumerate(open(path, encoding="utf-8"), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) == 2 and words[1] != "-" or len(words) not in (2, 3, 4):
+            sys.exit(f"{path}:{number}: expected `figure op value unit` or `figure - unit`, got {line.strip()!r}")
+        if words[1] == "-":
+            targets[words[0]] = {"op": None, "value": None, "unit": words[2] if len(words) > 2 else ""}
+        else:
+            if words[1] not in ("<=", "<", ">=", "=="):
+                sys.exit(f"{path}:{number}: unknown comparison {words[1]!r}")
+            targets[words[0]] = {"op": words[1], "value": float(words[2]), "unit": words[3] if len(words) > 3 else ""}
+    return targets
+
+
+def judge(value, target):
+    op, bound = target["op"], target["value"]
+    return {"<=": value <= bound, "<": value < bound, ">=": value >= bound, "==": value == bound}[op]
+
+
+def fmt(value, unit=""):
+    """A measured value as the tables show it."""
+    if value is None:
+        return "-"
+    if unit == "x":
+        return f"{value:.2f}×"
+    if unit == "%":
+        return f"{value:.2f} %"
+    if float(value).is_integer():
+        text = f"{int(value):,}"
+    else:
+        text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+    return text + (f" {unit}" if unit else "")
+
+
+def goal(target):
+    """A target as the tables show it: `<= 0.8×`, `< 1 per package`."""
+    if not target["op"]:
+        return ""
+    unit = target["unit"]
+    return f"{target['op']} {target['value']:g}" + ("×" if unit == "x" else f" {unit}" if unit else "")
+
+
+class Failure(Exception):
+    """A row could not measure (a tool failed, a server did not answer): the row's figures become MISS."""
+
+
+class Harness:
+    def __init__(self, offlinepkg, *, smoke=False, before=None, resolve=None, before_resolve=None, runs=None,
+                 targets=os.path.join(HERE, "targets")):
+        self.offlinepkg, self.before = offlinepkg, before
+        self.resolve, self.before_resolve = resolve, before_resolve
+        self.smoke, self.runs_override = smoke, runs
+        self.targets = read_targets(targets)
+        self.results, self.processes, self.row = [], [], None
+        self.work = tempfile.mkdtemp(prefix="offlinepkg-bench-", dir=os.environ.get("TMPDIR", "/tmp"))
+        # nginx's workers (nobody, unless we are root) walk into the work folder.
+        os.chmod(self.work, 0o755)
+        self.trash = self.path("trash")
+
+    # --- sizes and files ---------------------------------------------------------------------------
+
+    def size(self, full, smoke):
+        """The full run's size, or the smoke's (which checks that the row runs, not what it measures)."""
+        return smoke if self.smoke else full
+
+    def runs(self, full, smoke=1):
+        return self.runs_override or self.size(full, smoke)
+
+    def begin(self, row):
+        """Each row works in a folder of its own, moved aside when the next row begins."""
+        if self.row:
+            self.wipe(os.path.join(self.work, self.row))
+        self.row = row
+        os.makedirs(os.path.join(self.work, row))
+
+    def path(self, *parts):
+        """A path in the row's folder (its parent folder made)."""
+        path = os.path.join(self.work, self.row or "", *parts)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+    def wipe(self, path):
+        """Moves `path` aside and flushes: deleting now would slow the next creates on the same file system
+        (ext4 scans past recently freed inodes), and an unflushed write would be paid by whichever side
+        flushes next (a sync ends in syncfs). The trash goes when the run ends."""
+        if os.path.lexists(path):
+            os.makedirs(self.trash, exist_ok=True)
+            os.rename(path, os.path.join(self.trash, str(time.monotonic_ns())))
+        os.sync()
+
+    def cleanup(self):
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        subprocess.run(["chmod", "-R", "u+w", self.work], stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.sync()
+
+    # --- running things ----------------------------------------------------------------------------
+
+    def run(self, argv, *, check=True, env=None, capture=True, timeout=3600):
+        """Runs argv (a list, no shell); returns stdout. A failure raises `Failure` naming the command."""
+        full_env = dict(os.environ, **(env or {}))
+        done = subprocess.run(argv, stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, env=full_env, timeout=timeout)
+        if check and done.returncode != 0:
+            raise Failure(f"{' '.join(map(str, argv))[:200]} exited {done.returncode}: "
+                          f"{done.stderr.decode(errors='replace').strip()[-400:]}")
+        return done.stdout.decode(errors="replace") if capture else ""
+
+    def opk(self, *args, binary=None, **kwargs):
+        return self.run([binary or self.offlinepkg, *map(str, args)], **kwargs)
+
+    def start(self, argv, **kwargs):
+        """A background process, killed when the run ends."""
+        process = subprocess.Popen(argv, **kwargs)
+        self.processes.append(process)
+        return process
+
+    def time_once(self, argv, env=None):
+        start = time.perf_counter_ns()
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        elapsed = (time.perf_counter_ns() - start) / 1e9
+        if done.returncode != 0:
+            raise Failure(f"{' '.join(argv)[:200]} exited {done.returncode}: {done.stderr.decode(errors='replace')[-400:]}")
+        return elapsed
+
+    def race(self, sides, rounds, warmup=True):
+        """Times each side once per round, the order rotating round by round, so that a burst of load from
+        elsewhere on the machine lands on every side alike. `sides`: {name: (argv, prepare)} where
+        prepare (or None) runs untimed before each run of that side. Returns {name: [seconds...]}."""
+        names = list(sides)
+        samples = {name: [] for name in names}
+        for round in range(0 if warmup else 1, rounds + 1):
+            for k in range(len(names)):
+                name = names[(round + k) % len(names)]
+                argv, prepare = sides[name]
+                if prepare:
+                    prepare()
+                elapsed = self.time_once(argv)
+                if round > 0:
+                    samples[name].append(elapsed)
+        return samples
+
+    # --- nginx ---------------------------------------------------------------------------------------
+
+    def nginx(self, root=None, **kwargs):
+        server = Nginx(self, root, **kwargs)
+        server.start()
+        return server
+
+    # --- servers of our own ----------------------------------------------------------------------------
+
+    def serve(self, root, *args, binary=None):
+        """`offlinepkg serve` on a free port; returns (process, base URL)."""
+        out = self.path(f"serve-{time.monotonic_ns()}.out")
+        process = self.start([binary or self.offlinepkg, "serve", "--root", root, "--port", "0", *args],
+                             stdout=open(out, "w"), stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            text = open(out).read()
+            if text.strip():
+                return process, text.splitlines()[0].strip()
+            if process.poll() is not None:
+                raise Failure(f"serve --root {root} exited {process.returncode} before it listened")
+            time.sleep(0.05)
+        raise Failure(f"serve --root {root} printed no address within 10 s")
+
+    def first_answer(self, root, runs, binary=None, host="bench.offlinepkg.test"):
+        """serve's first answer: from just before its process is made to the first byte of a 200 for `/`,
+        polled every millisecond by this process (a shell loop would add its own start to the figure).
+        Returns (median ms, [ms...], the last server still running, its port)."""
+        times, server, port = [], None, None
+        request = f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+        for run in range(runs):
+            if server is not None:
+                server.terminate()
+                server.wait()
+            port = free_port()
+            start = time.monotonic()
+            server = self.start([binary or self.offlinepkg, "serve", "--root", root, "--port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                        c.sendall(request)
+                        if c.recv(12).startswith(b"HTTP/1.1 200"):
+                            times.append((time.monotonic() - start) * 1000)
+                            break
+                except OSError:
+                    pass
+                if server.poll() is not None:
+                    raise Failure(f"serve --root {root} exited {server.returncode} before answering")
+                if time.monotonic() - start > 60:
+                    raise Failure(f"serve --root {root} did not answer / within 60 s")
+                time.sleep(0.001)
+        return median(times), times, server, port
+
+    @staticmethod
+    def memory(pid):
+        """VmRSS and RssAnon of a process, in KiB."""
+        fields = {}
+        for line in open(f"/proc/{pid}/status"):
+            key, _, value = line.partition(":")
+            fields[key] = value.split()[0] if value.split() else "0"
+        return int(fields.get("VmRSS", 0)), int(fields.get("RssAnon", 0))
+
+    def get(self, url, host=None, check=False):
+        """The body of one GET (curl), or "" when it fails and `check` is off."""
+        argv = ["curl", "-sf", url] + (["-H", f"Host: {host}"] if host else [])
+        return self.run(argv, check=check, timeout=60)
+
+    def wait_for(self, condition, seconds, why):
+        deadline = time.monotonic() + seconds
+        while not condition():
+            if time.monotonic() > deadline:
+                raise Failure(why)
+            time.sleep(0.05)
+
+    def fetch_all(self, base, paths, host="bench.offlinepkg.test"):
+        """GETs every path over one keep-alive curl (warms a server the way a page load does)."""
+        config = self.path("urls.curl")
+        with open(config, "w") as f:
+            for p in paths:
+                f.write(f'url = "{base.rstrip("/")}/{p.lstrip("/")}"\nheader = "Host: {host}"\noutput = /dev/null\n')
+        self.run(["curl", "-s", "-K", config], check=False)
+
+    def wrk(self, url, connections, duration, host="bench.offlinepkg.test", script=None):
+        """One wrk run over keep-alive connections: {p99_ms, rps, timeouts, errors}."""
+        argv = ["wrk", "-t2", f"-c{connections}", f"-d{duration}", "--timeout", "2s", "--latency", "-H", f"Host: {host}"]
+        if script:
+            argv += ["-s", script]
+        out = self.run(argv + [url])
+        result = {"p99_ms": None, "rps": None, "timeouts": 0, "errors": 0}
+        for line in out.splitlines():
+            words = line.split()
+            if words[:1] == ["99%"]:
+                result["p99_ms"] = wrk_ms(words[1])
+            elif line.strip().startswith("Requests/sec"):
+                result["rps"] = float(words[1])
+            elif line.strip().startswith("Socket errors"):
+                numbers = [int(n) for n in re.findall(r"\d+", line)]
+                result["errors"] += numbers[0] + numbers[1] + numbers[2]
+                result["timeouts"] = numbers[3]
+            elif line.strip().startswith("Non-2xx"):
+                result["errors"] += int(words[-1])
+        if result["rps"] is None:
+            raise Failure(f"wrk printed no rate for {url}: {out[-300:]}")
+        return result
+
+    # --- figures ---------------------------------------------------------------------------------------
+
+    def figure(self, id, label, value, *, ours=None, theirs=None, unit=None, samples=None, detail=None):
+        """Records one figure: `value` judged against its line in Benchmarks/targets (PASS/MISS), or given
+        for information (`-`). `ours`/`theirs`: the two sides a ratio comes from, for the table."""
+        target = self.targets.get(id)
+        if target is None:
+            raise Failure(f"figure {id} has no line in Benchmarks/targets")
+        unit = unit or target["unit"]
+        if value is None:
+            verdict = "MISS" if target["op"] else "-"
+        elif target["op"]:
+            verdict = "PASS" if judge(value, target) else "MISS"
+        else:
+            verdict = "-"
+        shown = fmt(value, target["unit"])
+        if ours is not None or theirs is not None:
+            shown = f"{ours} / {theirs} = {shown}"
+        result = {"row": self.row, "figure": id, "label": label, "value": value, "unit": target["unit"],
+                  "shown": shown, "target": goal(target), "verdict": verdict}
+        if samples:
+            result["samples"] = samples
+        if detail:
+            result["detail"] = detail
+        self.results.append(result)
+        print(f"| {label} | {shown} | {goal(target)} | {verdict} |", flush=True)
+
+    def not_measured(self, ids, why):
+        for id in ids:
+            if not any(r["figure"] == id for r in self.results):
+                target = self.targets.get(id, {"op": None, "value": None, "unit": ""})
+                self.results.append({"row": self.row, "figure": id, "label": id, "value": None, "unit": target["unit"],
+                                     "shown": f"not measured: {why}", "target": goal(target), "verdict": "MISS"})
+                print(f"| {id} | not measured: {why} | {goal(target)} | MISS |", flush=True)
+
+
+def wrk_ms(text):
+    for suffix, factor in (("us", 0.001), ("ms", 1.0), ("m", 60000.0), ("s", 1000.0)):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * factor
+    return float(text)
+
+
+class Nginx:
+    """nginx on loopback with one configuration for every row: sendfile, ETags, a free port, its own
+    prefix. `log=True` writes an access log of `uri status body-bytes "range"` for byte counts;
+    `workers`: 1 for a repository, "auto" for a server raced under load; `http` adds directives;
+    `servers` replaces the one static server (each a `server { ... }` block, ports chosen by the row)."""
+
+    def __init__(self, h, root, *, workers=1, log=False, http="", servers=None, server=""):
+        self.h, self.root, self.workers, self.log, self.http = h, root, workers, log, http
+        self.servers, self.server = servers, server
+        self.prefix = h.path(f"nginx-{time.monotonic_ns()}")
+        self.port = None
+
+    def config(self, port):
+        user = "user root root;" if os.getuid() == 0 else ""
+        prefix = self.prefix
+        log = (f"log_format bench '$request_uri $status $body_bytes_sent \"$http_range\"';\n"
+               f"    access_log {prefix}/access.log bench;") if self.log else "access_log off;"
+        servers = self.servers or [f"server {{ listen 127.0.0.1:{port}; root {self.root}; {self.server} }}"]
+        return f"""{user}
+daemon on;
+worker_processes {self.workers};
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    {log}
+    sendfile on;
+    tcp_nopush on;
+    etag on;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    {self.http}
+    {chr(10).join(servers)}
+}}
+"""
+
+    def start(self):
+        os.makedirs(self.prefix, exist_ok=True)
+        for _ in range(20):
+            port = free_port()
+            with open(f"{self.prefix}/nginx.conf", "w") as f:
+                f.write(self.config(port))
+            # nginx binds before it daemonises: a port taken meanwhile fails here, and we try another.
+            if subprocess.run(["nginx", "-p", self.prefix, "-c", f"{self.prefix}/nginx.conf"],
+                              stderr=subprocess.DEVNULL).returncode == 0:
+                self.port = port
+                self.h.nginx_prefixes = getattr(self.h, "nginx_prefixes", []) + [self.prefix]
+                return
+        raise Failure(f"nginx did not start: {open(self.prefix + '/error.log').read()[-400:]}")
+
+    def url(self, path=""):
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
+
+    def mark(self):
+        """The access log's length now: `served_since(mark)` counts what came after."""
+        path = f"{self.prefix}/access.log"
+        return sum(1 for _ in open(path)) if os.path.exists(path) else 0
+
+    def served_since(self, mark, uri=lambda u: True):
+        """(body bytes, requests) nginx logged after `mark` for request URIs `uri` accepts. nginx writes a
+        line when a request ends: give the last answer a moment first."""
+        time.sleep(0.2)
+        sent = requests = 0
+        for line in list(open(f"{self.prefix}/access.log"))[mark:]:
+            words = line.split()
+            if uri(words[0]):
+                sent += int(words[2])
+                requests += 1
+        return sent, requests
+
+    def log_lines(self):
+        return [line.split() for line in open(f"{self.prefix}/access.log")]
+
+    def stop(self):
+        try:
+            pid = int(open(f"{self.prefix}/nginx.pid").read())
+        except (OSError, ValueError):
+            return
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+
+
+def stop_nginxes(h):
+    for prefix in getattr(h, "nginx_prefixes", []):
+        try:
+            os.kill(int(open(f"{prefix}/nginx.pid").read()), signal.SIGTERM)
+        except (OSError, ValueError):
+            pass
+
+
+def machine(offlinepkg):
+    """The machine and the build, as the results say them."""
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    memory = next((int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal")), 0)
+    try:
+        dynamic = subprocess.run(["readelf", "-d", offlinepkg], capture_output=True, text=True, check=True).stdout
+        runtime = "shared Swift runtime" if "libswiftCore" in dynamic else "static Swift runtime"
+    except (OSError, subprocess.CalledProcessError):
+        runtime = "Swift runtime unknown"
+    def version(argv):
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True)
+            return (done.stdout + done.stderr).strip().splitlines()[0]
+        except (OSError, IndexError):
+            return "?"
+    commit = subprocess.run(["git", "-C", CHECKOUT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return {
+        "cpu": f"{os.cpu_count()} cores, {model}",
+        "memory": f"{memory / 1048576:.0f} GiB",
+        "kernel": f"{platform.system()} {platform.release()}",
+        "filesystem": subprocess.run(["findmnt", "-no", "FSTYPE", "-T", tempfile.gettempdir()], capture_output=True, text=True).stdout.strip(),
+        "nginx": version(["nginx", "-v"]).replace("nginx version: ", ""),
+        "wrk": " ".join(version(["wrk", "--version"]).split()[:2]),
+        "binary": f"{offlinepkg} ({runtime})",
+        "commit": commit or "?",
+        "date": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
+        "load": " ".join(open("/proc/loadavg").read().split()[:3]),
+    }

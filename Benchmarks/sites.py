@@ -1,0 +1,66 @@
+"""The sites the rows publish. Each is deterministic: the same arguments give the same bytes, so archives,
+tree hashes and byte counts repeat from run to run (the real-file slices repeat on one machine)."""
+import os, shutil
+
+WORDS = [b"function", b"return", b"const", b"this", b"value", b"render", b"props", b"state", b"export",
+         b"import", b"default", b"length", b"push", b"null", b"undefined", b"async", b"await", b"then"]
+
+
+def bundle(root, n):
+    """N files as a bundler's output names them, in folders of 100 under assets/, plus index.html. Sizes
+    spread 100 B - 3 KB (about 1.6 KB on average); the text compresses about as well as minified JS
+    (3-4x), so per-file costs and byte costs both show."""
+    seed, text = 1, bytearray()
+    while len(text) < 1 << 20:
+        seed = (seed * 1103515245 + 12345) & 0x7FFFFFFF
+        text += WORDS[seed % len(WORDS)] + (b"(", b" ", b".", b";\n", b"=", b"_%d" % (seed % 97))[seed % 6]
+    for i in range(n):
+        folder = os.path.join(root, "assets", "g%d" % (i // 100))
+        if i % 100 == 0:
+            os.makedirs(folder, exist_ok=True)
+        size = 100 + (i * 2654435761) % 3000
+        offset = (i * 7919) % (len(text) - size)
+        with open(os.path.join(folder, "f%d.js" % i), "wb") as f:
+            f.write(b"/* f%d */\n" % i + text[offset:offset + size])
+    with open(os.path.join(root, "index.html"), "w") as f:
+        f.write("<title>bench</title>\n")
+
+
+def small_files(root, n, title="bench 1"):
+    """N files of 20-120 bytes in folders of 100 (`assets/g<i/100>/f<i>.js`): a large root whose cost is
+    per file, not per byte."""
+    for i in range(n):
+        folder = os.path.join(root, "assets", "g%d" % (i // 100))
+        if i % 100 == 0:
+            os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "f%d.js" % i), "w") as f:
+            f.write("export const v%d = %d;\n" % (i, i) * (1 + i % 5))
+    with open(os.path.join(root, "index.html"), "w") as f:
+        f.write(f"<title>{title}</title>\n")
+
+
+def small_file_path(i):
+    return "assets/g%d/f%d.js" % (i // 100, i)
+
+
+def real_files(root, count, folders=("/usr/share/doc",), largest=None, base="/"):
+    """The first `count` regular files under `folders` in byte order of their paths (symbolic links left
+    out: a site holds files and folders only), copied to root at their paths below `base`. Returns the
+    relative paths, sorted. Real text: documentation, changelogs (some gzipped), C headers."""
+    found = []
+    for top in folders:
+        for folder, _, files in os.walk(top):
+            for name in files:
+                path = os.path.join(folder, name)
+                if os.path.islink(path) or not os.path.isfile(path):
+                    continue
+                if largest and os.path.getsize(path) >= largest:
+                    continue
+                found.append(path.encode())
+    found.sort()
+    picked = [os.path.relpath(p.decode(), base) for p in found[:count]]
+    for path in picked:
+        target = os.path.join(root, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(os.path.join(base, path), target)
+    return picked
