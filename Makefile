@@ -40,6 +40,8 @@ test: build
 	$(MAKE) example
 	$(MAKE) example-webkit
 	scripts/readme-snippets
+	# docs/protocol.md's worked example is what the tools make today.
+	OFFLINEPKG=$$($(SWIFT) build --show-bin-path)/offlinepkg scripts/protocol-example
 	scripts/check-targets
 	# Every benchmark row end to end on tiny sizes: each must print all its figures (the figures of such
 	# a run mean nothing; `make bench` measures).

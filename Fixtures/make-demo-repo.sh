@@ -10,7 +10,7 @@ mkdir -p "$repo/archives"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-tree_hash() {  # SPEC §4, verbatim
+tree_hash() {  # docs/protocol.md#the-tree-hash, verbatim
   (cd "$1" && find . -type f -printf './%P\0' | LC_ALL=C sort -z | xargs -0 -r sha256sum | sed 's|  \./|  |' | sha256sum | cut -d' ' -f1)
 }
 
