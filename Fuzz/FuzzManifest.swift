@@ -1,7 +1,7 @@
 import Foundation
 
-// Fuzz target for manifest parsing: any input either parses into a manifest that keeps every SPEC §2
-// invariant, or is refused with an OfflinePkgError — never a crash.
+// Fuzz target for manifest parsing: any input either parses into a manifest that keeps every rule of
+// docs/protocol.md#the-manifest, or is refused with an OfflinePkgError — never a crash.
 func fuzzManifest(_ bytes: [UInt8]) {
     fuzzRoute(String(decoding: bytes.prefix(512), as: UTF8.self))
     guard let manifest = try? Manifest(parsing: bytes, source: "fuzz") else { return }

@@ -1,6 +1,6 @@
 // swift-tools-version:6.0
 // A WebKitGTK 4.1 shell (Linux's WKWebView) that serves an offline package through an in-process
-// URI-scheme handler, as an app links the OfflinePkg library product alone (SPEC §10).
+// URI-scheme handler, as an app links the OfflinePkg library product alone (README.md, "Connecting a webview").
 //     swift build --package-path Examples/WebKitShell      (make example-webkit runs it under Xvfb)
 import PackageDescription
 

@@ -13,7 +13,7 @@
 // integers, pointers and function pointers by hand.
 
 // Leaves the request target exactly as the client sent it. MHD percent-decodes it by default,
-// which would turn an encoded "/" into a real one and cut the path at an encoded NUL: SPEC §7 wants
+// which would turn an encoded "/" into a real one and cut the path at an encoded NUL: docs/protocol.md#lookups wants
 // both to be a miss, so the lookup decodes the path itself.
 static inline size_t cmicrohttpd_keep_escapes(void *cls, struct MHD_Connection *connection, char *uri) {
     (void)cls;

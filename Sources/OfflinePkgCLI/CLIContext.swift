@@ -19,7 +19,7 @@ struct CLIContext: Sendable {
             output: Output(stderrIsTerminal: isatty(2) == 1, journal: Output.stderrIsJournal(environment["JOURNAL_STREAM"])))
     }
 
-    /// The cache root: `--root`, else the defaults of SPEC §6.
+    /// The cache root: `--root`, else the defaults of man/offlinepkg.1 (FILES).
     func root(_ arguments: ParsedArguments) -> String {
         arguments.value("root") ?? CacheLayout.defaultRoot(environment: environment)
     }
@@ -34,7 +34,7 @@ struct CLIContext: Sendable {
         try CacheRoot(root: URL(fileURLWithPath: existingRoot(arguments)))
     }
 
-    /// The cache root for every command but `sync`, which alone may create one (SPEC §12): a mistyped
+    /// The cache root for every command but `sync`, which alone may create one (man/offlinepkg.1): a mistyped
     /// `--root` must fail, not answer from a new, empty root.
     func existingRoot(_ arguments: ParsedArguments) throws -> String {
         let root = root(arguments)

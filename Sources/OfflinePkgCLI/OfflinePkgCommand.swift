@@ -2,9 +2,9 @@ import Foundation
 import OfflinePkg
 
 /// The `offlinepkg` command line: finds the command, parses its table, runs it, and is the one place
-/// where an error becomes an exit status (SPEC §8).
+/// where an error becomes an exit status (docs/protocol.md#exit-statuses).
 package enum OfflinePkgCommand {
-    /// Exit statuses of SPEC §8.
+    /// Exit statuses of docs/protocol.md#exit-statuses.
     package enum ExitStatus {
         package static let success: Int32 = 0
         package static let failure: Int32 = 1

@@ -2,7 +2,7 @@ import Foundation
 import OfflinePkg
 import OfflinePkgPublish
 
-/// `history`: what a repository has published, package by package (SPEC §12).
+/// `history`: what a repository has published, package by package (docs/publishing.md).
 enum HistoryCommand {
     static let spec = CommandSpec(
         name: "history", arguments: [],

@@ -56,7 +56,7 @@ enum ServeCommand {
             origin = url
         }
         // Every held connection is a descriptor: the soft limit (often 1,024) would cap the server far
-        // below SPEC §10's 10,000 connections, so serve raises it to the hard limit.
+        // below the 10,000 connections of docs/protocol.md#the-loopback-server, so serve raises it to the hard limit.
         raiseOpenFileLimit()
         let store = try PackageStore(root: URL(fileURLWithPath: context.existingRoot(arguments)))
         let runtimeOptions = try runtimeOptions(arguments, context)
@@ -93,7 +93,7 @@ enum ServeCommand {
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    /// `--offline` / `OFFLINEPKG_OFFLINE=1` and `--resolve HOST:PORT:ADDRESS` pins (SPEC §11).
+    /// `--offline` / `OFFLINEPKG_OFFLINE=1` and `--resolve HOST:PORT:ADDRESS` pins (docs/protocol.md#the-runtime-cache).
     private static func runtimeOptions(_ arguments: ParsedArguments, _ context: CLIContext) throws -> RuntimeCache.Options {
         let pins = arguments.all("resolve")
         for pin in pins {

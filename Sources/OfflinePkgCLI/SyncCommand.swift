@@ -93,14 +93,14 @@ enum SyncCommand {
                 throw UsageError("--\(name) takes a number of seconds above 0, got \(seconds)")
             }
         }
-        // OFFLINEPKG_SHELL_VERSION stands for --shell-version (cron and timers, SPEC §12).
+        // OFFLINEPKG_SHELL_VERSION stands for --shell-version (cron and timers, docs/protocol.md#who-takes-a-release).
         let fromEnvironment = context.environment["OFFLINEPKG_SHELL_VERSION"].flatMap { $0.isEmpty ? nil : $0 }
         let shellVersion = arguments.value("shell-version") ?? fromEnvironment
         if let version = shellVersion, ShellVersion(version) == nil {
             let source = arguments.value("shell-version") != nil ? "--shell-version" : "OFFLINEPKG_SHELL_VERSION"
             throw UsageError("\(source) takes a dotted numeric version such as 3.2, got \"\(version)\"")
         }
-        // SPEC §8: progress on stderr, bars on a terminal, lines otherwise, nothing with --quiet; --json
+        // man/offlinepkg.1: progress on stderr, bars on a terminal, lines otherwise, nothing with --quiet; --json
         // changes stdout only.
         let style: ProgressReporter.Style =
             arguments.flag("quiet") ? .none : (context.output.stderrIsTerminal ? .bars : .lines)

@@ -5,7 +5,7 @@ import OfflinePkg
 import Glibc
 #endif
 
-/// Writes a tar.zst in chunked layout (SPEC §13): every tar member — its header block(s), data and
+/// Writes a tar.zst in chunked layout (docs/protocol.md#chunked-archives-and-file-indexes): every tar member — its header block(s), data and
 /// padding — compressed as its own zstd frame(s), the end-of-archive blocks one last frame. Concatenated
 /// frames are one valid zstd stream, so stock `bsdtar -xf` and `zstd -d | tar -x` read it as any
 /// tar.zst, while the byte range of one member's frames decompresses alone to that member.

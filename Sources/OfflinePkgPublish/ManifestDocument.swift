@@ -48,7 +48,7 @@ package struct ManifestDocument {
         (object["packages"] as? [Any])?.lazy.compactMap { $0 as? [String: Any] }.first { $0["id"] as? String == id }
     }
 
-    /// Sets the `runtime` object (SPEC §11); a publish that names none keeps the one there.
+    /// Sets the `runtime` object (docs/protocol.md#the-runtime-object); a publish that names none keeps the one there.
     package mutating func setRuntime(_ runtime: RuntimeConfiguration) {
         object["runtime"] = runtime.jsonObject
     }

@@ -49,7 +49,7 @@ package struct PublishHistory: Sendable {
 }
 
 extension Publisher {
-    /// Every package of the repository with its published versions (SPEC §12 `history`). Versions
+    /// Every package of the repository with its published versions (`history`, docs/publishing.md). Versions
     /// published before the history was kept appear with their tree listing's time and no notes.
     package func history() throws -> [PublishHistory.Package] {
         let document = try ManifestDocument.load(layout.manifest)

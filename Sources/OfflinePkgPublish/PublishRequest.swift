@@ -25,13 +25,13 @@ package struct PublishRequest: Sendable, Equatable {
     /// Devices stop accepting the manifest this many seconds after each publish: remembered by the
     /// repository and applied by every later publish that names no `expires`; 0 forgets it.
     package var expiresIn: TimeInterval?
-    /// Release notes and the mandatory flag, written into the package entry (SPEC §12).
+    /// Release notes and the mandatory flag, written into the package entry (docs/protocol.md#package-entries).
     package var notes: String?
     package var mandatory: Bool = false
     /// The publisher named `entry` (`--entry`): it must then be in the site. The default `index.html`
     /// may be absent (an assets-only package), which publish reports as a warning.
     package var requireEntry: Bool = false
-    /// The manifest's `runtime` object (SPEC §11); nil keeps the manifest's own.
+    /// The manifest's `runtime` object (docs/protocol.md#the-runtime-object); nil keeps the manifest's own.
     package var runtime: RuntimeConfiguration? = nil
 
     package init(
@@ -71,7 +71,7 @@ package struct PublishRequest: Sendable, Equatable {
         if layout == .chunked && format != .tarZstd {
             throw OfflinePkgError.invalidArgument("--layout chunked needs --format tar.zst; \(format.rawValue) is always solid")
         }
-        // The same rule set a device applies to the manifest (SPEC §2): a route is written as a browser sends it.
+        // The same rule set a device applies to the manifest (docs/protocol.md#package-entries): a route is written as a browser sends it.
         for route in routes {
             if let problem = ManifestRules.routeProblem(route) { throw OfflinePkgError.invalidArgument("route \(problem)") }
         }

@@ -3,7 +3,7 @@ import Foundation
 
 extension Publisher {
     /// Copies version `version` of package `id` from the repository `source` into this one and publishes
-    /// it here (SPEC §12 `promote`: staging to production): its archive, the deltas into it, any other
+    /// it here (`promote`, docs/publishing.md: staging to production): its archive, the deltas into it, any other
     /// file its entry names, and its tree listing; then the manifest, with the entry as `source`
     /// published it (routes, notes, rollout...). The same stages as `publish`: everything under `.tmp/`
     /// first, the manifest and its signature last.

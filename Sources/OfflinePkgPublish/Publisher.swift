@@ -5,7 +5,7 @@ import Foundation
 import Glibc
 #endif
 
-/// Turns a site folder into a release in a repository (SPEC §8 `publish`), as named stages:
+/// Turns a site folder into a release in a repository (`publish`, docs/publishing.md), as named stages:
 /// check the request → scan the site → write the full archive (hashing each file as it goes in) →
 /// refuse a reused version → write deltas from the last versions → update, sign and write the manifest.
 /// Everything before the manifest write only adds files; the manifest (and its signature) go last, so a
@@ -35,7 +35,7 @@ package struct Publisher: Sendable {
         var warnings = [String]()
         for (name, path) in [("entry", request.entry), ("fallback", request.fallback)] {
             guard let path, !siteFiles.contains(PackagePath(path)) else { continue }
-            // SPEC §2: a package may have no entry file (a JS library); one the publisher named must exist.
+            // docs/protocol.md#package-entries: a package may have no entry file (a JS library); one the publisher named must exist.
             if name == "entry" && !request.requireEntry {
                 warnings.append(
                     "entry file \(path) is not in the site \(site.root): published as an assets-only package (a path ending in / finds nothing)"
@@ -158,7 +158,7 @@ package struct Publisher: Sendable {
         let signature = try signer?(bytes)
         if let signature {
             // The immutable copy first: a device that finds `.minisig` out of step with the manifest
-            // fetches this one (SPEC §12).
+            // fetches this one (docs/protocol.md#signatures).
             try FileSystem.makeDirectories(layout.signatures)
             try FileSystem.writeAtomically(signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(bytes).hex))
         }
@@ -226,7 +226,7 @@ package struct Publisher: Sendable {
         return (files, nil, nil)
     }
 
-    /// The file index of a chunked archive (SPEC §13), zstd-compressed, in a scratch file; its URL is
+    /// The file index of a chunked archive (docs/protocol.md#chunked-archives-and-file-indexes), zstd-compressed, in a scratch file; its URL is
     /// `files/<sha256 of the compressed bytes>.json.zst`.
     private func writeFileIndex(
         files: [PackagePath: TreeFile], ranges: [(path: PackagePath, offset: Int64, length: Int64)], name: String

@@ -43,7 +43,7 @@ package struct RepositoryLayout: Sendable {
         "archives/\(id)/\(to)/\(id)-\(from)-to-\(to).delta.\(format.fileExtension)"
     }
 
-    /// A chunked archive's file index (SPEC §13), named by the sha256 of its compressed bytes: written
+    /// A chunked archive's file index (docs/protocol.md#chunked-archives-and-file-indexes), named by the sha256 of its compressed bytes: written
     /// once, never rewritten, so an edge may cache it forever; the same index is one file for everyone.
     package func fileIndexURL(sha256: String) -> String { "files/\(sha256).json.zst" }
 
@@ -51,7 +51,7 @@ package struct RepositoryLayout: Sendable {
     package func path(ofURL url: String) -> String { root + "/" + url }
 
     /// Scratch files live in `.tmp/`, on the same file system as their final names and under no name a
-    /// device or a CDN sync would take for published (SPEC §12).
+    /// device or a CDN sync would take for published (docs/publishing.md, "Uploading").
     package var scratch: String { root + "/.tmp" }
     package func temporary(_ name: String) -> String { scratch + "/" + name }
     package var signatures: String { root + "/signatures" }

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// Compresses byte strings into independent zstd frames with libzstd, on threads of their own: the
-/// frames of a chunked archive (SPEC §13) depend on nothing but their own input, so each is one
+/// frames of a chunked archive (docs/protocol.md#chunked-archives-and-file-indexes) depend on nothing but their own input, so each is one
 /// `ZSTD_compress2` call with fixed parameters, and the same input gives the same bytes whichever
 /// worker made it. The caller appends inputs one by one, in archive order, and gets the frames back in
 /// that order while it goes on reading the next files: reading and hashing overlap the compression.
@@ -102,7 +102,7 @@ package final class ZstdFrames {
     /// JSON bytes of the file index per frame. Fixed, so the index's bytes do not depend on the cores.
     static let fileIndexPiece = 256 << 10
 
-    /// The file index (SPEC §13), compressed: fetched by every device that updates by files, so small,
+    /// The file index (docs/protocol.md#chunked-archives-and-file-indexes), compressed: fetched by every device that updates by files, so small,
     /// but written at the end of every publish, after the last range is known, so not slow either.
     /// Frames of `fileIndexPiece` bytes of JSON compressed side by side (a device decompresses the
     /// concatenation as one stream) with zstd's optimal parser (btopt, 10 % smaller than levels 9-15's

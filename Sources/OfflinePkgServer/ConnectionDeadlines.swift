@@ -6,7 +6,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// SPEC §10's two deadlines, which MHD's own connection timeout cannot give: that timeout restarts at
+/// The two deadlines of docs/protocol.md#the-loopback-server, which MHD's own connection timeout cannot give: that timeout restarts at
 /// every byte received, so a client sending a header byte every few seconds would hold its
 /// connection (and, thousands of them, the server) forever.
 ///

@@ -4,9 +4,9 @@ import Foundation
 import Glibc
 #endif
 
-/// What a server may hold: SPEC §10's limits, each connection's memory, and the open-file budget.
+/// What a server may hold: the limits of docs/protocol.md#the-loopback-server, each connection's memory, and the open-file budget.
 extension LoopbackServer {
-    /// SPEC §10's limits: how many connections are held, and how long a connection may take.
+    /// The limits of docs/protocol.md#the-loopback-server: how many connections are held, and how long a connection may take.
     public struct Limits: Sendable, Equatable {
         /// Seconds a new connection has to deliver a request's headers (TLS handshake included).
         public var headerTimeout: TimeInterval

@@ -7,7 +7,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// The loopback HTTP server for a host shell (SPEC §8 `serve`): answers `GET`/`HEAD` for any URL the
+/// The loopback HTTP server for a host shell (docs/protocol.md#the-loopback-server): answers `GET`/`HEAD` for any URL the
 /// active set covers, from the `Host` header and path or an absolute-form target, with `ETag`, `304`,
 /// `206` and `404`. It reads the store's current snapshot per request, so a set activated by another
 /// process is served within the store's watch interval, without a restart.

@@ -2,7 +2,7 @@ internal import CMicroHTTPD
 import Foundation
 import OfflinePkg
 
-/// SPEC §10's 400 rules, beyond what MHD refuses itself (with `MHD_OPTION_STRICT_FOR_CLIENT` it
+/// The 400 rules of docs/protocol.md#the-loopback-server, beyond what MHD refuses itself (with `MHD_OPTION_STRICT_FOR_CLIENT` it
 /// answers 400 to an HTTP/1.1 request without `Host`): two `Host` fields, a `Host` that is not
 /// host[:port], and a target holding NUL or control bytes. Each would otherwise be resolved as some
 /// other URL than the client meant (the first `Host` wins, `t.example/media` is glued into the path,

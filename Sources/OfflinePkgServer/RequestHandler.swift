@@ -7,7 +7,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// Answers one request from the package store (SPEC §8 `serve`). MHD calls `handleRequest` on its own
+/// Answers one request from the package store (docs/protocol.md#the-loopback-server). MHD calls `handleRequest` on its own
 /// threads with this object as context; everything here is immutable or thread-safe.
 final class RequestHandler: @unchecked Sendable {
     // @unchecked: the canned responses are created once before the daemon starts and only queued
@@ -39,7 +39,7 @@ final class RequestHandler: @unchecked Sendable {
     /// from a map (`MappedFileBody`).
     private let sendsFromFile: Bool
 
-    /// Answers what no package answers, per the manifest's runtime rules (SPEC §11); nil: 404s.
+    /// Answers what no package answers, per the manifest's runtime rules (docs/protocol.md#the-runtime-cache); nil: 404s.
     let runtime: RuntimeCacheResponder?
 
     /// `memory`: the memory cache capacity, shared with the other handlers (one per server thread).

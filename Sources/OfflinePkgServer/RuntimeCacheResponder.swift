@@ -7,7 +7,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// Answers what no package answers from the runtime cache (SPEC §11), for `RequestHandler`.
+/// Answers what no package answers from the runtime cache (docs/protocol.md#the-runtime-cache), for `RequestHandler`.
 ///
 /// A hit is answered on MHD's thread at once. An answer that waits on the network suspends the
 /// connection (`MHD_suspend_connection`), so the thread serves its other connections meanwhile; the

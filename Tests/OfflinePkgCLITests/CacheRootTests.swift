@@ -2,7 +2,7 @@ import Foundation
 import OfflinePkgTestSupport
 import Testing
 
-/// Where the cache root is without `--root` (SPEC §8): `$OFFLINEPKG_ROOT`, else
+/// Where the cache root is without `--root` (man/offlinepkg.1): `$OFFLINEPKG_ROOT`, else
 /// `$XDG_DATA_HOME/offlinepkg`, else `~/.local/share/offlinepkg`; an empty variable counts as unset.
 @Suite("Cache root")
 struct CacheRootTests {

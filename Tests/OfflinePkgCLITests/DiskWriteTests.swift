@@ -167,7 +167,7 @@ struct DiskWriteTests {
         #expect(flushes.filter { $0.contains("/downloads") } == [], "\(flushes)")
     }
 
-    /// SPEC §6: the active set is switched by write, fsync, rename, fsync the folder. Without the last
+    /// docs/protocol.md#switching: the active set is switched by write, fsync, rename, fsync the folder. Without the last
     /// step a power loss can undo the rename while the sync already reported the switch. strace's `-y`
     /// names the file behind each descriptor, so the folder's fsync can be told from any other.
     @Test func theActiveSetsRenameIsFlushedByAnFsyncOfTheRootFolder() throws {

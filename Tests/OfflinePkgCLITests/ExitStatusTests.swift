@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkgCLI
 
-/// SPEC §8 exit statuses, through the real binary.
+/// docs/protocol.md#exit-statuses, through the real binary.
 @Suite("Exit statuses")
 struct ExitStatusTests {
     @Test func aSecondSyncExitsThreeAndWaitWaits() throws {

@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §12 through the real binary: channels, stale CDN edges, monitoring, signals, missing roots,
+/// Fleet operations (docs/protocol.md#sequence-expiry-and-channels, #checking-the-manifest, docs/cron.md) through the real binary: channels, stale CDN edges, monitoring, signals, missing roots,
 /// dry runs, the shell version from the environment.
 @Suite("Fleet operations")
 struct FleetOperationsTests {
@@ -42,7 +42,7 @@ struct FleetOperationsTests {
 
     /// An nginx caching edge in front of an nginx origin serving `device.repo`. Two cache zones stand
     /// for two edge nodes behind one URL: while the file `edge-b` exists, requests go through zone b.
-    /// A request with `Cache-Control` goes to the origin (and refreshes the zone), as SPEC §12 asks of an edge.
+    /// A request with `Cache-Control` goes to the origin (and refreshes the zone), as docs/protocol.md#checking-the-manifest asks of an edge.
     struct Edge {
         let origin: NginxServer
         let edge: NginxServer

@@ -3,7 +3,7 @@ import OfflinePkgTestSupport
 import Testing
 
 /// A publisher's repository, a signing key and a device root, all driven through the `offlinepkg`
-/// binary, for the fleet-operation tests (SPEC §12).
+/// binary, for the fleet-operation tests (docs/cron.md).
 struct FleetDevice {
     let scratch: TemporaryDirectory
     var repo: String { scratch.path("repo") }

@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §12 on the publisher's side, through the real binary: history, promote, interrupted publishes,
+/// Fleet operations on the publisher's side (docs/publishing.md), through the real binary: history, promote, interrupted publishes,
 /// assets-only packages, expiry, progress; and the install and timer files a fleet deploys.
 @Suite("Publish operations")
 struct PublishOperationsTests {

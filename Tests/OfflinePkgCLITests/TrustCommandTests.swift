@@ -2,7 +2,7 @@ import Foundation
 import OfflinePkgTestSupport
 import Testing
 
-/// `keygen`, `publish --sign-key` and `sync --trust-key` through the real binary (SPEC §2 "Signature",
+/// `keygen`, `publish --sign-key` and `sync --trust-key` through the real binary (docs/protocol.md#signatures,
 /// §8), checked against the stock `minisign` tool.
 @Suite("Signing and trusted keys on the command line")
 struct TrustCommandTests {

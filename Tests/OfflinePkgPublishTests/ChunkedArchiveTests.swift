@@ -5,7 +5,7 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgPublish
 
-/// The chunked tar.zst layout (SPEC §13) as the world reads it: stock bsdtar and `zstd -d | tar` see an
+/// The chunked tar.zst layout (docs/protocol.md#chunked-archives-and-file-indexes) as the world reads it: stock bsdtar and `zstd -d | tar` see an
 /// ordinary tar.zst, every file index range decompresses alone (with the zstd tool) to that one member,
 /// the index is the one the manifest names, the bytes are reproducible, and a device installs it.
 @Suite struct ChunkedArchiveTests {

@@ -5,7 +5,7 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgPublish
 
-/// `publish` handles site names as bytes (SPEC §3, §4): both Unicode normalisation forms of a name are
+/// `publish` handles site names as bytes (docs/protocol.md#conventions, #the-tree-hash): both Unicode normalisation forms of a name are
 /// two files, a name that is not UTF-8 is refused naming its bytes, and names starting with `-` hash as
 /// the coreutils pipeline hashes them.
 @Suite("Publish: names are bytes")
@@ -56,8 +56,8 @@ struct PublishNameTests {
         #expect(!FileSystem.exists(site))
     }
 
-    /// `-` and `-x` are ordinary names: the pipeline of SPEC §4 gives `sha256sum` `./-`, never `-`
-    /// (standard input), and the hash is that of the SPEC text built here by hand.
+    /// `-` and `-x` are ordinary names: the pipeline of docs/protocol.md#the-tree-hash gives `sha256sum` `./-`, never `-`
+    /// (standard input), and the hash is that of the listing built here by hand.
     @Test func filesNamedWithALeadingDashHashLikeAnyOther() throws {
         let scratch = try TemporaryDirectory(prefix: "offlinepkg-dash")
         let site = scratch.path("site")

@@ -84,7 +84,7 @@ import Testing
         let after = try JSONSerialization.jsonObject(with: Data(FileSystem.read(repo + "/manifest.json"))) as! NSDictionary
         #expect(after["sequence"] as? Int == 42)
         for key in ["format", "x-publisher"] { #expect(after[key] as? NSObject == before[key] as? NSObject, "\(key)") }
-        // An expiry belongs to the publish that set it (SPEC §12): a later publish without one writes none.
+        // An expiry belongs to the publish that set it (docs/publishing.md, "Expiry"): a later publish without one writes none.
         #expect(after["expires"] == nil)
         let packagesBefore = before["packages"] as! [NSDictionary]
         let packagesAfter = after["packages"] as! [NSDictionary]
@@ -174,7 +174,7 @@ import Testing
 
     // MARK: Refusals
 
-    /// SPEC §2: a package without its default entry file (a JS library) is published with a warning; an
+    /// docs/protocol.md#package-entries: a package without its default entry file (a JS library) is published with a warning; an
     /// entry the publisher named (`requireEntry`, `--entry`) must be there.
     @Test func aMissingDefaultEntryIsAWarningAndANamedOneARefusal() throws {
         let scratch = try TemporaryDirectory(prefix: "offlinepkg-refuse-entry")

@@ -8,7 +8,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §8 `serve`, checked with curl over real sockets.
+/// docs/protocol.md#the-loopback-server, checked with curl over real sockets.
 @Suite(.sharedDemo) struct LoopbackServerTests {
     static let host = "demo.offlinepkg.test"
     static let css =
@@ -170,7 +170,7 @@ import Glibc
             answer = try body()
         }
         #expect(answer == "release 2\n")
-        // The store polls every 0.5 s; SPEC §8 asks for "within a second".
+        // The store polls every 0.5 s; docs/protocol.md#the-loopback-server asks for "within a second".
         #expect(asked.timeIntervalSince(switched) < 1.0, "\(log)")
     }
 

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// `serve` answering what no package holds from the runtime cache (SPEC §11), against a real nginx
+/// `serve` answering what no package holds from the runtime cache (docs/protocol.md#the-runtime-cache), against a real nginx
 /// upstream reached through `--resolve`.
 @Suite struct RuntimeCacheServeTests {
     static let data = "{\"items\": [1, 2, 3]}\n"

@@ -35,7 +35,7 @@ import Glibc
     @Test(arguments: ["0.0.0.0", "10.0.0.1", "::"])
     func refusesNonLoopbackHostWithUsageStatus(host: String) throws {
         let scratch = try TemporaryDirectory()
-        // A root that exists: on a missing one, serve stops first at "no cache root" (SPEC §12).
+        // A root that exists: on a missing one, serve stops first at "no cache root" (man/offlinepkg.1).
         _ = try scratch.makeDirectory("root")
         let result = try run(OfflinePkgBinary.path, ["serve", "--root", scratch.path("root"), "--host", host], timeout: 10)
         #expect(result.status == 2)

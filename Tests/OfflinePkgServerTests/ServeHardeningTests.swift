@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §10's HTTP rules and load limits for `offlinepkg serve`, each request also sent to nginx
+/// The HTTP rules and load limits of docs/protocol.md#the-loopback-server for `offlinepkg serve`, each request also sent to nginx
 /// serving the same files, so the table shows where serve agrees with a well-known server and where
 /// it knowingly differs.
 @Suite(.serialized) struct ServeHardeningTests {
@@ -48,7 +48,7 @@ import Glibc
         ("bytes=5-2", Array("GET /home/n.txt HTTP/1.1\r\n\(host)Range: bytes=5-2\r\n\r\n".utf8), 416, 416),
         ("bytes=10-", Array("GET /home/n.txt HTTP/1.1\r\n\(host)Range: bytes=10-\r\n\r\n".utf8), 416, 416),
         ("bytes=2-4", Array("GET /home/n.txt HTTP/1.1\r\n\(host)Range: bytes=2-4\r\n\r\n".utf8), 206, 206),
-        // SPEC §7: a "%" without two hex digits is a literal "%", as browsers send it; nginx refuses it.
+        // docs/protocol.md#lookups: a "%" without two hex digits is a literal "%", as browsers send it; nginx refuses it.
         ("literal %", Array("GET /home/100%.txt HTTP/1.1\r\n\(host)\r\n".utf8), 200, 400),
         ("encoded %", Array("GET /home/100%25.txt HTTP/1.1\r\n\(host)\r\n".utf8), 200, 200),
         ("HTTP/1.0 without Host", Array("GET /home/n.txt HTTP/1.0\r\n\r\n".utf8), 404, 200),
@@ -113,7 +113,7 @@ import Glibc
         #expect(refused.status == 2 && refused.stderr.contains("--max-header-size takes a whole number from 1024"), "\(refused.stderr)")
     }
 
-    /// SPEC §7 through the CLI: a literal "%" is a hit; `--scheme app=https` maps a shell's scheme.
+    /// docs/protocol.md#lookups through the CLI: a literal "%" is a hit; `--scheme app=https` maps a shell's scheme.
     @Test func lookupTakesALiteralPercentAndACustomScheme() async throws {
         let site = try await Site()
         let percent = try run(OfflinePkgBinary.path, ["lookup", "https://m.example.com/home/100%.txt", "--root", site.root])
@@ -198,7 +198,7 @@ import Glibc
     }
 
     /// Thousands of idle and trickling connections, then fresh clients: each is answered within
-    /// 100 ms. `OFFLINEPKG_FLOOD=10000` holds SPEC §10's full 10,000.
+    /// 100 ms. `OFFLINEPKG_FLOOD=10000` holds the full 10,000 of docs/protocol.md#the-loopback-server.
     @Test func aFloodOfHeldConnectionsDoesNotLockOutANewClient() async throws {
         let limit = raiseOpenFileLimit()
         let wanted = Int(ProcessInfo.processInfo.environment["OFFLINEPKG_FLOOD"] ?? "") ?? 3000

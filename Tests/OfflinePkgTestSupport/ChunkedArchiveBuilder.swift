@@ -1,7 +1,7 @@
 import Foundation
 import OfflinePkg
 
-/// A chunked `tar.zst` and its file index (SPEC §13) made the way another tool would: ustar members
+/// A chunked `tar.zst` and its file index (docs/protocol.md#chunked-archives-and-file-indexes) made the way another tool would: ustar members
 /// written here, each compressed by the stock `zstd` into its own frame, the frames concatenated, the
 /// end-of-archive blocks one last frame; the index JSON compressed by `zstd` and named by its sha256.
 /// The archive stays a plain tar.zst (`bsdtar -xf` reads it).

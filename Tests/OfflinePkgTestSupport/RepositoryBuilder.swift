@@ -2,7 +2,7 @@ import Foundation
 import OfflinePkg
 
 /// Publishes site folders into a repository folder the way an outside publisher would: `bsdtar` for
-/// the archive, the SPEC §4 tree hash, a `manifest.json` with a raised sequence. Tests and benchmarks
+/// the archive, the tree hash of docs/protocol.md#the-tree-hash, a `manifest.json` with a raised sequence. Tests and benchmarks
 /// then sync from its `file://` manifest URL through the real `Updater`.
 public struct RepositoryBuilder: Sendable {
     /// One package of a release: a site folder and how the manifest describes it.

@@ -93,7 +93,7 @@ public func fileSize(_ path: String) throws -> Int {
     return size
 }
 
-/// The tree hash of SPEC §4, from exactly the coreutils pipeline the spec gives: names go to
+/// The tree hash of docs/protocol.md#the-tree-hash, from exactly the coreutils pipeline it gives: names go to
 /// `sha256sum` as `./name` (a file named `-` would otherwise be read as standard input) and the
 /// prefix is stripped from its output; `-r` runs nothing for an empty folder (the hash of no text).
 public let coreutilsTreeHashPipeline =
@@ -105,12 +105,12 @@ public func treeHash(of directory: String) throws -> String {
     return String(result.stdout.prefix(64))
 }
 
-/// A `deltas[]` element of SPEC §2 for the archive file at `archivePath`, published at `url`.
+/// A `deltas[]` element (docs/protocol.md#package-entries) for the archive file at `archivePath`, published at `url`.
 public func makeDeltaEntry(from version: String, archivePath: String, url: String) throws -> [String: Any] {
     ["from": version, "url": url, "sha256": try sha256(ofFile: archivePath), "size": try fileSize(archivePath)]
 }
 
-/// A `packages[]` element of SPEC §2. The archive's `sha256` and `size` are measured from the file
+/// A `packages[]` element (docs/protocol.md#package-entries). The archive's `sha256` and `size` are measured from the file
 /// at `archivePath`; `archiveURL` is what the manifest says (relative to it, or absolute). Optional
 /// fields left nil are omitted; `extra` adds or overrides any field (unknown ones, broken ones).
 public func makeManifestEntry(

@@ -265,7 +265,7 @@ import Glibc
         for (path, text) in files { try site.write(text, to: path) }
         try site.makeDirectory("empty-folder")
 
-        // Independently of TreeHash: the SPEC §4 text, built and hashed here.
+        // Independently of TreeHash: the listing of docs/protocol.md#the-tree-hash, built and hashed here.
         let paths = files.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         let listing = paths.map { "\(SHA256.hash(Array(files[$0]!.utf8)).hex)  \($0)\n" }.joined()
         let expected = SHA256.hash(Array(listing.utf8)).hex

@@ -1,4 +1,4 @@
-/// The archive formats `publish` writes. A device reads any of them (recognised by content, SPEC §3);
+/// The archive formats `publish` writes. A device reads any of them (recognised by content, docs/protocol.md#archives);
 /// tar.zst is the default because zstd decompresses several times faster than gzip on phone-class CPUs
 /// at a similar or better ratio, and unpacking sits on the path between download and activation.
 package enum ArchiveFormat: String, CaseIterable, Sendable, Codable {
@@ -17,7 +17,7 @@ package enum ArchiveFormat: String, CaseIterable, Sendable, Codable {
     package var fileExtension: String { rawValue }
 }
 
-/// How a tar.zst is cut into zstd frames (SPEC §13). `chunked`, the default: every tar member in its
+/// How a tar.zst is cut into zstd frames (docs/protocol.md#chunked-archives-and-file-indexes). `chunked`, the default: every tar member in its
 /// own frames, with a file index beside the archive, so a device can fetch single files by range.
 /// `solid`: one zstd stream over the whole tar (a few percent smaller; no file index). Other formats
 /// are always solid.

@@ -45,10 +45,10 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     /// `publish` will not write this release: a missing entry file, a symlink in the site, a version
     /// already published with other content, a route another package owns.
     case publishRefused(reason: String)
-    /// A chunked archive's file index (SPEC §13) breaks a rule: `field` locates the value, e.g. `[3].path`.
+    /// A chunked archive's file index (docs/protocol.md#chunked-archives-and-file-indexes) breaks a rule: `field` locates the value, e.g. `[3].path`.
     case invalidFileIndex(source: String, field: String, reason: String)
 
-    /// How the failure is classified for exit statuses (SPEC §8).
+    /// How the failure is classified for exit statuses (docs/protocol.md#exit-statuses).
     public enum Category: Sendable {
         /// Network, disk, not found: exit 1.
         case failure

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// A path inside a package (relative, `/` separators): a byte string, as SPEC §3 says. Two paths are
+/// A path inside a package (relative, `/` separators): a byte string, as docs/protocol.md#conventions says. Two paths are
 /// equal only when their bytes are, and they sort by their bytes (what `LC_ALL=C sort` does). A Swift
 /// `String` would compare by canonical equivalence and merge a precomposed `é` with `e` + U+0301.
 public struct PackagePath: Hashable, Comparable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {

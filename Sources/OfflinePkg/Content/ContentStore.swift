@@ -6,7 +6,7 @@ import Glibc
 
 /// Every installed file kept once by its content: `content/<hex digit>/<sha256>`, read-only, and every
 /// installed tree's file a hard link to it, so identical files across packages and versions share one
-/// inode and one copy of their bytes (SPEC §13).
+/// inode and one copy of their bytes (docs/design.md, "Content store").
 ///
 /// Nothing is written here that a tree does not also name: the unpacker writes each file into its
 /// staging tree, then links that inode in (`insert`: as it is written, or in `PackageInstaller.commit`

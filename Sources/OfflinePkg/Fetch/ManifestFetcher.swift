@@ -18,7 +18,7 @@ package struct ManifestFetcher: Sendable {
     }
 
     /// `uncached` asks every cache on the way for a fresh copy (`Cache-Control: no-cache`): the second
-    /// try after a manifest that looked stale (SPEC §12).
+    /// try after a manifest that looked stale (docs/protocol.md#checking-the-manifest).
     package func fetchManifest(_ url: URL, etag: String?, lastModified: String?, uncached: Bool = false) async throws
         -> Response
     {

@@ -58,7 +58,7 @@ package struct TransferRequest: Sendable {
     package var connectTimeout: TimeInterval
     /// A PEM file of certificate authorities to trust instead of the system's (a fleet's private CA).
     package var caBundle: String?
-    /// The method: GET unless the runtime cache passes another one through (SPEC §11).
+    /// The method: GET unless the runtime cache passes another one through (docs/protocol.md#the-runtime-cache).
     package var method = "GET"
     /// The request body, pulled as libcurl sends it: fills the buffer and returns the byte count, 0 at
     /// the end. It may block (it runs on the transfer's own thread). Nil: no body.

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// Builds the tree of a new version in staging from an installed tree and a verified delta (SPEC §5):
+/// Builds the tree of a new version in staging from an installed tree and a verified delta (docs/protocol.md#deltas):
 /// every file of the old tree hard-linked (installed trees are read-only, so sharing their inodes is
 /// safe and costs no space), the delta unpacked over them — the unpacker unlinks each target before it
 /// writes, so the old tree is never written through — then the deletions. The tree listing comes from
@@ -67,7 +67,7 @@ package struct DeltaApplier {
             Self.removeEmptyParents(of: path, in: staging)
         }
         // The files the new tree shares with the old one are hashed again, not taken on the old index's
-        // word: a damaged base tree must not pass its damage on (SPEC §5: arrive at exactly `tree`).
+        // word: a damaged base tree must not pass its damage on (docs/protocol.md#deltas: arrive at exactly `tree`).
         for path in TreeHash.sortedPaths(files) where unpacked.files[path] == nil {
             let actual = try FileHasher.sha256(ofFile: staging + "/" + path.string)
             guard actual == files[path]!.sha256 else {

@@ -5,7 +5,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// A file-level update (SPEC §13): from a package's file index, the files whose content the device does
+/// A file-level update (docs/protocol.md#chunked-archives-and-file-indexes): from a package's file index, the files whose content the device does
 /// not hold, their frames fetched by `Range` requests, each member decompressed through the hardened
 /// reader and checked, taken into the content store, and the tree built in staging from links to held
 /// and fetched content, then checked against the tree hash like any other install.

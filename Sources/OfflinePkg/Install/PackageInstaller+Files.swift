@@ -1,6 +1,6 @@
 import Foundation
 
-/// The file-level way (SPEC §13) and the choice of the cheapest way.
+/// The file-level way (docs/protocol.md#chunked-archives-and-file-indexes) and the choice of the cheapest way.
 ///
 /// The rule, in bytes on the network: a package whose archive has a file index, fetched over http(s), on
 /// a device holding some content, goes by files when that costs less than the cheapest other way (the

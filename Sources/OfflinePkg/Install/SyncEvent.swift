@@ -14,7 +14,7 @@ public enum SyncEvent: Sendable {
     /// A delta could not be used (download, hash, unpack or tree check failed); its staging is gone and
     /// the full archive is fetched instead, in the same sync.
     case deltaFailed(packageID: String, version: String, error: OfflinePkgError)
-    /// A file-level update (SPEC §13) could not be used (no Range support, a bad frame, a wrong hash or
+    /// A file-level update (docs/protocol.md#chunked-archives-and-file-indexes) could not be used (no Range support, a bad frame, a wrong hash or
     /// index...); its staging is gone and a delta or the full archive is fetched instead, in the same sync.
     case filesFailed(packageID: String, version: String, error: OfflinePkgError)
     /// A held file (`content/<hex digit>/<sha256>`) that a new tree would have linked did not hash to its
@@ -31,7 +31,7 @@ public enum SyncEvent: Sendable {
     /// the publisher marked it mandatory (a shell may then reload at once instead of at the next launch).
     case releaseAvailable(packageID: String, version: String, notes: String?, mandatory: Bool)
     /// The manifest or its signature did not pass, and is fetched once more with `Cache-Control:
-    /// no-cache` (a stale CDN edge, SPEC §12) before it is refused.
+    /// no-cache` (a stale CDN edge, docs/protocol.md#checking-the-manifest) before it is refused.
     case retryingUncached(reason: String)
     /// The new active set was switched in.
     case activated(generation: Int)

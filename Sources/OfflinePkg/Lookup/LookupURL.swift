@@ -1,6 +1,6 @@
 internal import CByteLanes
 
-/// An absolute http(s) URL reduced to what lookups compare (SPEC §7): lowercase host, default port
+/// An absolute http(s) URL reduced to what lookups compare (docs/protocol.md#lookups): lowercase host, default port
 /// dropped, scheme folded (`http` and `https` alike), userinfo, query and fragment gone, path
 /// percent-decoded with its dot-segments removed. The key is `host[:port]/path`, as bytes.
 ///
@@ -325,7 +325,7 @@ package enum LookupURL {
                     continue
                 }
                 if byte != UInt8(ascii: "%") { break }
-                // A "%" not followed by two hex digits is a literal "%", as browsers send it (SPEC §7).
+                // A "%" not followed by two hex digits is a literal "%", as browsers send it (docs/protocol.md#lookups).
                 let high = position + 2 < count ? hexValue(text[position + 1]) : 0xff
                 let low = position + 2 < count ? hexValue(text[position + 2]) : 0xff
                 guard high < 16 && low < 16 else {

@@ -47,7 +47,7 @@ package enum RouteSyntax {
             fixes.append("a backslash is sent as /")
         }
         // Delimiters are found by Unicode scalar, never by Character: a combining mark after "/" makes
-        // one Character of the two, and the slash would be missed (bytes are bytes, SPEC §3).
+        // one Character of the two, and the slash would be missed (bytes are bytes, docs/protocol.md#conventions).
         guard let colon = rest.unicodeScalars.firstIndex(of: ":") else { throw refuse("is not an absolute http or https URL") }
         let scheme = rest[..<colon]
         guard scheme.lowercased() == "http" || scheme.lowercased() == "https" else {

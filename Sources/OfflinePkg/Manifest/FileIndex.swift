@@ -1,6 +1,6 @@
 internal import CArchive
 
-/// Where a package's file index is (SPEC §13): the manifest's `archive.files`, covered by its signature.
+/// Where a package's file index is (docs/protocol.md#chunked-archives-and-file-indexes): the manifest's `archive.files`, covered by its signature.
 /// `sha256` and `size` are those of the compressed `files/<sha256>.json.zst`.
 package struct FileIndexReference: Codable, Sendable, Equatable {
     /// As written in the manifest: absolute, or relative to the manifest URL.
@@ -15,7 +15,7 @@ package struct FileIndexReference: Codable, Sendable, Equatable {
     }
 }
 
-/// The file index of a chunked archive (SPEC §13): one entry per regular file of the package, sorted by
+/// The file index of a chunked archive (docs/protocol.md#chunked-archives-and-file-indexes): one entry per regular file of the package, sorted by
 /// the bytes of its path (the tree hash's order), with the byte range of the compressed archive that
 /// holds the member's zstd frames. Decompressing exactly that range gives a tar stream of that one
 /// member: its header block(s), its data and its padding, no end-of-archive blocks.

@@ -18,7 +18,7 @@ extension Manifest {
     }
 }
 
-/// Walks the JSON tree and checks every rule of SPEC §2, naming the field of each failure.
+/// Walks the JSON tree and checks every rule of docs/protocol.md#the-manifest, naming the field of each failure.
 private struct ManifestReader {
     let source: String
 

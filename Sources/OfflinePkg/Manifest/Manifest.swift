@@ -5,7 +5,7 @@ package struct Manifest: Sendable, Equatable {
     package var sequence: Int
     package var expires: Date?
     package var packages: [PackageEntry]
-    /// How URLs outside packages are cached on the device (SPEC §11); nil when the manifest has none.
+    /// How URLs outside packages are cached on the device (docs/protocol.md#the-runtime-cache); nil when the manifest has none.
     package var runtime: RuntimeConfiguration? = nil
 
     /// The highest manifest format this build reads.
@@ -67,7 +67,7 @@ public struct RemoteFile: Codable, Sendable, Equatable {
     public var url: String
     public var sha256: String
     public var size: Int64
-    /// A package archive's file index (SPEC §13, `archive.files`); nil for deltas and archives without one.
+    /// A package archive's file index (docs/protocol.md#chunked-archives-and-file-indexes, `archive.files`); nil for deltas and archives without one.
     package var files: FileIndexReference? = nil
 
     public init(url: String, sha256: String, size: Int64) {
@@ -77,7 +77,7 @@ public struct RemoteFile: Codable, Sendable, Equatable {
     }
 }
 
-/// An archive that turns version `from` into the package's version (SPEC §5).
+/// An archive that turns version `from` into the package's version (docs/protocol.md#deltas).
 package struct Delta: Sendable, Equatable {
     package var from: String
     package var file: RemoteFile

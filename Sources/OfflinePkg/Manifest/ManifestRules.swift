@@ -1,4 +1,4 @@
-/// The rules of SPEC §2 for the values of one package entry, written once: the manifest parser checks
+/// The rules of docs/protocol.md#package-entries for the values of one package entry, written once: the manifest parser checks
 /// what a device reads against them, and the publisher what it is asked to write, so a release
 /// `publish` accepts is one a device accepts. Each `…Problem` returns why a value breaks its rule (a
 /// phrase that follows the value in a message), or nil; each caller names the value its own way.
@@ -30,7 +30,7 @@ package enum ManifestRules {
     package static func routeProblem(_ route: String) -> String? { RouteSyntax.problem(with: route) }
 
     /// `entry` and `fallback`: a relative path of a file inside the package, in normal form (no `./`,
-    /// `..`, empty segment or trailing `/`), by the archive member rules of SPEC §3.
+    /// `..`, empty segment or trailing `/`), by the archive member rules of docs/protocol.md#archives.
     package static func filePathProblem(_ path: String) -> String? { ArchivePath.validate(path) }
 
     /// `minShellVersion`: dotted decimal numbers.

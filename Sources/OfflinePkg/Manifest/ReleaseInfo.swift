@@ -1,6 +1,6 @@
 import Foundation
 
-/// The release fields of a package entry that only inform the shell (SPEC §12 publisher): `notes` and
+/// The release fields of a package entry that only inform the shell (docs/protocol.md#package-entries): `notes` and
 /// `mandatory`. Kept apart from the rest of the parser so it reads two values and nothing else.
 package enum ReleaseInfo {
     /// Notes longer than this are refused: a manifest is fetched by every device at every check.

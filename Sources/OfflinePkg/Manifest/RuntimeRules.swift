@@ -1,6 +1,6 @@
 import Foundation
 
-/// The manifest's optional `runtime` object (SPEC §11): how URLs that no package answers are cached.
+/// The manifest's optional `runtime` object (docs/protocol.md#the-runtime-object): how URLs that no package answers are cached.
 package struct RuntimeConfiguration: Sendable, Equatable {
     package var rules: [RuntimeRule]
     package var limits: RuntimeLimits
@@ -11,7 +11,7 @@ package struct RuntimeConfiguration: Sendable, Equatable {
     }
 
     /// The rule whose prefix is the longest one `url` starts with, or nil. Compared as lookups compare
-    /// routes (SPEC §7): scheme and host case-insensitively, default ports dropped, `http` and `https`
+    /// routes (docs/protocol.md#lookups): scheme and host case-insensitively, default ports dropped, `http` and `https`
     /// alike, the path decoded; the query is not part of the match.
     package func rule(for url: String) -> RuntimeRule? {
         guard let key = LookupURL.key(url) else { return nil }

@@ -23,7 +23,7 @@ import Foundation
 ///       leases/<pid>-<random>   one per open reader store, flock'd while it lives
 ///       tls/key.pem             serve --tls: ECDSA P-256 key (0600), made once
 ///       tls/certificate.pem     self-signed, the active set's hosts + loopback names; re-issued, same key
-///       runtime/entries/<key>.meta      one stored runtime answer's head (SPEC §11); names its body
+///       runtime/entries/<key>.meta      one stored runtime answer's head (docs/protocol.md#the-runtime-cache); names its body
 ///       runtime/bodies/<key>-<random>   the bodies, written whole before their head names them
 ///       runtime/tmp/<pid>-<random>      bodies being received
 ///       runtime/stats.json              hit and miss counters

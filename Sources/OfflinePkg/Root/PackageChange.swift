@@ -5,9 +5,9 @@ public struct PackageChange: Sendable, Codable, Equatable {
     public var from: String?
     public var to: String?
     /// How the new tree arrived: "archive", "delta", "files" (only the files the device lacked,
-    /// SPEC §13), "cache" (already on disk) or nil when removed.
+    /// docs/protocol.md#chunked-archives-and-file-indexes), "cache" (already on disk) or nil when removed.
     public var via: String?
-    /// The new release's notes and whether its publisher marked it mandatory (SPEC §12).
+    /// The new release's notes and whether its publisher marked it mandatory (docs/protocol.md#package-entries).
     public var notes: String?
     public var mandatory: Bool?
     /// What this package cost on the network in this sync: the file index and ranges, the delta or

@@ -18,10 +18,10 @@ package struct SyncState: Codable, Sendable, Equatable {
     /// Releases rolled back (by hand or for want of a launch confirmation): package id → version.
     /// A sync holds these back until the manifest offers another version of the package.
     package var reverted: [String: String]?
-    /// Rollback protection per manifest URL (SPEC §12 channels): moving a device from a staging to a
+    /// Rollback protection per manifest URL (docs/protocol.md#sequence-expiry-and-channels): moving a device from a staging to a
     /// production repository is not a rollback; coming back to a URL compares with what it accepted there.
     package var channels: [String: AcceptedManifest]?
-    /// Monitoring (SPEC §12): written by every sync, failed ones included.
+    /// Monitoring (`status --json`, docs/cron.md): written by every sync, failed ones included.
     package var lastAttempt: Date?
     package var lastSuccess: Date?
     package var consecutiveFailures: Int?
@@ -66,7 +66,7 @@ package struct AcceptedManifest: Codable, Sendable, Equatable {
 /// The last failed sync of a root, as `status --json` shows it.
 public struct SyncFailure: Codable, Sendable, Equatable {
     public var time: Date
-    /// The exit status the `sync` command ended with (SPEC §8; 130/143 for SIGINT/SIGTERM).
+    /// The exit status the `sync` command ended with (docs/protocol.md#exit-statuses; 130/143 for SIGINT/SIGTERM).
     public var exitStatus: Int32
     public var message: String
 
@@ -105,7 +105,7 @@ extension SyncState {
 }
 
 extension OfflinePkgError.Category {
-    /// The exit status of SPEC §8 for this kind of failure.
+    /// The exit status of docs/protocol.md#exit-statuses for this kind of failure.
     public var exitStatus: Int32 {
         switch self {
         case .failure: 1

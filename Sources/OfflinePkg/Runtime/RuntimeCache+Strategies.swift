@@ -35,7 +35,7 @@ extension RuntimeCache {
         }
     }
 
-    /// Answers `request` per `rule` (SPEC §11). Never throws: an unreachable network with nothing
+    /// Answers `request` per `rule` (docs/protocol.md#the-runtime-cache). Never throws: an unreachable network with nothing
     /// stored is a 504, as a gateway would answer.
     package func answer(_ request: RuntimeRequest, rule: RuntimeRule) async -> RuntimeAnswer {
         if let immediate = answerWithoutWaiting(request, rule: rule) { return immediate }

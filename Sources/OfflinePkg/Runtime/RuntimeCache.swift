@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// The runtime cache (SPEC §11): answers URLs that no package holds — API answers, other hosts'
+/// The runtime cache (docs/protocol.md#the-runtime-cache): answers URLs that no package holds — API answers, other hosts'
 /// images — per the rule of the manifest's `runtime` object their URL matches, from the store under
 /// `runtime/` in the cache root or from the network, as the original iOS caches did.
 ///

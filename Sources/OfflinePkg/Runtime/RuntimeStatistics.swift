@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// What `status --json` reports of the runtime cache (SPEC §11): what is stored and how requests went.
+/// What `status --json` reports of the runtime cache (docs/protocol.md#the-runtime-cache): what is stored and how requests went.
 public struct RuntimeCacheStatus: Sendable, Codable, Equatable {
     /// Stored answers and the disk bytes they take (bodies plus heads).
     public var entries: Int

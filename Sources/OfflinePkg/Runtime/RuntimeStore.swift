@@ -15,7 +15,7 @@ package struct StoredAnswer: Sendable {
     package var data: Data?
 }
 
-/// The runtime cache's disk and memory side (SPEC §11): entries under `runtime/` in the cache root,
+/// The runtime cache's disk and memory side (docs/protocol.md#the-runtime-cache): entries under `runtime/` in the cache root,
 /// an LRU index of them in memory, and a hot set of small bodies.
 ///
 /// A write is crash-safe by its order: the body is received into `runtime/tmp/`, fsynced and renamed

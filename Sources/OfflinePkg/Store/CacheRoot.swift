@@ -53,7 +53,7 @@ public struct CacheRoot: Sendable {
     /// The activation notice: called right after this process switched the active set.
     package func switched() { reader?.activated() }
 
-    /// Switches back to the previous active set (SPEC §8 `rollback`). The release rolled back from is
+    /// Switches back to the previous active set (`rollback`, man/offlinepkg.1). The release rolled back from is
     /// not installed again until the manifest offers another version of its packages.
     @discardableResult
     package func rollback(wait: Bool = false) throws -> ActiveSet {

@@ -118,7 +118,7 @@ package final class LookupIndex: @unchecked Sendable {
     /// Per package: files answered so far and pages of answer slots in memory (tests).
     package var answerSlots: [(answered: Int, residentPages: Int)] { packages.map { ($0.answered, $0.residentSlotPages) } }
 
-    /// SPEC §7 resolution of an absolute http(s) URL.
+    /// docs/protocol.md#lookups resolution of an absolute http(s) URL.
     package func resolve(_ url: String) -> Resource? {
         // Borrow the string's bytes where they lie; a copy is made only for a bridged or foreign string.
         // The closures capture an unmanaged reference, not `self`: a closure over `self` made the
@@ -154,7 +154,7 @@ package final class LookupIndex: @unchecked Sendable {
         }
     }
 
-    /// SPEC §7 resolution over a normalised key: the longest route that prefixes the key picks the
+    /// docs/protocol.md#lookups resolution over a normalised key: the longest route that prefixes the key picks the
     /// package; the rest of the path names its file (a folder URL its entry file); a navigation miss
     /// gets the route's fallback. The longest route owns its whole prefix: a file of an outer package
     /// never answers for a URL inside a nested route, even when the nested package lacks that file.

@@ -16,7 +16,7 @@ extension PackageStore {
         }
     }
 
-    /// The answer for a URL hook (SPEC §11): a package's file when one answers the URL, else the runtime
+    /// The answer for a URL hook (docs/protocol.md#the-runtime-cache): a package's file when one answers the URL, else the runtime
     /// cache's answer per the manifest's rule for it; nil when neither a package nor a rule covers it
     /// (the hook lets the request go on as it would without offlinepkg). Other methods than GET and
     /// HEAD on a rule's URLs go to the network unchanged, with `httpBody` as their body.

@@ -15,7 +15,7 @@ public struct StoreStatus: Sendable, Codable {
     public var heldBack: [HeldBackRelease]
     public var reverted: [String: String]
     public var deviceID: String?
-    /// Monitoring (SPEC §12): the last sync that reached the network, the last that succeeded, how many
+    /// Monitoring (`status --json`, docs/cron.md): the last sync that reached the network, the last that succeeded, how many
     /// failed since, and the last failure.
     public var lastAttempt: Date?
     public var lastSuccess: Date?
@@ -23,7 +23,7 @@ public struct StoreStatus: Sendable, Codable {
     public var lastError: SyncFailure?
     /// `serve --tls`'s certificate and its pin; nil until `serve --tls` first ran on this root.
     public var tls: TLSStatus? = nil
-    /// The runtime cache's entries, bytes and counters (SPEC §11).
+    /// The runtime cache's entries, bytes and counters (docs/protocol.md#the-runtime-cache).
     public var runtime: RuntimeCacheStatus? = nil
     /// What the last activating sync changed: per package how it came ("archive", "delta", "files",
     /// "cache") and the bytes it cost on the network.
@@ -39,7 +39,7 @@ public struct ContentStatus: Sendable, Codable, Equatable {
     public var bytes: Int64
 }
 
-/// Where `serve --tls`'s certificate is and the pin of its key (SPEC §10).
+/// Where `serve --tls`'s certificate is and the pin of its key (docs/protocol.md#the-loopback-server).
 public struct TLSStatus: Sendable, Codable, Equatable {
     /// Path of the PEM certificate (WebKitGTK's `allow_tls_certificate_for_host`, an Android network
     /// security config).

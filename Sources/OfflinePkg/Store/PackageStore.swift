@@ -13,17 +13,17 @@ public final class PackageStore: Sendable {
     public struct Options: Sendable {
         /// How often to look for a switch made by another process.
         public var watchInterval: TimeInterval
-        /// When a newly activated set takes effect for this reader (SPEC §9, launch policy).
+        /// When a newly activated set takes effect for this reader (launch policy: README.md, "In a host app").
         public var activation: Activation
         /// Bytes of small files `data(for:)` keeps in memory (0: none). Files larger than an eighth of
         /// it are read each time.
         public var memoryCacheCapacity: Int
-        /// Custom URL schemes resolved as another scheme (SPEC §10): `["app": "https"]` makes
+        /// Custom URL schemes resolved as another scheme (README.md, "Connecting a webview"): `["app": "https"]` makes
         /// `app://m.example.com/home/x.js` resolve as `https://m.example.com/home/x.js`, for a
         /// `WKURLSchemeHandler` or a WebKitGTK URI-scheme handler. Keys compare case-insensitively;
         /// each value must be `http` or `https`.
         public var customSchemes: [String: String]
-        /// How `cachedResponse(for:)` reaches the network for URLs outside packages (SPEC §11);
+        /// How `cachedResponse(for:)` reaches the network for URLs outside packages (docs/protocol.md#the-runtime-cache);
         /// `RuntimeCache.Options(offline: true)` never does.
         public var runtime: RuntimeCache.Options = .init()
 
@@ -225,7 +225,7 @@ private struct ActivationSubscribers: ~Copyable {
 /// is one `stat` per interval and works on every file system.
 ///
 /// On its own thread rather than a Dispatch timer: a host that keeps the global queues busy (or a
-/// test running `concurrentPerform`) starved a utility-QoS timer for tens of seconds, and SPEC §8 wants
+/// test running `concurrentPerform`) starved a utility-QoS timer for tens of seconds, and docs/protocol.md#the-loopback-server wants
 /// a switch picked up within a second. The thread sleeps between checks and ends within one interval
 /// of `stop()`.
 private final class ActiveSetWatcher: Sendable {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The rollout bucket of SPEC §2: the first 4 bytes of sha256("<device>:<id>:<version>"), big-endian,
+/// The rollout bucket of docs/protocol.md#who-takes-a-release: the first 4 bytes of sha256("<device>:<id>:<version>"), big-endian,
 /// mod 100.
 public enum Rollout {
     public static func bucket(deviceID: String, packageID: String, version: String) -> Int {

@@ -40,7 +40,7 @@ package struct SyncEngine: Sendable {
         do {
             return try await runLocked()
         } catch {
-            // Monitoring sees failures too (SPEC §12): noted under the lock, and nothing but the
+            // Monitoring sees failures too (`status --json`, docs/cron.md): noted under the lock, and nothing but the
             // monitoring fields changes. An interrupted sync is noted by its caller, who knows the signal.
             if !Task.isCancelled {
                 let status = (error as? OfflinePkgError)?.category.exitStatus ?? OfflinePkgError.Category.failure.exitStatus
@@ -65,7 +65,7 @@ package struct SyncEngine: Sendable {
         return report(switched, planned, installed)
     }
 
-    /// `sync --dry-run` (SPEC §12): everything up to the plan — the manifest fetched and verified — and
+    /// `sync --dry-run` (man/offlinepkg.1): everything up to the plan — the manifest fetched and verified — and
     /// nothing written: no lock, no state, no stored manifest, no device ID, no download.
     package func plan() async throws -> SyncPlan {
         let state = (try? SyncState.load(layout)) ?? SyncState()
@@ -149,7 +149,7 @@ package struct SyncEngine: Sendable {
 
     /// Check, then accept. A manifest refused as a rollback, or a fresh one whose signature does not
     /// verify, may be a CDN edge that holds an old copy of one of the two files: both are fetched once
-    /// more with `Cache-Control: no-cache` before the refusal stands (SPEC §12).
+    /// more with `Cache-Control: no-cache` before the refusal stands (docs/protocol.md#checking-the-manifest).
     func checkAndAccept(state: SyncState, sameSource: Bool) async throws -> (CheckedManifest, Manifest) {
         let checked = try await check(conditionally: sameSource ? state : nil, uncached: false)
         do {

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// Keeps a cache root up to date from one manifest URL (SPEC §9). At most one sync runs at a time per
+/// Keeps a cache root up to date from one manifest URL (the library of README.md, "In a host app"). At most one sync runs at a time per
 /// updater; a `sync()` called while one is in flight joins it.
 ///
 /// The one sync path: a host's `Updater(store:)` and the `sync` command's `Updater(root:)` run the same
@@ -73,7 +73,7 @@ public actor Updater {
         }
     }
 
-    /// What a sync would do now (SPEC §12 `--dry-run`): the manifest is fetched and verified, nothing
+    /// What a sync would do now (`sync --dry-run`, man/offlinepkg.1): the manifest is fetched and verified, nothing
     /// is downloaded and nothing in the root changes.
     public func plan() async throws -> SyncPlan {
         try await engine().plan()

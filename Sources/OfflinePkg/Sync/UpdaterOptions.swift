@@ -23,7 +23,7 @@ extension Updater {
         public var minimumRateWindow: TimeInterval = 30
         /// How long the manifest fetch, and then the signature fetch, may take each, retries included.
         public var manifestDeadline: TimeInterval = 60
-        /// How long one range request of a file-level update (SPEC §13) may take in all, plus a second
+        /// How long one range request of a file-level update (docs/protocol.md#chunked-archives-and-file-indexes) may take in all, plus a second
         /// per 16 KiB it asks for; past it the request is cut off and the package comes by a delta or
         /// the full archive in the same sync (a server that trickles a multipart answer for ever).
         public var rangeRequestDeadline: TimeInterval = 120
@@ -36,7 +36,7 @@ extension Updater {
         public var events: SyncEventHandler?
         /// Activations kept in the root's history (`status`), oldest dropped first.
         public var historyLimit: Int = 100
-        /// Limits applied when the sync (or a repair) unpacks archives: entries and bytes (SPEC §3).
+        /// Limits applied when the sync (or a repair) unpacks archives: entries and bytes (docs/protocol.md#archives).
         public var unpackLimits: UnpackLimits = .init()
 
         public init(

@@ -5,7 +5,7 @@ import Foundation
 import Glibc
 #endif
 
-/// The key and self-signed certificate `serve --tls` presents (SPEC §10), kept in `<root>/tls/`.
+/// The key and self-signed certificate `serve --tls` presents (docs/protocol.md#the-loopback-server), kept in `<root>/tls/`.
 ///
 /// The key (ECDSA P-256) is made once and never replaced, so the pin a shell passes to Chromium
 /// (`spkiSHA256`) stays valid; the certificate names every host of the active set's routes plus

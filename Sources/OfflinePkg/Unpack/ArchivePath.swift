@@ -1,4 +1,4 @@
-/// The path rules of SPEC §3 for archive members, shared by unpacking, deltas, publishing and manifest
+/// The path rules of docs/protocol.md#archives for archive members, shared by unpacking, deltas, publishing and manifest
 /// fields. Paths are byte strings: every rule is checked on the bytes, never on `String` characters.
 package enum ArchivePath {
     /// The root member of a delta archive; refused anywhere else.

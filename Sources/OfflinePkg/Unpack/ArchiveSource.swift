@@ -8,7 +8,7 @@ import Glibc
 /// read checks the unpack's bounds: a reader that loops or grows on a crafted archive is ended by the
 /// deadline or the memory bound instead of holding the root lock for ever.
 ///
-/// It also decides what libarchive may read at all (SPEC §3): the compression is recognised here from
+/// It also decides what libarchive may read at all (docs/protocol.md#archives): the compression is recognised here from
 /// the first bytes and handed to libarchive as the one filter (no bidding, so a gzip inside a gzip is
 /// never peeled), and only the tar and zip readers are registered.
 final class ArchiveSource {
@@ -66,7 +66,7 @@ final class ArchiveSource {
         (ARCHIVE_FILTER_LZ4, [0x02, 0x21, 0x4c, 0x18]),  // lz4's legacy frame, which libarchive reads too
     ]
 
-    /// The filters SPEC §3 allows, all linked into libarchive on Debian (zlib, libbz2, liblzma, libzstd,
+    /// The filters docs/protocol.md#archives allows, all linked into libarchive on Debian (zlib, libbz2, liblzma, libzstd,
     /// liblz4): none of them starts a program.
     static let allowedFilters: Set<Int32> = [
         ARCHIVE_FILTER_NONE, ARCHIVE_FILTER_GZIP, ARCHIVE_FILTER_BZIP2, ARCHIVE_FILTER_XZ, ARCHIVE_FILTER_ZSTD,

@@ -6,7 +6,7 @@ import Glibc
 
 /// Unpacks an archive (tar, optionally gzip/bzip2/xz/zstd/lz4, or zip, recognised by content) into a
 /// staging folder, streaming, hashing each file as it is written, and refusing the whole archive on
-/// anything SPEC §3 forbids. Each entry is checked here first; `TreeWriter`, which cannot follow a link,
+/// anything docs/protocol.md#archives forbids. Each entry is checked here first; `TreeWriter`, which cannot follow a link,
 /// stands behind that as a second line of defence. Every libarchive warning refuses the archive.
 package struct ArchiveUnpacker {
     package var limits: UnpackLimits
@@ -43,7 +43,7 @@ package struct ArchiveUnpacker {
     /// Unpacks the archive at `archivePath` into `destination`, an existing folder. For a delta,
     /// `destination` already holds the old tree (hard-linked) and changed files replace their links.
     package func unpack(archivePath: String, into destination: String) throws -> UnpackedTree {
-        // Names are bytes (SPEC §3): under the C locale libarchive converts none (see ArchiveEntryName).
+        // Names are bytes (docs/protocol.md#conventions): under the C locale libarchive converts none (see ArchiveEntryName).
         let previousLocale = CLocale.activate()
         defer { CLocale.restore(previousLocale) }
         guard let reader = archive_read_new() else { throw refuse(nil, "libarchive could not allocate a reader") }
@@ -283,7 +283,7 @@ package struct ArchiveUnpacker {
     }
 
     /// Refuses an entry that is not from the tar or zip reader, or a zip that came through a compression
-    /// filter (SPEC §3 allows compression for tar only).
+    /// filter (docs/protocol.md#archives allows compression for tar only).
     private func checkFormat(_ reader: OpaquePointer, filters: Int32, entry: PackagePath?) throws {
         switch archive_format(reader) & ARCHIVE_FORMAT_BASE_MASK {
         case ARCHIVE_FORMAT_TAR: return

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The root member `.offlinepkg-delta.json` of a delta archive (SPEC §5): which version it applies to,
+/// The root member `.offlinepkg-delta.json` of a delta archive (docs/protocol.md#deltas): which version it applies to,
 /// which it produces, and the files of `from` that `to` no longer has.
 package struct DeltaControl: Codable, Sendable, Equatable {
     package var from: String

@@ -16,7 +16,7 @@ package struct SortedTree: Sendable {
     }
 }
 
-/// The tree hash of SPEC §4: sha256 over `<sha256>  <path>\n` for every regular file, sorted by the
+/// The tree hash of docs/protocol.md#the-tree-hash: sha256 over `<sha256>  <path>\n` for every regular file, sorted by the
 /// bytes of the path — what `find | sort | xargs sha256sum | sha256sum` gives.
 package enum TreeHash {
     package static func compute(_ files: [PackagePath: TreeFile]) -> String {

@@ -1,4 +1,4 @@
-/// Caps on what one archive may unpack to (SPEC §3); all are settable per store.
+/// Caps on what one archive may unpack to (docs/protocol.md#archives); all are settable per store.
 public struct UnpackLimits: Sendable, Equatable {
     public var maxEntries: Int
     public var maxBytes: Int64

@@ -8,7 +8,7 @@ import Testing
 import Glibc
 #endif
 
-/// `kill -9` of the real CLI in the middle of a file-level update (SPEC §6 crash safety, §13): the active
+/// `kill -9` of the real CLI in the middle of a file-level update (docs/protocol.md#switching, #chunked-archives-and-file-indexes): the active
 /// set stays the old release whole, nothing the killed sync left is served, and the next sync finishes.
 @Suite struct FileFetchKillTests {
     /// The app: 40 small files that never change, four 512 KiB blobs of random bytes that every release

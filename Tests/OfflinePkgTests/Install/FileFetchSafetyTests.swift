@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// What a file-level update (SPEC §13) must not trust: held content on its name's word (one damaged
+/// What a file-level update (docs/protocol.md#chunked-archives-and-file-indexes) must not trust: held content on its name's word (one damaged
 /// inode would spread into every new tree), and a server's range answer to ever end.
 @Suite struct FileFetchSafetyTests {
     static func sync(_ root: String, _ url: URL, events: EventLog = EventLog(), rangeDeadline: TimeInterval? = nil) async throws

@@ -5,7 +5,7 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgPublish
 
-/// File-level updates (SPEC §13) against nginx: only the frames of the files a device lacks cross the
+/// File-level updates (docs/protocol.md#chunked-archives-and-file-indexes) against nginx: only the frames of the files a device lacks cross the
 /// network, whatever the version gap, across packages and from a seed; every way the ranges can fail
 /// falls back to the full archive in the same sync, which still activates.
 @Suite struct FileFetchTests {

@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 /// Readers never see a mix: while the active set flips between two releases, every answer names an
-/// existing file whose bytes belong to the release the answer claims (SPEC §6, §9).
+/// existing file whose bytes belong to the release the answer claims (docs/protocol.md#switching).
 @Suite struct ConcurrentResolveTests {
     static let names = (0..<40).map { "f\($0).txt" }
 

@@ -2,7 +2,7 @@ import Foundation
 import OfflinePkg
 import Testing
 
-/// SPEC §7 as a table: each URL and the file that must answer it (`package:path`), or nil for a miss.
+/// docs/protocol.md#lookups as a table: each URL and the file that must answer it (`package:path`), or nil for a miss.
 @Suite struct LookupResolutionTests {
     static let cases: [(url: String, answer: String?)] = [
         // Entry, files, and the host's root without a slash.

@@ -3,7 +3,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// SPEC §7: a lookup's MIME type comes from the file's extension, with `charset=utf-8` on text types.
+/// docs/protocol.md#lookups: a lookup's MIME type comes from the file's extension, with `charset=utf-8` on text types.
 /// The expected types are written here from the registrations (IANA, and the RFC or specification
 /// behind each), not copied from the code's table. Where the registry leaves room (a type registered
 /// under two names, or none at all), every standard spelling is accepted and the comment says why.

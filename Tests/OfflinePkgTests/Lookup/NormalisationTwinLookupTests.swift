@@ -5,7 +5,7 @@ import Testing
 @testable import OfflinePkg
 
 /// A site holding `café.txt` precomposed and decomposed, published with stock bsdtar: the sync accepts
-/// it and each URL answers the file of its own bytes (SPEC §3, §7: paths are bytes, no normalisation).
+/// it and each URL answers the file of its own bytes (docs/protocol.md#conventions: paths are bytes, no normalisation).
 @Suite struct NormalisationTwinLookupTests {
     @Test func eachFormAnswersItsOwnFile() async throws {
         let scratch = try TemporaryDirectory()

@@ -1,4 +1,4 @@
-/// SPEC §7's lookup key written the plain way — arrays, no pointers, RFC 3986 §5.2.4 for the
+/// The lookup key of docs/protocol.md#lookups, written the plain way — arrays, no pointers, RFC 3986 §5.2.4 for the
 /// dot-segments — as the oracle for the normaliser's fast and careful paths. Slow on purpose: it shares
 /// no code and no shortcut with `LookupURL`, so a mistake has to be made twice to go unnoticed.
 enum ReferenceLookupKey {
@@ -57,7 +57,7 @@ enum ReferenceLookupKey {
                 index += 1
                 continue
             }
-            // A "%" not followed by two hex digits is a literal "%" (SPEC §7).
+            // A "%" not followed by two hex digits is a literal "%" (docs/protocol.md#lookups).
             guard index + 2 < rawPath.count, let high = hex(rawPath[index + 1]), let low = hex(rawPath[index + 2]) else {
                 path.append(rawPath[index])
                 index += 1

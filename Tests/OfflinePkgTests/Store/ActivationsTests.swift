@@ -3,7 +3,7 @@ import OfflinePkg
 import OfflinePkgTestSupport
 import Testing
 
-/// `store.activations` (SPEC §10): one element per switch, whether this process's `Updater` made it or
+/// `store.activations` (README.md, "Reloading on a new release"): one element per switch, whether this process's `Updater` made it or
 /// another process (`offlinepkg sync`, `rollback`) did.
 @Suite struct ActivationsTests {
     struct Release {
@@ -62,7 +62,7 @@ import Testing
         let stream = store.activations
         try release.publish("2", sequence: 2)
         #expect(try OfflinePkgBinary.run(["sync", manifest, "--root", root, "--quiet"]).status == 0)
-        // The watcher polls every 0.5 s; a second is SPEC §8's bound, 5 s leaves room for a loaded machine.
+        // The watcher polls every 0.5 s; a second is the bound of docs/protocol.md#the-loopback-server, 5 s leaves room for a loaded machine.
         let second = try #require(await Self.next(stream, within: 5))
         #expect(second.packages.map(\.version) == ["2"])
         #expect(try OfflinePkgBinary.run(["rollback", "--root", root]).status == 0)

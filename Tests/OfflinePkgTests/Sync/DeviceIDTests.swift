@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// The device ID that rollout buckets hash (SPEC §2): a random UUID made once per cache root.
+/// The device ID that rollout buckets hash (docs/protocol.md#who-takes-a-release): a random UUID made once per cache root.
 @Suite("Device ID")
 struct DeviceIDTests {
     @Test func theDeviceIDIsMadeAtTheFirstSyncAndKept() async throws {

@@ -82,7 +82,7 @@ struct LifecycleTests {
     }
 
     // sha256("6f1c2a4e-0000-4000-8000-000000000001:home:2") starts 9fdac17b (coreutils sha256sum):
-    // 2681913723 mod 100 = 23. A device takes the version when bucket < rollout (SPEC §2), so 23 % is
+    // 2681913723 mod 100 = 23. A device takes the version when bucket < rollout (docs/protocol.md#who-takes-a-release), so 23 % is
     // the last that holds it back and 24 % the first that installs it.
     @Test(arguments: [0, 23, 24, 25, 50, 100])
     func rolloutFollowsTheBucketOfTheDeviceID(_ percent: Int) async throws {

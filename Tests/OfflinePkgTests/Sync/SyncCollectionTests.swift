@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// SPEC §6: a sync ends by removing the trees no set needs. Only the active set and the one before it
+/// docs/protocol.md#switching: a sync ends by removing the trees no set needs. Only the active set and the one before it
 /// (for `rollback`) stay on disk, with no explicit `gc` in between.
 @Suite("Collection after a sync")
 struct SyncCollectionTests {

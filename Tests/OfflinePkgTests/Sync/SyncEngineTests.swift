@@ -5,7 +5,7 @@ import Testing
 @testable import OfflinePkg
 
 /// The sync engine against a real nginx on loopback (and a scripted fault server for what nginx cannot
-/// do): SPEC §6's all-or-nothing release, diffing, and download faults.
+/// do): the all-or-nothing release of docs/protocol.md#switching, diffing, and download faults.
 @Suite("Sync engine")
 struct SyncEngineTests {
     static let home = [

@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// `serve --tls`'s identity (SPEC §10): a P-256 key made once (0600), a certificate naming the set's
+/// `serve --tls`'s identity (docs/protocol.md#the-loopback-server): a P-256 key made once (0600), a certificate naming the set's
 /// hosts and the loopback names, re-issued with the same key only when a host is missing; the pin is
 /// what openssl computes from the certificate.
 @Suite struct LoopbackCertificateTests {

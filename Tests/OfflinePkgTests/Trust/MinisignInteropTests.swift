@@ -5,7 +5,7 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgPublish
 
-/// Interoperability with the stock `minisign` tool (0.11), in both directions (SPEC §2 "Signature").
+/// Interoperability with the stock `minisign` tool (0.11), in both directions (docs/protocol.md#signatures).
 @Suite("minisign interoperability")
 struct TrustMinisignInteropTests {
     let message = Array("{\"format\": 1, \"sequence\": 7, \"packages\": []}\n".utf8)

@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// SPEC §3's formats: tar (ustar, pax, GNU) and zip, the tar optionally gzip, bzip2, xz, zstd or lz4,
+/// The formats of docs/protocol.md#archives: tar (ustar, pax, GNU) and zip, the tar optionally gzip, bzip2, xz, zstd or lz4,
 /// recognised by content. Everything else libarchive could read is refused before any entry, and no
 /// external program is ever started.
 @Suite("Archive formats")
@@ -102,7 +102,7 @@ struct ArchiveFormatTests {
         #expect(Self.isFormatRefusal(reason), "\(reason ?? "accepted")")
     }
 
-    /// SPEC §3 lets a tar be compressed, not a zip.
+    /// docs/protocol.md#archives lets a tar be compressed, not a zip.
     @Test func refusesACompressedZip() throws {
         let dir = try TemporaryDirectory()
         let zip = dir.path("a.zip")

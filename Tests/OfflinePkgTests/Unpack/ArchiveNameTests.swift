@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// SPEC §3: member names are byte strings. A name that is not valid UTF-8, or holds a NUL or a control
+/// docs/protocol.md#conventions: member names are byte strings. A name that is not valid UTF-8, or holds a NUL or a control
 /// character (C0, DEL, C1), refuses the archive with its bytes escaped in the message; two names that
 /// differ only in Unicode normalisation are two files.
 @Suite("Archive names are bytes")

@@ -1,4 +1,4 @@
-// What a native shell does with offlinepkg (SPEC §9): open the cache root, answer the web view's
+// What a native shell does with offlinepkg (README.md, "In a host app"): open the cache root, answer the web view's
 // requests from it at once, and keep it up to date in the background.
 //
 //     swift run --package-path Examples/HostShell HostShell <manifest-url> <url>...

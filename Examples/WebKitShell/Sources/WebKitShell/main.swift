@@ -1,6 +1,6 @@
 // WebKitShell <manifest-url> <page-url> [--root DIR] [--interval S] [--trust-key F]
 //
-// A host shell as SPEC §10 describes it: a WebKitGTK web view that loads an https route of an offline
+// A host shell as README.md ("Connecting a webview") describes it: a WebKitGTK web view that loads an https route of an offline
 // package through an in-process URI-scheme handler (`app://`, registered as secure, so the page is a
 // secure context), prints `title: <document.title>` after each load and title change, syncs in the
 // background every S seconds and reloads the page on each activation.
