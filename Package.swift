@@ -1,8 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// A release CLI carries the Swift runtime and Foundation inside it: it starts in two thirds of the time
-// (no symbol lookups across the toolchain's shared libraries; `lookup` 20 ms, not 30) and runs on a
+// A release CLI carries the Swift runtime and Foundation inside it: it starts faster (no symbol
+// lookups across the toolchain's shared libraries, most of what a `lookup` costs) and runs on a
 // device that has only the Debian libraries, no Swift toolchain. `-static-stdlib` is only the link
 // step of `swift build --static-swift-stdlib`, so the archives that Foundation's own static modules
 // would have named are named here. Debug builds (the tests', `make demo`'s) link them shared, and so does

@@ -106,7 +106,8 @@ enum ServeCommand {
         return RuntimeCache.Options(offline: offline, resolve: pins)
     }
 
-    /// `OFFLINEPKG_SERVE_THREADS`: a pool size, or `per-connection`; for benchmarks (docs/benchmarks.md).
+    /// `OFFLINEPKG_SERVE_THREADS`: a pool size, or `per-connection`; to compare thread models
+    /// (docs/performance.md, "Profiling").
     private static func threadModel(_ context: CLIContext) throws -> LoopbackServer.ThreadModel {
         guard let value = context.environment["OFFLINEPKG_SERVE_THREADS"], !value.isEmpty else { return .standard }
         if value == "per-connection" { return .threadPerConnection }

@@ -107,10 +107,8 @@ package final class ZstdFrames {
     /// Frames of `fileIndexPiece` bytes of JSON compressed side by side (a device decompresses the
     /// concatenation as one stream) with zstd's optimal parser (btopt, 10 % smaller than levels 9-15's
     /// on this JSON of hex hashes), made cheap: matches of 5 bytes and more (a 3- or 4-byte match in hex
-    /// is noise the parser weighs at every byte), 4 candidates, 128k/256k-entry tables. On the
-    /// 10,000-file index (1.8 MB of JSON) 424,056 B for 0.16 s of CPU, against 424,065 B for 0.43-0.57 s
-    /// with level 16's btultra and one candidate before (wave 4); 148,641 B at 3,000 files (148,531)
-    /// (docs/benchmarks.md, "Publish speed, wave 5").
+    /// is noise the parser weighs at every byte), 4 candidates, 128k/256k-entry tables: the size of
+    /// level 16's btultra for a third of its CPU.
     package static func fileIndex(_ json: [UInt8], workers: Int = ProcessInfo.processInfo.activeProcessorCount) throws -> [UInt8] {
         let pieces = stride(from: 0, to: max(json.count, 1), by: fileIndexPiece).map { Array(json[$0..<min($0 + fileIndexPiece, json.count)]) }
         let tuning: [(ZSTD_cParameter, Int32)] = [

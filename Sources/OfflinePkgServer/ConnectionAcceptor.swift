@@ -12,8 +12,7 @@ import Glibc
 /// quiet lanes while they hold few, of all lanes past that (`Spreading`).
 ///
 /// MHD's own thread pool lets every thread accept from the shared socket, up to 10 at a time: a burst
-/// of new connections lands mostly on whichever thread wakes first (54 of 64 on one thread of two,
-/// measured with wrk — docs/benchmarks.md, "Serve tails, wave 4"), and that thread's connections then
+/// of new connections lands mostly on whichever thread wakes first, and that thread's connections then
 /// wait behind each other while the other thread idles. Its `MHD_add_connection` spreads by socket
 /// number, which the process's other files decide. So the server accepts itself and balances by count.
 final class ConnectionAcceptor: Sendable {
@@ -103,10 +102,9 @@ final class ConnectionAcceptor: Sendable {
     /// Gives the listener, and so every connection it accepts, a congestion control that does not pace.
     /// A loopback connection has no path to probe or to pace for, but BBR (the default on many hosts)
     /// paces every flow, and without the `fq` queueing discipline TCP paces with a high-resolution timer
-    /// armed per burst: on a two-core VM, serving a 3 MiB file at 64 connections, the one lane spent its
-    /// whole core in that send path and answered 0.7× nginx's requests/s; with cubic, 1.5× (the two then
-    /// differ only in who sends: docs/benchmarks.md, "Wave 16"). When the kernel takes neither, the
-    /// host's default stays.
+    /// armed per burst: serving large files to many connections, a lane can spend its whole core in
+    /// that send path, where cubic or reno send at once. When the kernel takes neither, the host's
+    /// default stays.
     private static func avoidPacing(_ listener: Int32) {
         for name in loopbackCongestionControls where Socket.setCongestionControl(listener, name) { return }
     }

@@ -33,16 +33,16 @@ extension LoopbackServer {
         }
 
         /// The range `requestHeaderBytes` takes: up to 64 KiB, twice nginx's default total (32 KiB).
-        /// Past that the pool costs more than it serves: at 1 MiB every held connection kept 2 MiB
-        /// and a page took 28× the time (MHD zeroes the pool after every request).
+        /// Past that the pool costs more than it serves: every held connection keeps twice the
+        /// limit, and MHD zeroes the whole pool after every request.
         public static let requestHeaderRange = 1024...(64 * 1024)
     }
 
     /// Each connection's MHD memory pool for requests of up to `headerBytes` of headers. MHD reads a
     /// request into half of the pool and keeps the rest for its header list and the answer's header,
     /// so a pool of twice the headers and 4 KiB takes them (`ServeHardeningTests`). MHD zeroes the
-    /// whole pool after every request: its default 32 KiB was ~15 % of a lane's time at 512
-    /// connections; 20 KiB takes about 10 % less time per request (docs/benchmarks.md, "Wave 13").
+    /// whole pool after every request, so a pool larger than the headers need costs every request
+    /// time (its default 32 KiB was a noticeable share of a busy lane's).
     static func connectionMemory(headerBytes: Int) -> Int { 2 * headerBytes + 4 * 1024 }
 
     /// How the open-file limit (`RLIMIT_NOFILE`, which `serve` raises to the hard limit first) is

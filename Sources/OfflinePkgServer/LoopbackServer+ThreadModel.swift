@@ -22,11 +22,10 @@ extension LoopbackServer {
         /// The server's clients run on the same cores (the web view's renderer and network process,
         /// or a load generator), so a lane per core means more busy threads than cores, and a lane
         /// taken off its core holds every connection it has until its turn comes back (a scheduler
-        /// slice, 1.4 ms on two cores): with a web view's handful of connections, one lane on two cores
-        /// cut the 13 KB page's p99 at 64 connections by ~40 % against two lanes (docs/benchmarks.md,
-        /// "Wave 10"). A lane holding hundreds of connections is never idle, though, and then it is one
-        /// thread taking turns with its clients' many: at 512 connections on two cores, two lanes read
-        /// 0.7× one lane's p99 with another process busy (docs/benchmarks.md, "Wave 18"). Past 128 per
+        /// slice): with a web view's handful of connections, one lane on two cores answers with a
+        /// shorter tail than two. A lane holding hundreds of connections is never idle, though, and then
+        /// it is one thread taking turns with its clients' many, and a second lane shortens the tail
+        /// again (the `serve-load` row of docs/performance.md measures both). Past 128 per
         /// lane (Chromium opens at most six per host over HTTP/1.1, 256 in all), the device is
         /// serving more clients than a shell's.
         public static func standard(cores: Int) -> ThreadModel {

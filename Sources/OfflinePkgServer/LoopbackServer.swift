@@ -28,8 +28,7 @@ public final class LoopbackServer: Sendable {
     /// One per lane (each pool thread's daemon; one for a thread per connection): each lane's thread
     /// answers from its own response caches (the copied ones drawing on one `SharedBytes`, an atomic
     /// count), so no lock or MHD response is shared between threads on
-    /// the hot path (a thread preempted while holding a shared cache's lock stalled the others:
-    /// docs/benchmarks.md, "Serve tails, wave 4").
+    /// the hot path (a thread preempted while holding a shared cache's lock would stall the others).
     private let handlers: [RequestHandler]
     /// The memory cache capacity the handlers' copied caches share.
     private let memory: SharedBytes
@@ -210,7 +209,7 @@ public final class LoopbackServer: Sendable {
             // poll, not epoll: libmicrohttpd 0.9.75's epoll loop takes 128 events per `epoll_wait` and
             // calls it again, with the same timeout, whenever it got exactly 128, so a thread with 256
             // requests in at once (512 connections on two) sleeps on them until its next event or
-            // connection timeout (docs/benchmarks.md, "Serve tails, wave 4"). TURBO: skips the locking
+            // connection timeout. TURBO: skips the locking
             // and shutdown() a thread of its own does not need.
             flags |= MHD_USE_POLL_INTERNAL_THREAD.rawValue | MHD_USE_TURBO.rawValue
         case .threadPerConnection:

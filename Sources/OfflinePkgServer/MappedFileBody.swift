@@ -6,7 +6,7 @@ import Glibc
 
 /// Behind TLS, ranges, files too large for the response caches, and the large-file cache's bodies, sent
 /// from a read-only memory map of the file: GnuTLS encrypts straight from the map, where from a
-/// descriptor MHD reads 16 KiB blocks (2.5× the time for a 3 MiB file). Over plain HTTP the same
+/// descriptor MHD reads 16 KiB blocks (several times the time for a large file). Over plain HTTP the same
 /// bodies are sent from the open file with `sendfile` (`ResponseCache.Body.file`,
 /// `RequestHandler.body`; docs/design.md, "Large bodies").
 ///

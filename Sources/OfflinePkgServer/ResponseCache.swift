@@ -58,12 +58,12 @@ final class ResponseCache: Sendable {
         /// files past the copied cache, bounded in bytes of address space (the pages are the page
         /// cache's, not anonymous memory). A request then costs no `open`, `mmap`, page faults or
         /// `munmap` (whose TLB shootdown interrupts the other pool threads). For TLS, where MHD reads
-        /// a file of `Body.file` in 16 KiB blocks: 2.5× the time of the map for a 3 MiB file.
+        /// a file of `Body.file` in 16 KiB blocks: several times the time of the map for a large file.
         case mapped
         /// The file held open and sent with `sendfile` (MHD owns the descriptor and closes it when
         /// the last reference goes): plain HTTP's large files. The kernel sends the page cache's pages
-        /// without copying them, where a send from the map copies every byte: 190–450 µs of the
-        /// server's CPU per 3 MiB request against 580–760 µs (docs/benchmarks.md, "Wave 13"). A file
+        /// without copying them, where a send from the map copies every byte: a fraction of the
+        /// server's CPU per large request. A file
         /// truncated behind the index while it is sent would spin its lane (MHD 0.9.75 retries a
         /// `sendfile` that returns 0): `ConnectionDeadlines` shuts that connection down. At most `openFiles`
         /// entries; an evicted one stays open until its last connection is done, which is why

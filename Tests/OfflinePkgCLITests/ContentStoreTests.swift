@@ -138,7 +138,7 @@ struct ContentStoreTests {
         try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
     }
 
-    /// A root from before wave 8 holds its content in 256 folders (`content/<2 hex>/<sha256>`): the next
+    /// A root in the older layout holds its content in 256 folders (`content/<2 hex>/<sha256>`): the next
     /// sync moves each held file to its new name as the same inode, finishes a move that a kill left with
     /// both names, and links the update's unchanged files to the moved content rather than copy them.
     @Test func aRootWithTheOldContentLayoutIsMovedAndItsContentStaysShared() throws {

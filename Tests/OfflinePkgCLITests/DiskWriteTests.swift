@@ -4,8 +4,8 @@ import OfflinePkgTestSupport
 import Testing
 
 /// A sync writes each byte of a release to the disk once, and flushes once per sync rather than once
-/// per package (issue 13). Watched with strace: the order of system calls is deterministic where the
-/// kernel's writeback counters (scripts/bench-writes measures those) depend on what else the machine does.
+/// per package. Watched with strace: the order of system calls is deterministic where the kernel's
+/// writeback counters (the `sync-writes` benchmark row measures those) depend on what else the machine does.
 @Suite("Disk writes")
 struct DiskWriteTests {
     @Test func downloadsAreDeletedBeforeTheOneFlushOfASync() throws {
@@ -67,7 +67,7 @@ struct DiskWriteTests {
 
     /// A first install writes a file that the tree repeats once, although its flush starts while the
     /// lanes still write: each repeat is linked to the first copy as soon as it is written, before that
-    /// flush can write it, not at staging. Counted as scripts/bench-writes counts: pages dirtied less
+    /// flush can write it, not at staging. Counted as the `sync-writes` benchmark row counts: pages dirtied less
     /// those dropped before writeback (`/proc/PID/io` of a shell around the sync).
     @Test func aFirstInstallWritesARepeatedFileOnce() throws {
         let repo = try TestRepository()
@@ -149,7 +149,7 @@ struct DiskWriteTests {
 
     /// A download is written once: a new `.part` is not truncated (on ext4 a truncate to 0 has the file
     /// written out at its close, before the sync deletes it: 2.00x the script's bytes in
-    /// scripts/bench-writes), and nothing under `downloads/` is flushed (the resume point is a hint: its
+    /// the `sync-writes` benchmark row), and nothing under `downloads/` is flushed (the resume point is a hint: its
     /// fsync and its folder's were two per package, 2,012 for a 1,000-package manifest).
     @Test func aColdSyncNeitherTruncatesNorFlushesItsDownloads() throws {
         let repo = try Self.repository(["home", "docs", "lib"], dataBytes: 100_000)

@@ -2,7 +2,7 @@ import Foundation
 import OfflinePkgTestSupport
 import Testing
 
-/// The manifest and route rules of issue 10 (point 9) through the real binary: a hostile manifest is a
+/// The manifest and route rules through the real binary: a hostile manifest is a
 /// refusal (exit 4) and never looks like a network failure; a route no browser sends is a usage error at
 /// `publish` (exit 2) that says what to write.
 @Suite("Manifest rules through the binary")

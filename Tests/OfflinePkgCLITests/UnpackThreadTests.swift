@@ -2,7 +2,7 @@ import Foundation
 import OfflinePkgTestSupport
 import Testing
 
-/// A sync's unpack creates files on several threads (`WriterLanes`, issue 13): one big package no
+/// A sync's unpack creates files on several threads (`WriterLanes`): one big package no
 /// longer unpacks on one core.
 @Suite("Unpack threads")
 struct UnpackThreadTests {

@@ -8,8 +8,8 @@ import Testing
 import Glibc
 #endif
 
-/// How `LoopbackServer` shares connections between its threads (docs/benchmarks.md, "Serve tails,
-/// wave 4"): it accepts itself and hands each new connection to the lane (one pool thread) holding the
+/// How `LoopbackServer` shares connections between its threads (docs/design.md, "Serving webviews"):
+/// it accepts itself and hands each new connection to the lane (one pool thread) holding the
 /// fewest, and each lane answers from its own response cache. Counts and answers, not times.
 @Suite(.serialized) struct ConnectionLanesTests {
     static let request = "GET /css/site.css HTTP/1.1\r\nHost: demo.offlinepkg.test\r\n\r\n"
@@ -26,8 +26,8 @@ import Glibc
     /// The standard model runs one lane per two cores, at least one, while they hold fewer than 128
     /// connections each on average, and a lane per core past that: a lane per core left more busy threads than
     /// cores with a web view's few connections, and a lane off its core holds its connections for a
-    /// scheduler slice (docs/benchmarks.md, "Wave 10"); with hundreds, one lane is never idle and
-    /// is one thread among its clients' many ("Wave 18"). A server started with it has a lane per core.
+    /// scheduler slice; with hundreds, one lane is never idle and is one thread among its clients'
+    /// many. A server started with it has a lane per core.
     @Test func theStandardModelIsALanePerTwoCoresSpreadingToOnePerCore() async throws {
         #expect([1, 2, 3, 4, 8, 16].map { LoopbackServer.ThreadModel.lanes(cores: $0) } == [1, 1, 1, 2, 4, 8])
         #expect(LoopbackServer.ThreadModel.lanes(cores: 0) == 1)

@@ -227,7 +227,7 @@ import Glibc
     }
 
     /// A loopback connection has no path to pace for, and BBR's pacing timer cost the one lane its core
-    /// on a 3 MiB file (docs/benchmarks.md, "Wave 16"): the server's ends use cubic or reno whatever the
+    /// when it sends large files to many connections: the server's ends use cubic or reno whatever the
     /// host's default.
     @Test(arguments: LoopbackServer.ThreadModel.allForTests)
     func connectionsUseACongestionControlThatDoesNotPace(threadModel: LoopbackServer.ThreadModel) async throws {

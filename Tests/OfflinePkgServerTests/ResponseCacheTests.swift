@@ -190,8 +190,8 @@ import Testing
     }
 
     /// A switch drops the cached responses of the trees no longer active: kept until evicted, they grew
-    /// a long-running serve by ~2.4 KB per file answered from every tree it ever served (issue 13:
-    /// memory flat across updates).
+    /// a long-running serve by every file answered from every tree it ever served (memory must stay
+    /// flat across updates).
     @Test func aSwitchDropsTheOldTreesResponses() async throws {
         let scratch = try TemporaryDirectory()
         defer { withExtendedLifetime(scratch) {} }

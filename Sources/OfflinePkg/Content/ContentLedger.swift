@@ -203,7 +203,7 @@ package final class ContentLedger: Sendable {
         state.withLock { state in
             if hashed { state.sound.insert(name) }
             // Taken out, not copied: a copy would leave the set shared, and every insert would copy
-            // all of it (a 10k-file install spent 1.5 s of CPU doing so).
+            // all of it: quadratic in the files of an install.
             guard var session = state.session.take() else { return }
             defer { state.session = session }
             guard !session.uncounted else { return }

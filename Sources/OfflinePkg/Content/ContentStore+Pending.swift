@@ -8,8 +8,8 @@ import Glibc
 /// Content taken in by the operation after the sync that installed it.
 ///
 /// A sync of one package does not link its tree's new files into `content/` before it switches: that
-/// is a directory entry a file, about as much kernel time as the file's creation, and a quarter of a
-/// 10k-file cold sync's CPU (docs/benchmarks.md, wave 9). It writes the sha256s of that new content to
+/// is a directory entry a file, about as much kernel time as the file's creation, and so a large share of
+/// a first install's CPU. It writes the sha256s of that new content to
 /// `content/.pending/<id>+<tree folder>` before the tree is renamed into `trees/` (both made durable by
 /// the sync's last flush), and the next locked operation of the root — `sync`, `gc`, `verify --repair` —
 /// links each from the installed tree before it looks for held content. Until then the tree's files are
@@ -26,8 +26,8 @@ extension ContentStore {
         return bytes
     }
 
-    /// What every locked operation that changes the root does first: a root from before wave 8 gets
-    /// the content layout (`moveLegacyShards`), and trees' pending content is taken in.
+    /// What every locked operation that changes the root does first: a root in the older content layout
+    /// gets the current one (`moveLegacyShards`), and trees' pending content is taken in.
     package func catchUp() {
         moveLegacyShards()
         takeInPendingTrees()

@@ -173,7 +173,7 @@ package struct ContentStore: Sendable {
         }
     }
 
-    /// A shard folder's name: one lowercase hex digit, or two (the layout before wave 8), as held names are.
+    /// A shard folder's name: one lowercase hex digit, or two (the older layout), as held names are.
     static func isShard(_ name: String) -> Bool {
         (1...2).contains(name.utf8.count) && name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
     }
@@ -185,7 +185,7 @@ package struct ContentStore: Sendable {
         FileSystem.contents(of: layout.content).contains(where: isShard)
     }
 
-    /// Moves a root from before wave 8 (256 shard folders, `content/<2 hex>/<sha256>`) to 16 folders.
+    /// Moves a root in the older layout (256 shard folders, `content/<2 hex>/<sha256>`) to 16 folders.
     /// Each held file is renamed, never copied: its inode and its trees' links stay as they are, and it
     /// has one name under `content/` at every moment (a link, then an unlink, where the file system has
     /// no `RENAME_NOREPLACE`; a kill between them leaves two names, and the next run drops the old one).

@@ -172,7 +172,7 @@ private final class DownloadSink: @unchecked Sendable {
         } else {
             // Only a file with bytes in it is cut: on ext4, truncating a file to 0 marks it to be written
             // out when it is closed (auto_da_alloc), which wrote every new download to the disk before
-            // the sync deleted it, twice the bytes of the script (scripts/bench-writes).
+            // the sync deleted it: twice the bytes (the `sync-writes` benchmark row).
             if (FileSystem.fileSize(path) ?? 0) > 0 { try descriptor.truncate(to: 0, path: path) }
             try descriptor.seek(to: 0, path: path)
             written = 0

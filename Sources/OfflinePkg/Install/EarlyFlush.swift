@@ -6,11 +6,10 @@ import Glibc
 #endif
 
 /// A flush of the file system holding a staging tree, started while the tree is still being written and
-/// waited for before the tree is staged. The writeback of a 10k-file tree is a kernel thread's work of
-/// about 120 ms (the creates leave each file's blocks unallocated until then); started as soon as the
-/// unpacker has read its archive to the end (the lanes still hold up to 4 MiB each to write), it runs
-/// beside the lanes instead of after them, and the commit's own flush finds little left to write
-/// (docs/benchmarks.md, "Wave 15").
+/// waited for before the tree is staged. The writeback of a large tree is a kernel thread's work (the
+/// creates leave each file's blocks unallocated until then); started as soon as the unpacker has read
+/// its archive to the end (the lanes still hold up to 4 MiB each to write), it runs beside the lanes
+/// instead of after them, and the commit's own flush finds little left to write.
 ///
 /// `syncfs` writes every dirty page of the file system, so it may start only once nothing of the sync
 /// that is meant to be dropped is dirty there: the installer deletes the verified download first, and

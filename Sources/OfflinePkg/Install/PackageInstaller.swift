@@ -12,8 +12,8 @@ package struct PackageInstaller: Sendable {
     /// Set for a sync that installs one package: an archive's new content is then linked into content/
     /// by the root's next locked operation (`ContentStore.takeInPendingTrees`), not by this sync. With
     /// several packages, each file is linked as it is written, while the other packages' downloads and
-    /// unpacks run: deferring all the links to the end of the sync made a 4-package cold sync 12 %
-    /// slower (docs/benchmarks.md, wave 7).
+    /// unpacks run: deferred to the end of the sync, the links would run alone after the last unpack
+    /// instead of beside the others' work.
     package var defersNewContent = false
 
     /// How a tree arrived, and what it cost on the network.

@@ -6,8 +6,8 @@ import Glibc
 /// size and sha256, written once when the tree is installed (`<tree>.lookup`) and then only read,
 /// through a read-only memory map. Every process that opens the root shares its pages through the page
 /// cache, and a resolve touches only the pages it probes: opening a root costs one `mmap` per package,
-/// not a parse of every file's line (which cost 1.4 KB of anonymous memory per file and 0.9 s at
-/// 100,000 files).
+/// not a parse of every file's line (which would cost anonymous memory and time in proportion to the
+/// files, at every open).
 ///
 /// Layout, little-endian, every section 8-byte aligned:
 ///

@@ -119,8 +119,8 @@ public struct CacheLayout: Sendable, Equatable {
     package func partialDownloadMeta(sha256: String) -> String { downloads + "/" + sha256 + ".meta" }
     package func stagingDirectory(_ name: String) -> String { staging + "/" + name }
 
-    /// The folder of held content whose sha256 starts with `prefix`: its first hex digit, or (a root
-    /// from before wave 8, until `ContentStore.moveLegacyShards()` has run) its first two.
+    /// The folder of held content whose sha256 starts with `prefix`: its first hex digit, or (a root in
+    /// the older layout, until `ContentStore.moveLegacyShards()` has run) its first two.
     package func contentShard(_ prefix: some StringProtocol) -> String { content + "/" + prefix }
     /// The one held file with this sha256 (lowercase hex), shared by every tree that has such a file.
     /// Sixteen folders, not 256: a fresh root's first sync made 256 folders (a quarter more inodes than

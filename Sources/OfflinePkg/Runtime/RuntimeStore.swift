@@ -25,7 +25,7 @@ package struct StoredAnswer: Sendable {
 /// Across a power loss too: the body was fsynced before any head named it, and a head that did not
 /// reach the disk whole (or names a body that is gone) fails its JSON or size check at the next open
 /// and is dropped — "no entry". So the body is the one fsync of a store: the head's and the folders'
-/// (5 ms and 1.5 ms each on this machine's disk) would buy nothing that check does not.
+/// (each a disk round trip) would buy nothing that check does not.
 package final class RuntimeStore: Sendable {
     package let layout: CacheLayout
     private let state: Mutex<State>

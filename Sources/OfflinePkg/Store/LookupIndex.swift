@@ -35,8 +35,8 @@ package final class LookupIndex: @unchecked Sendable {
         /// One slot per file of the tree: nil until the file is first answered, then its `Resource`
         /// (unretained: `made` owns it). An anonymous map of zero pages, so opening costs no work per
         /// file and only the pages of answered files become memory (8 bytes a file at most). The hot
-        /// path reads the slot alone: no array of a class, whose access checks and bounds cost a
-        /// quarter of a resolve (`OfflinePkgBenchmarks`, docs/benchmarks.md).
+        /// path reads the slot alone: no array of a class, whose access and bounds checks would be a
+        /// large part of a resolve (the `resolve` row of docs/performance.md).
         private let answers: UnsafeMutablePointer<UnsafeMutableRawPointer?>
         private let answerPages: ZeroPages
         /// The resources answered, in the order they were first asked for: their owner.
@@ -122,7 +122,7 @@ package final class LookupIndex: @unchecked Sendable {
     package func resolve(_ url: String) -> Resource? {
         // Borrow the string's bytes where they lie; a copy is made only for a bridged or foreign string.
         // The closures capture an unmanaged reference, not `self`: a closure over `self` made the
-        // optimiser retain and release the index around every call (two atomic operations, ~10 ns).
+        // optimiser retain and release the index around every call (two atomic operations).
         // The caller keeps the index alive for the whole call.
         let index = Unmanaged.passUnretained(self)
         switch url.utf8.withContiguousStorageIfAvailable({ bytes in

@@ -107,11 +107,10 @@ public final class PackageStore: Sendable {
     public func resolve(_ url: String) -> Resource? {
         if !schemes.isEmpty, let mapped = schemes.rewrite(url) { return snapshot.withLock { $0.resolve(mapped) } }
         // Resolving under the lock borrows the snapshot instead of retaining and releasing it: two
-        // atomic operations fewer per call. The lock is held for ~100 ns and a switch holds it only to
-        // swap one reference, so neither side waits in practice. An atomic pointer without the lock
-        // measured ~18 ns faster, but nothing then tells when a retired index is no longer read: kept
-        // until the store closes, each switch would pin ~4.7 MB (4,000 files) — see
-        // docs/benchmarks.md for the options.
+        // atomic operations fewer per call. The lock is held for one resolve and a switch holds it only
+        // to swap one reference, so neither side waits in practice. An atomic pointer without the lock
+        // would save the lock too, but then nothing tells when a retired index is no longer read: kept
+        // until the store closes, every switch would pin a whole index.
         return snapshot.withLock { $0.resolve(url) }
     }
 

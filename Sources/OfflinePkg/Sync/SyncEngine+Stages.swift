@@ -14,7 +14,7 @@ extension SyncEngine {
     }
 
     /// Begin: leftovers of a crashed sync go (staging is garbage: only a lock holder writes there), the
-    /// content store catches up (a root from before wave 8 gets its layout, the last one-package sync's
+    /// content store catches up (a root in the older layout gets the current one, the last one-package sync's
     /// new content is taken in), then the state and the active record are read.
     func begin() throws -> Start {
         try clearStaging()

@@ -5,8 +5,8 @@ import Synchronization
 /// every entry, then hands the checked bytes to a lane, which creates, writes, hashes and closes the
 /// file through a `TreeWriter` of its own. Creating a file costs more than decompressing it (on ext4
 /// most of a small file's time is the inode allocation of `openat`), and creations in different folders
-/// run side by side, so the files go to a lane by their folder: two lanes on two cores unpack a 10k-file
-/// archive in about half the time of one thread (docs/benchmarks.md, "One big package").
+/// run side by side, so the files go to a lane by their folder: a lane per core unpacks a package of many
+/// small files in a fraction of one thread's time.
 ///
 /// Nothing changes what is accepted: every rule is applied on the reading thread before a byte is
 /// handed over, and the lanes only write what was checked. Each lane's queue is bounded in bytes, so an
@@ -280,9 +280,8 @@ extension WriterLanes.Item {
 
 /// The writer lanes of the unpacks running in one process together stay within the cores: an unpack
 /// that starts alone gets its lanes, one that starts while another runs writes on its own reading
-/// thread. Four packages unpacking side by side (`--jobs`) with lanes each ran four readers and eight
-/// lanes on two cores, 1.48× slower than four plain unpacks (docs/benchmarks.md, "One big package,
-/// wave 4").
+/// thread. Four packages unpacking side by side (`--jobs`) with lanes each would run twice as many
+/// writing threads as readers on the same cores, slower than four plain unpacks.
 package final class LaneBudget: Sendable {
     private let running = Mutex(0)
 

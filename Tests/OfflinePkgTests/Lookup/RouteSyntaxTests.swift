@@ -4,7 +4,7 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgPublish
 
-/// Routes are written as a browser sends them (issue 10, point 9), by one rule set that `publish` and the
+/// Routes are written as a browser sends them, by one rule set that `publish` and the
 /// manifest parser share: every other spelling is refused, with the one to write when there is one.
 @Suite("Route syntax")
 struct RouteSyntaxTests {

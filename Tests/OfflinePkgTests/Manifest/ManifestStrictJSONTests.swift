@@ -3,7 +3,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// The manifest is read one way only (issue 10, point 9): duplicate keys, numbers that are not written as
+/// The manifest is read one way only: duplicate keys, numbers that are not written as
 /// integers, lone surrogates and control characters in names are refused, each naming the field.
 @Suite("Manifest strict JSON")
 struct ManifestStrictJSONTests {

@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// The root's history is bounded, rewritten atomically, and never silently lost (issue 13).
+/// The root's history is bounded, rewritten atomically, and never silently lost.
 @Suite("Bounded history")
 struct HistoryTests {
     static func publish(_ repo: TestRepository, _ version: Int) throws {

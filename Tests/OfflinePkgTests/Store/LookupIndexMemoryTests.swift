@@ -3,8 +3,8 @@ import Foundation
 import OfflinePkgTestSupport
 import Testing
 
-/// What an open index costs per installed file: nothing until a file is answered (issue 13: ≤ 64 bytes
-/// of anonymous memory per file in a long-running reader, and an open that is not O(files)).
+/// What an open index costs per installed file: nothing until a file is answered (at most 64 bytes of
+/// anonymous memory per file in a long-running reader, and an open that is not O(files)).
 @Suite struct LookupIndexMemoryTests {
     /// A root whose active set is one package of `count` files, installed as a lookup table only.
     static func root(files count: Int) throws -> (TemporaryDirectory, CacheLayout, ActiveSet) {

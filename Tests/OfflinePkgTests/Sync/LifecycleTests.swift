@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// Field lifecycle (issue 5): cheap checks, resume, rollback, launch confirmation, gating, GC, verify.
+/// Field lifecycle: cheap checks, resume, rollback, launch confirmation, gating, GC, verify.
 @Suite("Field lifecycle")
 struct LifecycleTests {
     static func repo(_ versions: [String: String] = ["home": "1"], big: Int = 0) throws -> TestRepository {

@@ -5,9 +5,9 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgPublish
 
-/// offlinepkg and stock `minisign -V` (Debian's 0.11) accept exactly the same comment lengths (issue 10,
-/// point 8): minisign reads the untrusted comment line into a 1024-byte buffer and the trusted one into
-/// 8192 bytes with `fgets`, and refuses a line that does not fit. Every file here carries valid
+/// offlinepkg and stock `minisign -V` (Debian's 0.11) accept exactly the same comment lengths: minisign
+/// reads the untrusted comment line into a 1024-byte buffer and the trusted one into 8192 bytes with
+/// `fgets`, and refuses a line that does not fit. Every file here carries valid
 /// signatures over its comments, so a refusal can only come from the length.
 @Suite("minisign comment limits")
 struct MinisignCommentLimitTests {

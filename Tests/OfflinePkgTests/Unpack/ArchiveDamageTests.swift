@@ -44,7 +44,7 @@ struct ArchiveDamageTests {
         #expect(reason?.contains("damaged") == true, "\(reason ?? "accepted")")
     }
 
-    /// A zip declaring 100 bytes whose data holds 1 MiB (issue 10: one such zip installed 1 MiB).
+    /// A zip declaring 100 bytes whose data holds 1 MiB (such a zip once installed its whole data).
     @Test(arguments: [true, false])
     func refusesAZipWhoseDataRunsPastItsDeclaredSize(store: Bool) throws {
         let dir = try TemporaryDirectory()

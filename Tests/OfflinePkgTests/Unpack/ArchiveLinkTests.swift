@@ -119,7 +119,7 @@ struct ArchiveLinkTests {
         try scene.checkNothingEscaped("zip symlink attributes")
     }
 
-    /// The formats that carried links past the old per-entry check (issue 10, point 1): an mtree
+    /// The formats that carried links past a per-entry check alone: an mtree
     /// `type=file link=`, a xar. They are refused as formats now, before any entry.
     @Test func refusesTheFormatsThatSmuggledLinksAsFiles() throws {
         let scene = try Scene()

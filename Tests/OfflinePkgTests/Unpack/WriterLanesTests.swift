@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// The unpacker writes files on lanes of their own (`WriterLanes`, issue 13): the tree is the same
+/// The unpacker writes files on lanes of their own (`WriterLanes`): the tree is the same
 /// whatever the number of lanes, and a large file streams
 /// through a lane in pieces instead of being held whole in memory (`UnpackThreadTests` watches the
 /// lanes run on threads of their own).
