@@ -58,8 +58,10 @@ def fmt(value, unit=""):
         return f"{value:.2f} %"
     if float(value).is_integer():
         text = f"{int(value):,}"
+    elif abs(value) >= 100:
+        text = f"{value:,.0f}"
     else:
-        text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+        text = f"{value:.1f}" if abs(value) >= 1 else f"{value:.3f}"
     return text + (f" {unit}" if unit else "")
 
 
@@ -98,9 +100,13 @@ class Harness:
         return self.runs_override or self.size(full, smoke)
 
     def begin(self, row):
-        """Each row works in a folder of its own, moved aside when the next row begins."""
+        """Each row works in a folder of its own. Between rows, untimed, the last row's folder and what
+        its races moved aside are removed, so a full run holds one row's files at a time."""
         if self.row:
             self.wipe(os.path.join(self.work, self.row))
+            subprocess.run(["chmod", "-R", "u+w", self.trash], stderr=subprocess.DEVNULL)
+            shutil.rmtree(self.trash, ignore_errors=True)
+            os.sync()
         self.row = row
         os.makedirs(os.path.join(self.work, row))
 
@@ -113,7 +119,7 @@ class Harness:
     def wipe(self, path):
         """Moves `path` aside and flushes: deleting now would slow the next creates on the same file system
         (ext4 scans past recently freed inodes), and an unflushed write would be paid by whichever side
-        flushes next (a sync ends in syncfs). The trash goes when the run ends."""
+        flushes next (a sync ends in syncfs). The trash goes between rows (`begin`)."""
         if os.path.lexists(path):
             os.makedirs(self.trash, exist_ok=True)
             os.rename(path, os.path.join(self.trash, str(time.monotonic_ns())))
@@ -448,8 +454,8 @@ def machine(offlinepkg):
         "filesystem": subprocess.run(["findmnt", "-no", "FSTYPE", "-T", tempfile.gettempdir()], capture_output=True, text=True).stdout.strip(),
         "nginx": version(["nginx", "-v"]).replace("nginx version: ", ""),
         "wrk": " ".join(version(["wrk", "--version"]).split()[:2]),
-        "binary": f"{offlinepkg} ({runtime})",
-        "commit": commit or "?",
+        "binary": f"{offlinepkg} ({runtime}, {version([offlinepkg, '--version'])})",
+        "harness": f"Benchmarks/ at {commit or '?'}",
         "date": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
         "load": " ".join(open("/proc/loadavg").read().split()[:3]),
     }

@@ -73,5 +73,6 @@ def run(h):
                 h.figure("sync-files.gap1.published", f"1 release behind, as published: bytes / the delta",
                          sent / delta, ours=f"{sent:,} B", theirs=f"{delta:,} B", detail=detail)
             else:
-                h.figure(f"sync-files.gap{gap}", f"{gap} release(s) behind, {kind}: bytes / changed files' frames + index",
+                behind = "1 release" if gap == 1 else f"{gap} releases"
+                h.figure(f"sync-files.gap{gap}", f"{behind} behind, {kind}: bytes / changed files' frames + index",
                          sent / ideal, ours=f"{sent:,} B", theirs=f"{ideal:,} B", detail=detail)
