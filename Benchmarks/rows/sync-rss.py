@@ -2,7 +2,7 @@
 
 A sync streams: the archive is hashed while it is written and unpacked from disk, never held whole, so
 its memory should not grow with the archive. The repository is written by hand with stock tools
-(bsdtar, sha256sum, the coreutils tree hash of docs/protocol.md#tree-hash). The highest of 3 runs.
+(bsdtar, sha256sum, the coreutils tree hash of docs/protocol.md#the-tree-hash). The highest of 3 runs.
 """
 import json, os, subprocess
 
