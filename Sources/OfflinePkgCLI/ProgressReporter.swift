@@ -49,6 +49,9 @@ final class ProgressReporter: Sendable {
         case .retryingUncached(let reason):
             line("\(reason); fetching the manifest again past any cache", .warning)
         case .activated(let generation): line("activated set \(generation)")
+        case .reportsSent(let events): line("sent \(events) install report(s)")
+        case .reportsNotSent(let events, let reason):
+            line("install reports not sent, \(events) kept for the next sync: \(reason)", .warning)
         }
     }
 
@@ -89,16 +92,7 @@ final class ProgressReporter: Sendable {
         if style == .bars { output.errorRaw("\r\u{1B}[K") }
     }
 
-    static func format(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024 && unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
-    }
+    static func format(_ bytes: Int64) -> String { ByteCount.text(bytes) }
 }
 
 extension Output {

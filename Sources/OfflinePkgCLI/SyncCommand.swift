@@ -33,6 +33,9 @@ enum SyncCommand {
                 name: "dry-run", value: nil,
                 help: "fetch and verify the manifest, print what a sync would fetch and switch; change nothing"),
             .init(name: "keep-history", value: "N", help: "activations kept for status (default 100)"),
+            .init(
+                name: "no-reports", value: nil,
+                help: "record and send no install reports, and drop those queued (also OFFLINEPKG_REPORTS=0)"),
             .json, .quiet,
         ],
         summary: "fetch the manifest, download what changed, verify it, switch the active set atomically",
@@ -115,6 +118,7 @@ enum SyncCommand {
         options.minimumRateWindow = try arguments.seconds("min-rate-window") ?? 30
         options.manifestDeadline = try arguments.seconds("manifest-deadline") ?? 60
         if let limit = try arguments.integer("keep-history", in: 1...100_000) { options.historyLimit = limit }
+        options.reports = try reportsEnabled(arguments, context)
         if dryRun {
             let plan = try await Updater.planOnce(root: root, manifestURL: manifestURL, options: options)
             reporter.finish()
@@ -131,14 +135,34 @@ enum SyncCommand {
         // This process reads nothing from the root: no PackageStore, no lookup index, no reader lease. The
         // same `Updater.sync()` as a host's, so the same events (`.failed` included).
         let updater = Updater(root: try CacheRoot(root: URL(fileURLWithPath: root)), manifestURL: manifestURL, options: options)
-        let report = try await updater.sync()
+        let report: SyncReport
+        do {
+            report = try await updater.sync()
+        } catch {
+            // The failure is reported too; its send ends (or gives up) before the process does.
+            await updater.reportsSent()
+            throw error
+        }
         reporter.finish()
         if arguments.flag("json") {
             context.output.json(report)
         } else if !arguments.flag("quiet") {
             context.output.print(summary(report))
         }
+        // Printed first: the result never waits on the collector; the process ends when the send has.
+        await updater.reportsSent()
         return OfflinePkgCommand.ExitStatus.success
+    }
+
+    /// `--no-reports`, or `OFFLINEPKG_REPORTS` set to `0` (or `off`, `false`, `no`): reports off.
+    static func reportsEnabled(_ arguments: ParsedArguments, _ context: CLIContext) throws -> Bool {
+        if arguments.flag("no-reports") { return false }
+        guard let value = context.environment["OFFLINEPKG_REPORTS"]?.lowercased(), !value.isEmpty else { return true }
+        switch value {
+        case "0", "off", "false", "no": return false
+        case "1", "on", "true", "yes": return true
+        default: throw UsageError("OFFLINEPKG_REPORTS takes 0 (reports off) or 1, got \"\(value)\"")
+        }
     }
 
     static func summary(_ plan: SyncPlan) -> String {

@@ -93,7 +93,7 @@ private final class CurlTransfer: @unchecked Sendable {
         ccurl_setopt_string(curl, CURLOPT_URL, urlText)
         ccurl_setopt_slist(curl, CURLOPT_HTTPHEADER, list)
         ccurl_setopt_long(curl, CURLOPT_NOSIGNAL, 1)
-        ccurl_setopt_long(curl, CURLOPT_FOLLOWLOCATION, 1)
+        ccurl_setopt_long(curl, CURLOPT_FOLLOWLOCATION, request.followsRedirects ? 1 : 0)
         ccurl_setopt_long(curl, CURLOPT_MAXREDIRS, 8)
         // https never redirects to http: a redirect may only keep or raise the scheme's protection. This
         // covers a transfer that starts on https; `header` covers an https hop later in the chain.

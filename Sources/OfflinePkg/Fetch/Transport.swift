@@ -67,6 +67,9 @@ package struct TransferRequest: Sendable {
     package var bodyLength: Int64?
     /// `HOST:PORT:ADDRESS` pins, as curl's `--resolve` (libcurl's `CURLOPT_RESOLVE`).
     package var resolve: [String] = []
+    /// Whether a redirect is followed (within the scheme rules). An install report's POST follows none:
+    /// its body would be re-sent to wherever the answer points, another host included.
+    package var followsRedirects = true
 
     package init(
         url: URL, headers: [(String, String)] = [], limits: RetrievalLimits = .init(), deadline: TransferDeadline? = nil,

@@ -27,6 +27,9 @@ import Foundation
 ///       runtime/bodies/<key>-<random>   the bodies, written whole before their head names them
 ///       runtime/tmp/<pid>-<random>      bodies being received
 ///       runtime/stats.json              hit and miss counters
+///       reports/queue.jsonl     install reports waiting to be sent (SPEC §16), one JSON object a line
+///       reports/state.json      where they go (the manifest's reports URL), the last send's outcome
+///       reports/lock            flock'd by whoever changes the two
 public struct CacheLayout: Sendable, Equatable {
     public let root: String
 
@@ -59,6 +62,13 @@ public struct CacheLayout: Sendable, Equatable {
     package var tlsCertificate: String { tls + "/certificate.pem" }
 
     package func packageTrees(_ id: String) -> String { trees + "/" + id }
+
+    package var reports: String { root + "/reports" }
+    package var reportQueue: String { reports + "/queue.jsonl" }
+    package var reportState: String { reports + "/state.json" }
+    package var reportLock: String { reports + "/lock" }
+    /// A name listed in `reports/` (an atomic writer's temporary).
+    package func reportsEntry(_ name: String) -> String { reports + "/" + name }
 
     package var runtime: String { root + "/runtime" }
     package var runtimeEntries: String { runtime + "/entries" }

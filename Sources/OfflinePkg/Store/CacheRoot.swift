@@ -78,6 +78,11 @@ public struct CacheRoot: Sendable {
         try ActiveRecord(current: restored, previous: record.current).save(layout)
         History.record(restored, in: layout)
         switched()
+        ReportQueue(layout: layout).record { device, state in
+            ReportEvent(
+                device: device, time: Date(), event: .reverted, sequence: restored.sequence,
+                packages: ReportEvent.packages(from: record.current, to: restored), shellVersion: state.shellVersion)
+        }
         return restored
     }
 

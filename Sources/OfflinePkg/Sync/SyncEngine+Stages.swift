@@ -51,6 +51,7 @@ extension SyncEngine {
         var state = start.state
         state.lastAttempt = now()
         let (checked, manifest) = try await checkAndAccept(state: state, sameSource: start.sameSource)
+        attempt?.accepted(manifest)
         if case .fetched(_, let etag, let lastModified) = checked.response {
             state.etag = etag
             state.lastModified = lastModified
@@ -98,6 +99,10 @@ extension SyncEngine {
         let current = accepted.start.record.current
         let plan = planner(deviceID: try Rollout.deviceID(layout), state: accepted.state).plan(manifest, current: current)
         announce(plan, manifest: manifest, current: current)
+        if let attempt {
+            let candidate = ActiveSet(generation: current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)
+            attempt.planned(Self.changes(from: current, to: candidate, via: [:]))
+        }
         var state = accepted.state
         state.evaluatedInputs = nil
         state.heldBack = plan.heldBack

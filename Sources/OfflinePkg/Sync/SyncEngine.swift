@@ -19,6 +19,8 @@ package struct SyncEngine: Sendable {
     package var options: Updater.Options
     package var transport: any Transport
     package var now: @Sendable () -> Date = { Date() }
+    /// Told what this sync accepted and planned, for its install report; nil for a dry run.
+    package var attempt: SyncAttempt?
 
     package init(layout: CacheLayout, manifestURL: URL, options: Updater.Options, transport: any Transport) {
         self.layout = layout

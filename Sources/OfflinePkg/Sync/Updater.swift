@@ -12,10 +12,13 @@ public actor Updater {
     public nonisolated let root: CacheRoot
     public let manifestURL: URL
     public let options: Options
-    private let transport: any Transport
+    let transport: any Transport
     // The shortest period of background updates; tests shorten it to see the loop turn in seconds.
     private let minimumPeriod: TimeInterval
     private var inFlight: Task<SyncReport, Error>?
+    /// The install reports' send in flight (SPEC §16), started after a sync; a sync's result never waits
+    /// for it.
+    var sending: Task<Void, Never>?
     // Behind a lock rather than actor state, so that start() and stop() take effect before they return:
     // when each handed its work to the actor in a task of its own, a stop() could reach the actor first
     // and find nothing to stop, and the loop then ran for good.
@@ -57,7 +60,11 @@ public actor Updater {
     /// The background loop passes false: `stop()` cancels the loop, and a sync in flight finishes.
     private func sync(forwardingCancellation: Bool) async throws -> SyncReport {
         if let inFlight { return try await inFlight.value }
-        let task = Task { [engine = engine()] in try await engine.run() }
+        let attempt = SyncAttempt()
+        let started = ContinuousClock.now
+        var engine = engine()
+        engine.attempt = attempt
+        let task = Task { [engine] in try await engine.run() }
         inFlight = task
         defer { inFlight = nil }
         do {
@@ -66,9 +73,12 @@ public actor Updater {
                 ? try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
                 : try await task.value
             if report.outcome == .activated { root.switched() }
+            // The switch is done and announced before anything is reported.
+            recordReport(.success(report), attempt: attempt, started: started)
             return report
         } catch let error as OfflinePkgError {
             options.events?(.failed(error))
+            recordReport(.failure(error), attempt: attempt, started: started)
             throw error
         }
     }
