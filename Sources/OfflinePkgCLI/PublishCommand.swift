@@ -36,6 +36,9 @@ enum PublishCommand {
             .init(
                 name: "runtime", value: "FILE",
                 help: "set the manifest's runtime-cache rules from a JSON file (kept by later publishes without it)"),
+            .init(
+                name: "reports", value: "URL",
+                help: "devices POST install reports to URL (kept by later publishes); none stops them"),
             .json, .quiet,
         ],
         summary: "pack a site folder into a repository: archive, deltas, manifest (sequence + 1), signature",
@@ -73,6 +76,7 @@ enum PublishCommand {
             request.layout = layout
         }
         if let path = arguments.value("runtime") { request.runtime = try runtimeRules(path) }
+        if let reports = arguments.value("reports") { request.reports = reports == "none" ? .remove : .set(reports) }
 
         // SIGINT and SIGTERM end a publish where it stands, even if our parent left them ignored: nothing
         // has a published name before the last stage, and the next publish clears `.tmp/`.

@@ -100,7 +100,7 @@ package struct Publisher: Sendable {
         let release = try writeRelease(
             ManifestDocument.json(entry), id: request.id, version: request.version, index: TreeIndexFile.encode(files),
             document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events,
-            runtime: request.runtime)
+            runtime: request.runtime, reports: request.reports)
         return PublishReport(
             id: request.id, version: request.version, sequence: release.sequence, archive: archive, fileIndex: fileIndex, tree: tree,
             files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished, signed: release.signed,
@@ -128,7 +128,8 @@ package struct Publisher: Sendable {
     package func writeRelease(
         _ entry: [String: Any], id: String, version: String, index: [UInt8], document: ManifestDocument,
         expires: Date?, expiresIn: TimeInterval?, signer: (([UInt8]) throws -> [UInt8])?,
-        events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil
+        events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil,
+        reports: ReportsChange? = nil
     ) throws -> (sequence: Int, signed: Bool) {
         var document = document
         try FileSystem.makeDirectories(layout.packageTrees(id))
@@ -142,6 +143,12 @@ package struct Publisher: Sendable {
         document.setExpires(try expiry(expires: expires, expiresIn: expiresIn))
         // The runtime object stays as the manifest has it unless this publish names one.
         if let runtime { document.setRuntime(runtime) }
+        // So does the reports URL: set by `--reports URL`, removed by `--reports none`.
+        switch reports {
+        case .set(let url): document.setReports(url)
+        case .remove: document.setReports(nil)
+        case nil: break
+        }
         let bytes = try document.encoded()
         // The result must be a manifest this build's devices accept — expired, they would refuse it all.
         let written = try Manifest(parsing: bytes, source: layout.manifest)
