@@ -69,7 +69,7 @@ package struct ReportQueue: Sendable {
     package func record(_ make: (_ device: String, _ state: State) -> ReportEvent?) {
         guard FileSystem.isDirectory(layout.reports) else { return }
         try? locked {
-            guard let state = loadState(), let device = try? Rollout.deviceID(layout), let event = make(device, state) else { return }
+            guard let state = loadState(), let device = try? DeviceID.of(layout), let event = make(device, state) else { return }
             try append(event.json)
         }
     }

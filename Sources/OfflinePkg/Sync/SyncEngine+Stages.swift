@@ -97,7 +97,7 @@ extension SyncEngine {
     func plan(_ accepted: AcceptedRelease) throws -> PlannedRelease {
         let manifest = accepted.manifest
         let current = accepted.start.record.current
-        let plan = planner(deviceID: try Rollout.deviceID(layout), state: accepted.state).plan(manifest, current: current)
+        let plan = planner(deviceID: try DeviceID.of(layout), state: accepted.state).plan(manifest, current: current)
         announce(plan, manifest: manifest, current: current)
         if let attempt {
             let candidate = ActiveSet(generation: current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)

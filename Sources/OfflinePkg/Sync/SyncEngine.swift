@@ -76,7 +76,7 @@ package struct SyncEngine: Sendable {
         let (_, manifest) = try await checkAndAccept(state: state, sameSource: state.manifestURL == source)
         // A root without a device ID gets one at its first real sync; until then rollout is judged with
         // a throwaway ID, which is what that first sync will do with its new one.
-        let deviceID = Rollout.existingDeviceID(layout) ?? UUID().uuidString.lowercased()
+        let deviceID = DeviceID.existing(layout) ?? UUID().uuidString.lowercased()
         let plan = planner(deviceID: deviceID, state: state).plan(manifest, current: record.current)
         let candidate = ActiveSet(generation: record.current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)
         var steps = [SyncPlan.Step]()

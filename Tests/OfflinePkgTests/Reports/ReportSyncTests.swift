@@ -46,7 +46,7 @@ struct ReportSyncTests {
             queue.queued().map { try! JSONSerialization.jsonObject(with: Data($0)) as! [String: Any] }
         }
 
-        var deviceID: String { Rollout.existingDeviceID(store.layout) ?? "" }
+        var deviceID: String { DeviceID.existing(store.layout) ?? "" }
     }
 
     static func packages(_ event: [String: Any]) -> [[String: Any]] { event["packages"] as? [[String: Any]] ?? [] }
