@@ -121,7 +121,7 @@ enum ServeCommand {
 
 /// SIGINT and SIGTERM, ignored from the moment this is made and taken by dispatch sources, so no
 /// handler runs in signal context and none that arrives before `wait()` is lost.
-private final class TerminationSignals: @unchecked Sendable {
+final class TerminationSignals: @unchecked Sendable {
     // Guarded by `lock`.
     private let lock = NSLock()
     private var fired = false
