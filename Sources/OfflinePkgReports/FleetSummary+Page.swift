@@ -13,7 +13,7 @@ extension FleetSummary {
             <style>
             body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1000px; }
             h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ccc; }
-            table { border-collapse: collapse; margin: 8px 0 16px; } td, th { padding: 3px 10px; text-align: right; }
+            table { border-collapse: collapse; margin: 8px 0 16px; } td, th { padding: 3px 10px; text-align: right; white-space: nowrap; }
             th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
             .bad { color: #b00020; font-weight: bold; } .note { color: #555; font-size: 13px; }
             svg { display: block; margin: 8px 0 16px; }

@@ -19,13 +19,16 @@ enum SVGChart {
         let plotHeight = Double(height) - top - bottom
         let count = max(1, labels.count)
         let maximum = max(1, series.flatMap(\.values).max() ?? 1)
-        let scale = niceCeiling(maximum)
+        // Ticks at a round step (whole devices: at least 1), about five of them.
+        let tick = max(1, niceCeiling(maximum / 5))
+        let ticks = Int((maximum / tick).rounded(.up))
+        let scale = tick * Double(ticks)
         func x(_ index: Int) -> Double { left + (count == 1 ? plotWidth / 2 : plotWidth * Double(index) / Double(count - 1)) }
         func y(_ value: Double) -> Double { top + plotHeight - plotHeight * value / scale }
         var svg = open(width: width, height: height, title: title)
         svg += text(x: left, y: 18, title, anchor: "start", weight: "bold")
-        for step in 0...4 {
-            let value = scale * Double(step) / 4
+        for step in 0...ticks {
+            let value = tick * Double(step)
             let lineY = y(value)
             svg += "<line x1=\"\(f(left))\" y1=\"\(f(lineY))\" x2=\"\(f(left + plotWidth))\" y2=\"\(f(lineY))\" stroke=\"#ddd\"/>"
             svg += text(x: left - 6, y: lineY + 4, number(value), anchor: "end")

@@ -162,6 +162,14 @@ final class EndpointLane: Sendable {
         self.maximumBodyBytes = maximumBodyBytes
     }
 
+    /// A body past the limit is read and dropped up to this many bytes, so the client is still reading
+    /// when its 413 goes; a larger one has its connection closed.
+    var drainedAtMost: Int { max(maximumBodyBytes * 8, 1 << 20) }
+
+    func tooLarge(_ announced: Int?) -> EndpointServer.Response {
+        .text(413, "body too large: \(announced.map { "\($0) bytes announced, " } ?? "")at most \(maximumBodyBytes) bytes are taken")
+    }
+
     /// Queues `response` on `connection`.
     static func queue(_ response: EndpointServer.Response, on connection: OpaquePointer, close: Bool = false) -> MHD_Result {
         let made = response.body.withUnsafeBytes { bytes in
@@ -178,11 +186,21 @@ final class EndpointLane: Sendable {
 /// A request's body as it arrives: the request context MHD keeps between the access handler's calls.
 final class PendingBody {
     var bytes = [UInt8]()
-    /// Answered before the body was all in (413): the rest is dropped.
+    /// Past the limit: what arrives is counted and dropped, and the answer is 413.
+    var overflowed = false
+    var dropped = 0
+    /// The `Content-Length` of a body announced past the limit.
+    var announced: Int?
+    /// Answered before the body was all in: the rest is not read.
     var answered = false
 }
 
 /// MHD's access handler for an `EndpointServer`. A plain function: MHD calls it on its own threads.
+///
+/// A body past the limit is answered 413 at once when the client waits for `100 Continue` (it sends
+/// nothing more) or announced more than `drainedAtMost`; otherwise what arrives is read and dropped and
+/// the 413 goes at the end: a server that answers and closes while the client still sends resets the
+/// connection, and the client never reads the 413 (curl reported a chunked 2 MiB body's answer as 100).
 func handleEndpointRequest(
     context: UnsafeMutableRawPointer?, connection: OpaquePointer?, url: UnsafePointer<CChar>?,
     method: UnsafePointer<CChar>?, version: UnsafePointer<CChar>?, uploadData: UnsafePointer<CChar>?,
@@ -196,12 +214,16 @@ func handleEndpointRequest(
         if let problem = RequestChecks.problem(connection, target: url, version: version) {
             return EndpointLane.queue(.text(400, "bad request: \(problem)"), on: connection, close: true)
         }
-        if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length").flatMap({ Int(String(cString: $0)) }),
-            length > lane.maximumBodyBytes
-        {
-            return EndpointLane.queue(tooLarge(length, lane), on: connection, close: true)
+        let pending = PendingBody()
+        if let length = header(connection, "Content-Length").flatMap({ Int($0) }), length > lane.maximumBodyBytes {
+            let waits = header(connection, "Expect")?.lowercased() == "100-continue"
+            if waits || length > lane.drainedAtMost {
+                return EndpointLane.queue(lane.tooLarge(length), on: connection, close: true)
+            }
+            pending.overflowed = true
+            pending.announced = length
         }
-        requestContext.pointee = Unmanaged.passRetained(PendingBody()).toOpaque()
+        requestContext.pointee = Unmanaged.passRetained(pending).toOpaque()
         return .YES
     }
     let pending = Unmanaged<PendingBody>.fromOpaque(stored).takeUnretainedValue()
@@ -209,17 +231,29 @@ func handleEndpointRequest(
         let count = uploadSize.pointee
         uploadSize.pointee = 0
         if pending.answered { return .YES }
-        guard pending.bytes.count + count <= lane.maximumBodyBytes, let uploadData else {
-            pending.answered = true
-            return EndpointLane.queue(tooLarge(nil, lane), on: connection, close: true)
+        if !pending.overflowed && pending.bytes.count + count > lane.maximumBodyBytes {
+            pending.overflowed = true
+            pending.dropped = pending.bytes.count
+            pending.bytes = []
         }
-        uploadData.withMemoryRebound(to: UInt8.self, capacity: count) {
-            pending.bytes.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
+        if pending.overflowed {
+            pending.dropped += count
+            guard pending.dropped <= lane.drainedAtMost else {
+                pending.answered = true
+                return EndpointLane.queue(lane.tooLarge(pending.announced), on: connection, close: true)
+            }
+            return .YES
+        }
+        if let uploadData {
+            uploadData.withMemoryRebound(to: UInt8.self, capacity: count) {
+                pending.bytes.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
+            }
         }
         return .YES
     }
     if pending.answered { return .YES }
     pending.answered = true
+    if pending.overflowed { return EndpointLane.queue(lane.tooLarge(pending.announced), on: connection, close: true) }
     var headers = [String: String]()
     for (name, value) in RuntimeCacheResponder.requestFields(connection) where headers[name.lowercased()] == nil {
         headers[name.lowercased()] = value
@@ -230,8 +264,8 @@ func handleEndpointRequest(
     return EndpointLane.queue(lane.handler(request), on: connection)
 }
 
-private func tooLarge(_ length: Int?, _ lane: EndpointLane) -> EndpointServer.Response {
-    .text(413, "body too large: \(length.map { "\($0) bytes announced, " } ?? "")at most \(lane.maximumBodyBytes) bytes are taken")
+private func header(_ connection: OpaquePointer, _ name: String) -> String? {
+    MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
 }
 
 /// MHD's request-completed notifier for an `EndpointServer`: the keep-alive deadline as for the loopback
