@@ -54,6 +54,7 @@ package final class EndpointServer: Sendable {
     private let lanes: [EndpointLane]
     private let deadlines: ConnectionDeadlines
     private let connectionLimit: Int
+    private let limits: LoopbackServer.Limits
     private let state = Mutex<(acceptor: ConnectionAcceptor?, daemons: [Daemon])>((nil, []))
 
     /// A server on `host` (an IPv4 or IPv6 literal, or `localhost`) and `port` (0: a free one), with
@@ -78,8 +79,6 @@ package final class EndpointServer: Sendable {
         connectionLimit = LoopbackServer.DescriptorBudget(asked: limits.connectionLimit, lanes: lanes, tls: false).connections
         self.limits = limits
     }
-
-    private let limits: LoopbackServer.Limits
 
     deinit { stop() }
 
