@@ -57,13 +57,13 @@ package enum EventReader {
             }
             return string
         }
-        func integer(_ name: String, at field: JSONValue?, _ where_: String, range: ClosedRange<Int64>) throws(Problem) -> Int64? {
+        func integer(_ name: String, at field: JSONValue?, _ path: String, range: ClosedRange<Int64>) throws(Problem) -> Int64? {
             guard let value = field else { return nil }
             guard let (literal, isInteger) = value.number, isInteger, let number = Int64(literal) else {
-                throw Problem(path: where_, reason: "expected a whole number, got \(describe(value))")
+                throw Problem(path: path, reason: "expected a whole number, got \(describe(value))")
             }
             guard range.contains(number) else {
-                throw Problem(path: where_, reason: "must be from \(range.lowerBound) to \(range.upperBound), got \(number)")
+                throw Problem(path: path, reason: "must be from \(range.lowerBound) to \(range.upperBound), got \(number)")
             }
             return number
         }
