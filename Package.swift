@@ -42,7 +42,7 @@ let package = Package(
         // The publisher (archives, manifest editing, signing, deltas): the CLI links it, a host never does.
         .target(name: "OfflinePkgPublish", dependencies: ["OfflinePkg", "CZstd"]),
         .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),
-        // The reports collector (`reports serve/import/show`, SPEC §16): publisher-side, on SQLite and the
+        // The reports collector (`reports serve/import/show`, docs/protocol.md#install-reports): publisher-side, on SQLite and the
         // server's HTTP machinery; the CLI links it, a host never does.
         .target(name: "OfflinePkgReports", dependencies: ["OfflinePkg", "OfflinePkgServer", "CSQLite"]),
         .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgServer", "OfflinePkgReports"]),

@@ -6,7 +6,7 @@ import OfflinePkgReports
 import Glibc
 #endif
 
-/// `reports serve`, `reports import`, `reports show`: the publisher's side of install reports (SPEC §16).
+/// `reports serve`, `reports import`, `reports show`: the publisher's side of install reports (docs/protocol.md#install-reports).
 enum ReportsCommand {
     static let database = CommandSpec.Option(name: "db", value: "FILE", help: "the reports database (SQLite); required")
 
@@ -14,10 +14,13 @@ enum ReportsCommand {
         name: "reports serve", arguments: [],
         options: [
             database,
-            .init(name: "host", value: "ADDR", help: "address to listen on, IPv4 or IPv6 (default 127.0.0.1: put a TLS proxy in front)"),
+            .init(
+                name: "host", value: "ADDR",
+                help: "address to listen on, IPv4 or IPv6 (default 127.0.0.1: put a TLS proxy in front)"),
             .init(name: "port", value: "N", help: "port to listen on; 0 picks a free one (default 0)"),
         ],
-        summary: "collect devices' install reports (POSTed JSON arrays) into the database; prints the URL, runs until SIGINT/SIGTERM",
+        summary:
+            "collect devices' install reports (POSTed JSON arrays) into the database; prints the URL, runs until SIGINT/SIGTERM",
         run: runServe)
 
     static let importing = CommandSpec(
@@ -74,7 +77,7 @@ enum ReportsCommand {
                 "imported \(result.events) event(s) from \(result.lines) line(s) of \(result.files) file(s): "
                     + "\(result.stored) new, \(result.duplicates) already stored, \(result.refused) line(s) refused")
         }
-        // Refused lines are refused input (SPEC §8's 4); the others are stored all the same.
+        // Refused lines are refused input (docs/protocol.md#exit-statuses, 4); the others are stored all the same.
         return result.refused > 0 ? OfflinePkgCommand.ExitStatus.refused : OfflinePkgCommand.ExitStatus.success
     }
 

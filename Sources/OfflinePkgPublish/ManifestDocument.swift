@@ -53,7 +53,7 @@ package struct ManifestDocument {
         object["runtime"] = runtime.jsonObject
     }
 
-    /// Sets or (nil) removes the `reports` object (SPEC §16); a publish that names neither keeps it.
+    /// Sets or (nil) removes the `reports` object (docs/protocol.md#install-reports); a publish that names neither keeps it.
     package mutating func setReports(_ url: String?) {
         object["reports"] = url.map { ["url": $0] }
     }

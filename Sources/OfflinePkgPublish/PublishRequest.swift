@@ -33,7 +33,7 @@ package struct PublishRequest: Sendable, Equatable {
     package var requireEntry: Bool = false
     /// The manifest's `runtime` object (docs/protocol.md#the-runtime-object); nil keeps the manifest's own.
     package var runtime: RuntimeConfiguration? = nil
-    /// The manifest's `reports` URL (SPEC §16): set, removed, or (nil) kept as the manifest has it.
+    /// The manifest's `reports` URL (docs/protocol.md#install-reports): set, removed, or (nil) kept as the manifest has it.
     package var reports: ReportsChange? = nil
 
     package init(
@@ -107,7 +107,7 @@ package struct PublishRequest: Sendable, Equatable {
     }
 }
 
-/// What a publish does to the manifest's `reports` object (SPEC §16).
+/// What a publish does to the manifest's `reports` object (docs/protocol.md#install-reports).
 package enum ReportsChange: Sendable, Equatable {
     /// Devices send their install reports to this URL, from this publish on.
     case set(String)

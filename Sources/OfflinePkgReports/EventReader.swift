@@ -1,7 +1,7 @@
 import Foundation
 import OfflinePkg
 
-/// Reads install reports as devices send them (SPEC §16): a POST body (a JSON array of event objects)
+/// Reads install reports as devices send them (docs/protocol.md#install-reports): a POST body (a JSON array of event objects)
 /// or a line of a log (one object, or one array). Every value is checked; the first one that breaks a
 /// rule is named with its path (`events[3].packages[0].via`) and what was expected. Fields this build
 /// does not know are ignored, as a manifest's are.
@@ -42,7 +42,9 @@ package enum EventReader {
 
     /// One event object.
     package static func event(_ value: JSONValue, at path: String) throws(Problem) -> ReportEvent {
-        guard let object = value.object else { throw Problem(path: path, reason: "expected an event object, got \(describe(value))") }
+        guard let object = value.object else {
+            throw Problem(path: path, reason: "expected an event object, got \(describe(value))")
+        }
         func field(_ name: String) -> JSONValue? { object[name].flatMap { $0.isNull ? nil : $0 } }
         func text(_ name: String, required: Bool, limit: Int) throws(Problem) -> String? {
             guard let value = field(name) else {
@@ -74,7 +76,9 @@ package enum EventReader {
         }
         let timeText = try text("time", required: true, limit: 64)!
         guard let milliseconds = ReportTime.milliseconds(timeText) else {
-            throw Problem(path: "\(path).time", reason: "expected an RFC 3339 time such as 2026-05-01T10:00:00.123Z, got \(quoted(timeText))")
+            throw Problem(
+                path: "\(path).time",
+                reason: "expected an RFC 3339 time such as 2026-05-01T10:00:00.123Z, got \(quoted(timeText))")
         }
         let kindText = try text("event", required: true, limit: 32)!
         guard let kind = ReportEvent.Kind(rawValue: kindText) else {
@@ -97,22 +101,30 @@ package enum EventReader {
             func version(_ name: String) throws(Problem) -> String? {
                 guard let value = fields[name], !value.isNull else { return nil }
                 guard let string = value.string, ManifestRules.isValidVersion(string) else {
-                    throw Problem(path: "\(at).\(name)", reason: "expected null or a version (\(ManifestRules.versionPattern)), got \(describe(value))")
+                    throw Problem(
+                        path: "\(at).\(name)",
+                        reason: "expected null or a version (\(ManifestRules.versionPattern)), got \(describe(value))")
                 }
                 return string
             }
             guard let id = fields["id"]?.string, ManifestRules.isValidID(id) else {
-                throw Problem(path: "\(at).id", reason: "expected a package id (\(ManifestRules.idPattern)), got \(fields["id"].map(describe) ?? "nothing")")
+                throw Problem(
+                    path: "\(at).id",
+                    reason: "expected a package id (\(ManifestRules.idPattern)), got \(fields["id"].map(describe) ?? "nothing")")
             }
             guard ids.insert(id).inserted else { throw Problem(path: "\(at).id", reason: "package \"\(id)\" is listed twice") }
             var via: String?
             if let value = fields["via"], !value.isNull {
                 guard let string = value.string, ReportEvent.ways.contains(string) else {
-                    throw Problem(path: "\(at).via", reason: "expected null or one of \(ReportEvent.ways.joined(separator: ", ")), got \(describe(value))")
+                    throw Problem(
+                        path: "\(at).via",
+                        reason: "expected null or one of \(ReportEvent.ways.joined(separator: ", ")), got \(describe(value))")
                 }
                 via = string
             }
-            let bytes = try integer("bytes", at: fields["bytes"].flatMap { $0.isNull ? nil : $0 }, "\(at).bytes", range: 0...(1 << 50)) ?? 0
+            let bytes =
+                try integer("bytes", at: fields["bytes"].flatMap { $0.isNull ? nil : $0 }, "\(at).bytes", range: 0...(1 << 50))
+                ?? 0
             packages.append(.init(id: id, from: try version("from"), to: try version("to"), via: via, bytes: bytes))
         }
         let exitStatus = try integer("exitStatus", at: field("exitStatus"), "\(path).exitStatus", range: 0...255)
@@ -129,7 +141,10 @@ package enum EventReader {
     static func isDeviceID(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
         return (1...64).contains(bytes.count)
-            && bytes.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || $0 == 0x2e || $0 == 0x5f || $0 == 0x2d }
+            && bytes.allSatisfy {
+                (0x30...0x39).contains($0) || (0x41...0x5a).contains($0) || (0x61...0x7a).contains($0) || $0 == 0x2e || $0 == 0x5f
+                    || $0 == 0x2d
+            }
     }
 
     static func describe(_ value: JSONValue) -> String {

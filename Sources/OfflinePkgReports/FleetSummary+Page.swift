@@ -26,64 +26,78 @@ extension FleetSummary {
         for package in packages { html += section(package) }
         if !errors.isEmpty {
             html += "<h2>Failed syncs that named no package</h2>\n<table><tr><th>count</th><th>error</th></tr>\n"
-            for error in errors { html += "<tr><td>\(error.count)</td><td style=\"text-align:left\">\(SVGChart.escape(error.error))</td></tr>\n" }
+            for error in errors {
+                html += "<tr><td>\(error.count)</td><td style=\"text-align:left\">\(SVGChart.escape(error.error))</td></tr>\n"
+            }
             html += "</table>\n"
         }
         return html + "</body></html>\n"
     }
 
     private func section(_ package: PackageSummary) -> String {
-        let colours = Dictionary(uniqueKeysWithValues: package.versions.enumerated().map { ($0.element.version, SVGChart.colour($0.offset)) })
+        let colours = Dictionary(
+            uniqueKeysWithValues: package.versions.enumerated().map { ($0.element.version, SVGChart.colour($0.offset)) })
         var html = "<h2 id=\"package-\(SVGChart.escape(package.id))\">\(SVGChart.escape(package.id))</h2>\n"
         // Adoption over time.
         let points = package.adoption.points
         let shown = package.versions.filter { version in points.contains { ($0.devices[version.version] ?? 0) > 0 } }
         if !points.isEmpty && !shown.isEmpty {
-            html += SVGChart.lines(
-                title: "Adoption: devices on each version over time",
-                series: shown.map { version in
-                    (version.version, colours[version.version]!, points.map { Double($0.devices[version.version] ?? 0) })
-                },
-                labels: points.map { Self.label($0.time, step: package.adoption.step) }) + "\n"
+            html +=
+                SVGChart.lines(
+                    title: "Adoption: devices on each version over time",
+                    series: shown.map { version in
+                        (version.version, colours[version.version]!, points.map { Double($0.devices[version.version] ?? 0) })
+                    },
+                    labels: points.map { Self.label($0.time, step: package.adoption.step) }) + "\n"
         }
         // Devices now.
-        html += SVGChart.bars(
-            title: "Devices per version now",
-            rows: package.versions.map { version in
-                (version.version, [(Double(version.devices), colours[version.version]!)], "\(version.devices)")
-            }) + "\n"
+        html +=
+            SVGChart.bars(
+                title: "Devices per version now",
+                rows: package.versions.map { version in
+                    (version.version, [(Double(version.devices), colours[version.version]!)], "\(version.devices)")
+                }) + "\n"
         // Failure and revert rates.
         let tried = package.versions.filter { $0.failureRate != nil || $0.revertRate != nil }
         if !tried.isEmpty {
-            html += SVGChart.bars(
-                title: "Failure and revert rates",
-                rows: tried.flatMap { version in
-                    [
-                        ("\(version.version) failed", [((version.failureRate ?? 0) * 100, "#d62728")], Self.percent(version.failureRate)),
-                        ("\(version.version) reverted", [((version.revertRate ?? 0) * 100, "#ff7f0e")], Self.percent(version.revertRate)),
-                    ]
-                }, maximum: 100) + "\n"
+            html +=
+                SVGChart.bars(
+                    title: "Failure and revert rates",
+                    rows: tried.flatMap { version in
+                        [
+                            (
+                                "\(version.version) failed", [((version.failureRate ?? 0) * 100, "#d62728")],
+                                Self.percent(version.failureRate)
+                            ),
+                            (
+                                "\(version.version) reverted", [((version.revertRate ?? 0) * 100, "#ff7f0e")],
+                                Self.percent(version.revertRate)
+                            ),
+                        ]
+                    }, maximum: 100) + "\n"
         }
         // Bytes by way.
         let fetched = package.versions.filter { $0.bytes.files + $0.bytes.delta + $0.bytes.archive > 0 }
         if !fetched.isEmpty {
             let ways: [(name: String, colour: String)] = [("files", "#2ca02c"), ("delta", "#1f77b4"), ("archive", "#9467bd")]
-            html += SVGChart.bars(
-                title: "Bytes fetched by way",
-                rows: fetched.map { version in
-                    let values = [version.bytes.files, version.bytes.delta, version.bytes.archive]
-                    return (
-                        version.version, zip(values, ways).map { (Double($0), $1.colour) },
-                        Self.bytes(values.reduce(0, +))
-                    )
-                }, legend: ways) + "\n"
+            html +=
+                SVGChart.bars(
+                    title: "Bytes fetched by way",
+                    rows: fetched.map { version in
+                        let values = [version.bytes.files, version.bytes.delta, version.bytes.archive]
+                        return (
+                            version.version, zip(values, ways).map { (Double($0), $1.colour) },
+                            Self.bytes(values.reduce(0, +))
+                        )
+                    }, legend: ways) + "\n"
         }
         html += table(package)
         return html
     }
 
     private func table(_ package: PackageSummary) -> String {
-        var html = "<table>\n<tr><th>version</th><th>devices now</th><th>activated</th><th>failed</th><th>reverted</th>"
+        var html =
+            "<table>\n<tr><th>version</th><th>devices now</th><th>activated</th><th>failed</th><th>reverted</th>"
             + "<th>confirmed</th><th>failure rate</th><th>revert rate</th><th>files</th><th>delta</th><th>archive</th></tr>\n"
         for version in package.versions {
             let cells = [
@@ -91,7 +105,8 @@ extension FleetSummary {
             ]
             let failure = (version.failureRate ?? 0) > 0 ? " class=\"bad\"" : ""
             let revert = (version.revertRate ?? 0) > 0 ? " class=\"bad\"" : ""
-            html += "<tr><td>\(SVGChart.escape(version.version))</td>" + cells.map { "<td>\($0)</td>" }.joined()
+            html +=
+                "<tr><td>\(SVGChart.escape(version.version))</td>" + cells.map { "<td>\($0)</td>" }.joined()
                 + "<td\(failure)>\(Self.percent(version.failureRate))</td><td\(revert)>\(Self.percent(version.revertRate))</td>"
                 + [version.bytes.files, version.bytes.delta, version.bytes.archive].map { "<td>\(Self.bytes($0))</td>" }.joined()
                 + "</tr>\n"

@@ -8,7 +8,10 @@ extension FleetSummary {
             "\(devices) device(s), \(events) event(s); counts over the last \(days) day(s) (since \(since)); devices: on the version now"
         ]
         if packages.isEmpty { lines.append("no package reported yet") }
-        let header = ["version", "devices", "activated", "failed", "reverted", "confirmed", "fail %", "revert %", "files", "delta", "archive"]
+        let header = [
+            "version", "devices", "activated", "failed", "reverted", "confirmed", "fail %", "revert %", "files", "delta",
+            "archive",
+        ]
         for package in packages {
             lines.append("")
             lines.append(package.id)

@@ -1,7 +1,7 @@
 import Foundation
 import OfflinePkg
 
-/// What `reports show` says about a fleet (SPEC §16), worked out in one pass over the stored events in
+/// What `reports show` says about a fleet (docs/protocol.md#install-reports), worked out in one pass over the stored events in
 /// the order they happened.
 ///
 /// - **devices** on a version: devices whose last event that names the package left them on it — the

@@ -2,7 +2,7 @@ import Foundation
 import OfflinePkg
 import OfflinePkgServer
 
-/// `offlinepkg reports serve` (SPEC §16): takes devices' POSTs of install reports into a
+/// `offlinepkg reports serve` (docs/protocol.md#install-reports): takes devices' POSTs of install reports into a
 /// `ReportsDatabase`.
 ///
 /// - `POST` (any path, so a proxy may forward `/reports` as it is): a JSON array of events, at most
@@ -59,7 +59,8 @@ package final class ReportsCollector: Sendable {
             guard let counts = try? database.counts() else { return .text(503, "the database cannot be read now") }
             return .text(200, "offlinepkg reports collector: \(counts.events) events from \(counts.devices) devices")
         default:
-            return .text(405, "method not allowed: POST install reports, GET for a health check", headers: [("Allow", "GET, HEAD, POST")])
+            return .text(
+                405, "method not allowed: POST install reports, GET for a health check", headers: [("Allow", "GET, HEAD, POST")])
         }
     }
 }

@@ -43,7 +43,9 @@ package final class ReportsDatabase: Sendable {
         }
         let version = try connection.integer("PRAGMA user_version") ?? 0
         if version > schemaVersion {
-            throw DatabaseFailure(.other, "\(connection.path) was written by a newer offlinepkg (schema \(version), this one reads \(schemaVersion))")
+            throw DatabaseFailure(
+                .other,
+                "\(connection.path) was written by a newer offlinepkg (schema \(version), this one reads \(schemaVersion))")
         }
         if readOnly {
             if tables == 0 { throw DatabaseFailure(.notADatabase, "\(connection.path) holds no reports yet") }
@@ -53,7 +55,8 @@ package final class ReportsDatabase: Sendable {
         // device hears it was stored.
         let mode = try connection.text("PRAGMA journal_mode=WAL")
         guard mode?.lowercased() == "wal" else {
-            throw DatabaseFailure(.other, "database \(connection.path) cannot use a write-ahead log here (journal mode \(mode ?? "?"))")
+            throw DatabaseFailure(
+                .other, "database \(connection.path) cannot use a write-ahead log here (journal mode \(mode ?? "?"))")
         }
         try connection.execute("PRAGMA synchronous=FULL")
         guard version < schemaVersion else { return }
@@ -204,7 +207,8 @@ package final class ReportsDatabase: Sendable {
                 try body(
                     Row(
                         device: statement.text(0) ?? "", timeMs: statement.integer(1), event: kind, error: statement.text(3),
-                        eventID: statement.integer(9), package: statement.text(4), from: statement.text(5), to: statement.text(6), via: statement.text(7),
+                        eventID: statement.integer(9), package: statement.text(4), from: statement.text(5), to: statement.text(6),
+                        via: statement.text(7),
                         bytes: statement.integer(8)))
             }
         }

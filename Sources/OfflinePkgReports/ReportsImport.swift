@@ -1,7 +1,7 @@
 import Foundation
 import OfflinePkg
 
-/// `offlinepkg reports import` (SPEC §16): install reports that a log pipeline collected, as JSON lines —
+/// `offlinepkg reports import` (docs/protocol.md#install-reports): install reports that a log pipeline collected, as JSON lines —
 /// each line one event object, or one array of them (a POST body as logged). Stored as the collector
 /// stores them: once each, however many times a line repeats across files and runs.
 package enum ReportsImport {

@@ -1,7 +1,6 @@
 internal import CSQLite
 import Foundation
 
-
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,7 +20,9 @@ final class SQLiteConnection {
         if !readOnly && !FileManager.default.fileExists(atPath: path) {
             // SQLite gives its -wal and -shm files the database's mode: created 0600 here, so are they.
             let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-            if fd < 0 { throw DatabaseFailure(.cannotWrite, "database \(path) cannot be created: \(String(cString: strerror(errno)))") }
+            if fd < 0 {
+                throw DatabaseFailure(.cannotWrite, "database \(path) cannot be created: \(String(cString: strerror(errno)))")
+            }
             Glibc.close(fd)
         }
         var handle: OpaquePointer?
@@ -149,12 +150,18 @@ final class SQLiteStatement {
     }
 
     func bind(_ index: Int32, _ value: String?) throws {
-        guard let value else { _ = try connection.check(sqlite3_bind_null(pointer, index), sql); return }
+        guard let value else {
+            _ = try connection.check(sqlite3_bind_null(pointer, index), sql)
+            return
+        }
         try connection.check(sqlite3_bind_text(pointer, index, value, -1, csqlite_transient()), sql)
     }
 
     func bind(_ index: Int32, _ value: Int64?) throws {
-        guard let value else { _ = try connection.check(sqlite3_bind_null(pointer, index), sql); return }
+        guard let value else {
+            _ = try connection.check(sqlite3_bind_null(pointer, index), sql)
+            return
+        }
         try connection.check(sqlite3_bind_int64(pointer, index, value), sql)
     }
 

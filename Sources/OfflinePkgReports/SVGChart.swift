@@ -4,7 +4,9 @@ import Foundation
 /// script, no font but the reader's own sans-serif.
 enum SVGChart {
     /// Colours for series, in order (enough contrast on white; repeated past the end).
-    static let palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+    static let palette = [
+        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    ]
 
     static func colour(_ index: Int) -> String { palette[index % palette.count] }
 
@@ -42,12 +44,14 @@ enum SVGChart {
             if line.values.count == 1 {
                 svg += "<circle cx=\"\(f(x(0)))\" cy=\"\(f(y(line.values[0])))\" r=\"4\" fill=\"\(line.colour)\"/>"
             } else {
-                svg += "<polyline class=\"series\" fill=\"none\" stroke=\"\(line.colour)\" stroke-width=\"2.5\" points=\"\(points)\"/>"
+                svg +=
+                    "<polyline class=\"series\" fill=\"none\" stroke=\"\(line.colour)\" stroke-width=\"2.5\" points=\"\(points)\"/>"
             }
         }
         var legendX = left
         for line in series {
-            svg += "<rect x=\"\(f(legendX))\" y=\"\(f(Double(height) - 16))\" width=\"12\" height=\"12\" fill=\"\(line.colour)\"/>"
+            svg +=
+                "<rect x=\"\(f(legendX))\" y=\"\(f(Double(height) - 16))\" width=\"12\" height=\"12\" fill=\"\(line.colour)\"/>"
             svg += text(x: legendX + 16, y: Double(height) - 6, line.name, anchor: "start")
             legendX += 28 + Double(min(line.name.count, 24)) * 7
         }
@@ -71,7 +75,8 @@ enum SVGChart {
             var segmentX = left
             for segment in row.segments where segment.value > 0 {
                 let segmentWidth = max(1, plotWidth * segment.value / scale)
-                svg += "<rect class=\"bar\" x=\"\(f(segmentX))\" y=\"\(f(rowY + 3))\" width=\"\(f(segmentWidth))\" height=\"\(f(rowHeight - 8))\" fill=\"\(segment.colour)\"/>"
+                svg +=
+                    "<rect class=\"bar\" x=\"\(f(segmentX))\" y=\"\(f(rowY + 3))\" width=\"\(f(segmentWidth))\" height=\"\(f(rowHeight - 8))\" fill=\"\(segment.colour)\"/>"
                 segmentX += segmentWidth
             }
             svg += text(x: segmentX + 6, y: rowY + 15, row.caption, anchor: "start")

@@ -7,7 +7,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// A small HTTP/1.1 service that takes request bodies (the install reports collector, SPEC §16), on the
+/// A small HTTP/1.1 service that takes request bodies (the install reports collector, docs/protocol.md#install-reports), on the
 /// loopback server's machinery: the same accepting thread handing connections to MHD daemons
 /// (`ConnectionAcceptor`), the same header and keep-alive deadlines (`ConnectionDeadlines`), the same
 /// request checks (`RequestChecks`), daemons started by the same shim. `package`: libmicrohttpd stays
@@ -41,7 +41,9 @@ package final class EndpointServer: Sendable {
 
         /// A short text answer.
         package static func text(_ status: Int, _ text: String, headers: [(String, String)] = []) -> Response {
-            Response(status: status, headers: [("Content-Type", "text/plain; charset=utf-8")] + headers, body: Array((text + "\n").utf8))
+            Response(
+                status: status, headers: [("Content-Type", "text/plain; charset=utf-8")] + headers,
+                body: Array((text + "\n").utf8))
         }
     }
 
@@ -144,7 +146,8 @@ package final class EndpointServer: Sendable {
         config.request_began = requestBegan
         config.notify_context = Unmanaged.passUnretained(daemon).toOpaque()
         guard let pointer = cmicrohttpd_start(&config) else {
-            throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: "start server", Errno(errno == 0 ? ENOMEM : errno))
+            throw OfflinePkgError.io(
+                path: "\(host):\(requestedPort)", operation: "start server", Errno(errno == 0 ? ENOMEM : errno))
         }
         daemon.pointer = pointer
         return daemon
@@ -166,7 +169,9 @@ final class EndpointLane: Sendable {
     var drainedAtMost: Int { max(maximumBodyBytes * 8, 1 << 20) }
 
     func tooLarge(_ announced: Int?) -> EndpointServer.Response {
-        .text(413, "body too large: \(announced.map { "\($0) bytes announced, " } ?? "")at most \(maximumBodyBytes) bytes are taken")
+        .text(
+            413, "body too large: \(announced.map { "\($0) bytes announced, " } ?? "")at most \(maximumBodyBytes) bytes are taken"
+        )
     }
 
     /// Queues `response` on `connection`.

@@ -2,7 +2,7 @@ import Foundation
 import OfflinePkgTestSupport
 import Testing
 
-/// The command line of install reports (SPEC §16): `publish --reports`, `sync --no-reports` and
+/// The command line of install reports (docs/protocol.md#install-reports): `publish --reports`, `sync --no-reports` and
 /// `OFFLINEPKG_REPORTS`, `status --json`'s queue, and the `reports` commands' usage.
 @Suite("Reports command line")
 struct ReportsCommandTests {
@@ -24,9 +24,14 @@ struct ReportsCommandTests {
         #expect(try manifestReports(device) == nil)
         let site = device.scratch.path("sites/3")
         let refused = try OfflinePkgBinary.run(
-            ["publish", site, "--repo", device.repo, "--id", "home", "--version", "4", "--route", "https://m.example.com/",
-             "--reports", "ftp://r.example.com/"])
-        #expect(refused.status == 2 && refused.stderr.contains("reports URL \"ftp://r.example.com/\" is not an absolute http or https URL"), "\(refused.stderr)")
+            [
+                "publish", site, "--repo", device.repo, "--id", "home", "--version", "4", "--route", "https://m.example.com/",
+                "--reports", "ftp://r.example.com/",
+            ])
+        #expect(
+            refused.status == 2
+                && refused.stderr.contains("reports URL \"ftp://r.example.com/\" is not an absolute http or https URL"),
+            "\(refused.stderr)")
     }
 
     /// A sync's exit status is its own, whatever happens to its reports; `status --json` shows the queue.
@@ -45,7 +50,8 @@ struct ReportsCommandTests {
         #expect(text.stderr.contains("install reports not sent, 1 kept for the next sync"), "\(text.stderr)")
         // A refused release is exit 4 with or without its report sent.
         try device.publish("2")
-        let archive = try #require(FileManager.default.enumerator(atPath: device.repo + "/archives/home/2")?.allObjects.first as? String)
+        let archive = try #require(
+            FileManager.default.enumerator(atPath: device.repo + "/archives/home/2")?.allObjects.first as? String)
         try Data("damaged".utf8).write(to: URL(fileURLWithPath: device.repo + "/archives/home/2/" + archive))
         #expect(try device.sync(url).status == 4)
         #expect((try device.status()["reports"] as? [String: Any])?["events"] as? Int == 2)
@@ -64,7 +70,8 @@ struct ReportsCommandTests {
         #expect(!FileManager.default.fileExists(atPath: device.root + "/reports/queue.jsonl"))
         #expect(!FileManager.default.fileExists(atPath: device.root + "/reports/state.json"))
         #expect(try device.status()["reports"] == nil)
-        let bad = try device.sync(url, [], environment: ProcessInfo.processInfo.environment.merging(["OFFLINEPKG_REPORTS": "maybe"]) { $1 })
+        let bad = try device.sync(
+            url, [], environment: ProcessInfo.processInfo.environment.merging(["OFFLINEPKG_REPORTS": "maybe"]) { $1 })
         #expect(bad.status == 2 && bad.stderr.contains("OFFLINEPKG_REPORTS takes 0 (reports off) or 1, got \"maybe\""))
     }
 
@@ -84,8 +91,12 @@ struct ReportsCommandTests {
         result = try OfflinePkgBinary.run(["reports", "show", "--db", scratch.path("other.db")])
         #expect(result.status == 1 && result.stderr.contains("is not an intact SQLite database"), "\(result.stderr)")
         result = try OfflinePkgBinary.run(["reports", "serve", "--db", scratch.path("r.db"), "--host", "nowhere.example"])
-        #expect(result.status == 2 && result.stderr.contains("host nowhere.example is not an IPv4 or IPv6 address"), "\(result.stderr)")
+        #expect(
+            result.status == 2 && result.stderr.contains("host nowhere.example is not an IPv4 or IPv6 address"),
+            "\(result.stderr)")
         result = try OfflinePkgBinary.run(["reports", "show", "--help"])
-        #expect(result.status == 0 && result.stdout.contains("usage: offlinepkg reports show [--db FILE] [--days N] [--json] [--html OUT]"))
+        #expect(
+            result.status == 0
+                && result.stdout.contains("usage: offlinepkg reports show [--db FILE] [--days N] [--json] [--html OUT]"))
     }
 }

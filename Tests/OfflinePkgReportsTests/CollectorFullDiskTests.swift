@@ -42,11 +42,16 @@ struct CollectorFullDiskTests {
         #expect(try collector.database.integrityCheck() == "ok")
         // More than the disk holds, in one batch: refused whole, with the reason.
         let late = (0..<300).map {
-            String(decoding: event("late-\($0)", .failed, [.init(id: "home", from: "1", to: "2", via: nil, bytes: 0)], error: padding).json, as: UTF8.self)
+            String(
+                decoding: event(
+                    "late-\($0)", .failed, [.init(id: "home", from: "1", to: "2", via: nil, bytes: 0)], error: padding
+                ).json, as: UTF8.self)
         }
         let lines = try scratch.write(late.joined(separator: "\n") + "\n", to: "late.jsonl")
         let imported = try OfflinePkgBinary.run(["reports", "import", "--db", database, lines])
-        #expect(imported.status == 1 && imported.stderr.contains("the disk is full"), "\(imported.status) \(imported.stdout) \(imported.stderr)")
+        #expect(
+            imported.status == 1 && imported.stderr.contains("the disk is full"),
+            "\(imported.status) \(imported.stdout) \(imported.stderr)")
         #expect(try collector.database.counts().events == acknowledged)
         #expect(try collector.database.integrityCheck() == "ok")
     }

@@ -6,7 +6,7 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgReports
 
-/// `reports serve` (SPEC §16): what it answers to good, malformed, oversized and repeated bodies, to a
+/// `reports serve` (docs/protocol.md#install-reports): what it answers to good, malformed, oversized and repeated bodies, to a
 /// flood, and that the database stays intact through it all and through a `kill -9`.
 @Suite("Reports collector")
 struct CollectorTests {
@@ -86,7 +86,8 @@ struct CollectorTests {
         let rig = try Rig()
         let large = [UInt8](repeating: UInt8(ascii: " "), count: 2 << 20)
         let announced = try await post(rig.url, large)
-        #expect(announced.status == 413 && announced.text.contains("2097152 bytes announced, at most 1048576"), "\(announced.text)")
+        #expect(
+            announced.status == 413 && announced.text.contains("2097152 bytes announced, at most 1048576"), "\(announced.text)")
         let chunked = try await post(rig.url, large, chunked: true)
         #expect(chunked.status == 413 && chunked.text.contains("at most 1048576"), "\(chunked.text)")
         let small = try await post(rig.url, body([event("device-1", .activated, Self.home)]))
@@ -110,9 +111,11 @@ struct CollectorTests {
                         } else {
                             // Posts 2k and 2k+1 carry the same two events: one of each pair is a resend.
                             let pair = index / 2
-                            bytes = body((0..<2).map {
-                                event("flood-\(pair)-\($0)", .activated, Self.home, at: start.addingTimeInterval(Double(pair)))
-                            })
+                            bytes = body(
+                                (0..<2).map {
+                                    event(
+                                        "flood-\(pair)-\($0)", .activated, Self.home, at: start.addingTimeInterval(Double(pair)))
+                                })
                         }
                         let answer = try await post(rig.url, bytes)
                         statuses.with { $0[answer.status, default: 0] += 1 }
@@ -140,7 +143,9 @@ struct CollectorTests {
                 group.addTask {
                     for index in 0..<400 {
                         let device = "kill-\(worker)-\(index)"
-                        guard let answer = try? await post(collector.url, body([event(device, .activated, Self.home, at: start)]), timeout: 5),
+                        guard
+                            let answer = try? await post(
+                                collector.url, body([event(device, .activated, Self.home, at: start)]), timeout: 5),
                             answer.status == 200
                         else { return }
                         acknowledged.with { $0.append(device) }

@@ -5,7 +5,7 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgReports
 
-/// SPEC §16 end to end on loopback: 50 device roots syncing with the `offlinepkg` binary through nginx,
+/// Install reports (docs/protocol.md#install-reports) end to end on loopback: 50 device roots syncing with the `offlinepkg` binary through nginx,
 /// which serves the repository and proxies `/reports` to `reports serve`, while the publisher releases
 /// three versions: one that fails on the devices its rollout reaches (a damaged archive), one that all
 /// take, one that some revert (their launch is never confirmed). The collector is down for one round;
@@ -52,11 +52,17 @@ struct FleetReportsTests {
         func publish(_ id: String, _ version: String, _ extra: [String] = []) throws {
             let site = scratch.path("sites/\(id)-\(version)")
             try writeSite(
-                [SiteFile("index.html", "\(id) \(version)"), SiteFile("app.js", bytes: Array(repeating: UInt8(version.utf8.first!), count: 2048))],
+                [
+                    SiteFile("index.html", "\(id) \(version)"),
+                    SiteFile("app.js", bytes: Array(repeating: UInt8(version.utf8.first!), count: 2048)),
+                ],
                 to: site)
             let route = id == "home" ? "https://m.example.com/" : "https://m.example.com/\(id)/"
             try OfflinePkgBinary.run(
-                ["publish", site, "--repo", repo, "--id", id, "--version", version, "--route", route, "--sign-key", key + ".key", "--quiet"]
+                [
+                    "publish", site, "--repo", repo, "--id", id, "--version", version, "--route", route, "--sign-key",
+                    key + ".key", "--quiet",
+                ]
                     + extra
             ).checked("publish \(id) \(version)")
             // nginx's validators have one-second resolution: each publish gets an mtime of its own.
@@ -116,7 +122,9 @@ struct FleetReportsTests {
         /// The stored events, by device id: event kind → count.
         func stored() throws -> [String: [String: Int]] {
             var result = [String: [String: Int]]()
-            for line in try sqlite(database, "SELECT device, event, count(*) FROM events GROUP BY device, event").split(separator: "\n") {
+            for line in try sqlite(database, "SELECT device, event, count(*) FROM events GROUP BY device, event").split(
+                separator: "\n")
+            {
                 let fields = line.split(separator: "|").map(String.init)
                 result[fields[0], default: [:]][fields[1]] = Int(fields[2])
             }
@@ -152,12 +160,14 @@ struct FleetReportsTests {
         try fleet.damage(fleet.repo + "/archives/docs/2/docs-2.tar.gz")
         fleet.collector.stop()
         statuses = try fleet.round()
-        let reached = Set((0..<Self.devices).filter { Rollout.bucket(deviceID: fleet.deviceID($0), packageID: "docs", version: "2") < 40 })
+        let reached = Set(
+            (0..<Self.devices).filter { Rollout.bucket(deviceID: fleet.deviceID($0), packageID: "docs", version: "2") < 40 })
         #expect(!reached.isEmpty && reached.count < Self.devices)
         #expect(Set(statuses.filter { $0.value == 4 }.keys) == reached)
         #expect(statuses.filter { $0.value == 0 }.count == Self.devices - reached.count)
         let queued = try OfflinePkgBinary.run(["status", "--root", fleet.root(reached.first!), "--json"]).checked("status").stdout
-        let reports = try #require((try JSONSerialization.jsonObject(with: Data(queued.utf8)) as? [String: Any])?["reports"] as? [String: Any])
+        let reports = try #require(
+            (try JSONSerialization.jsonObject(with: Data(queued.utf8)) as? [String: Any])?["reports"] as? [String: Any])
         // Release 1's launch confirmation (recorded after that round's send) and this failure wait.
         #expect(reports["events"] as? Int == 2 && reports["url"] as? String == collectorURL, "\(reports)")
         #expect((reports["lastFailure"] as? [String: Any])?["message"] as? String != nil)
@@ -182,7 +192,9 @@ struct FleetReportsTests {
         let proxy = try HoldingProxy(
             port: fleet.collectorPort, upstream: standIn.port,
             treatments: [fleet.deviceID(storedThenKilled): .forwardThenHold, fleet.deviceID(killedBeforeStored): .hold])
-        let killed = try [storedThenKilled, killedBeforeStored].map { try ChildProcess(OfflinePkgBinary.path, fleet.syncArguments($0)) }
+        let killed = try [storedThenKilled, killedBeforeStored].map {
+            try ChildProcess(OfflinePkgBinary.path, fleet.syncArguments($0))
+        }
         try fleet.round(except: [storedThenKilled, killedBeforeStored])
         let deadline = Date().addingTimeInterval(30)
         while proxy.held.count < 2 && Date() < deadline { usleep(10_000) }
@@ -192,7 +204,8 @@ struct FleetReportsTests {
         standIn.stop()
         for device in [storedThenKilled, killedBeforeStored] {
             // Killed after the switch: each activated home 3, and its event waits in its queue.
-            #expect(try String(contentsOfFile: fleet.root(device) + "/active.json", encoding: .utf8).contains("\"version\" : \"3\""))
+            #expect(
+                try String(contentsOfFile: fleet.root(device) + "/active.json", encoding: .utf8).contains("\"version\" : \"3\""))
             fleet.count(device, "activated")
         }
         fleet.collector = try CollectorProcess(database: fleet.database, port: fleet.collectorPort)
@@ -222,22 +235,27 @@ struct FleetReportsTests {
             for package in record.current.packages { onDisk[package.id, default: [:]][package.version, default: 0] += 1 }
         }
         for package in summary.packages {
-            let devices = Dictionary(uniqueKeysWithValues: package.versions.filter { $0.devices > 0 }.map { ($0.version, $0.devices) })
+            let devices = Dictionary(
+                uniqueKeysWithValues: package.versions.filter { $0.devices > 0 }.map { ($0.version, $0.devices) })
             #expect(devices == onDisk[package.id], "\(package.id)")
         }
         #expect(onDisk["home"] == ["3": Self.devices - reverting.count, "2": reverting.count])
         let docs = try #require(summary.packages.first { $0.id == "docs" })
         let failing = try #require(docs.versions.first { $0.version == "2" })
         #expect(failing.failed == reached.count && failing.failureRate == 1 && failing.activated == 0)
-        #expect(failing.errors.first?.error.hasPrefix("sha256 mismatch for archives/docs/2/docs-2.tar.gz") == true, "\(failing.errors)")
+        #expect(
+            failing.errors.first?.error.hasPrefix("sha256 mismatch for archives/docs/2/docs-2.tar.gz") == true,
+            "\(failing.errors)")
         let home = try #require(summary.packages.first { $0.id == "home" })
         let three = try #require(home.versions.first { $0.version == "3" })
         #expect(three.activated == Self.devices && three.reverted == reverting.count && three.revertRate == 0.2)
         #expect(three.confirmed == Self.devices - reverting.count)
         #expect(home.versions.first { $0.version == "1" }?.confirmed == Self.devices)
 
-        let table = try OfflinePkgBinary.run(["reports", "show", "--db", fleet.database, "--html", fleet.scratch.path("fleet.html")])
-            .checked("show").stdout
+        let table = try OfflinePkgBinary.run([
+            "reports", "show", "--db", fleet.database, "--html", fleet.scratch.path("fleet.html"),
+        ])
+        .checked("show").stdout
         print(table)
         if let keep = ProcessInfo.processInfo.environment["REPORTS_FLEET_PAGE"] {
             try? FileManager.default.removeItem(atPath: keep)

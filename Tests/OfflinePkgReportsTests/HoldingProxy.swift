@@ -116,7 +116,8 @@ final class HoldingProxy: Sendable {
         }
         let end = buffer.firstRange(of: terminator)!.upperBound
         let head = String(decoding: buffer[..<end], as: UTF8.self)
-        let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+        let length =
+            head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
             .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
         while buffer.count < end + length {
             let count = recv(connection, &chunk, chunk.count, 0)

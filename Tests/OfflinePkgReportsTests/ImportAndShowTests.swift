@@ -19,29 +19,47 @@ struct ImportAndShowTests {
         var events = [ReportEvent]()
         for device in 0..<10 {
             events.append(
-                event("d\(device)", .activated, [.init(id: "home", from: nil, to: "1", via: "archive", bytes: 1000)], at: start.addingTimeInterval(Double(device))))
+                event(
+                    "d\(device)", .activated, [.init(id: "home", from: nil, to: "1", via: "archive", bytes: 1000)],
+                    at: start.addingTimeInterval(Double(device))))
         }
         for device in 0..<6 {
             events.append(
-                event("d\(device)", .activated, [.init(id: "home", from: "1", to: "2", via: device < 3 ? "delta" : "files", bytes: 100)],
+                event(
+                    "d\(device)", .activated,
+                    [.init(id: "home", from: "1", to: "2", via: device < 3 ? "delta" : "files", bytes: 100)],
                     at: start.addingTimeInterval(8 * hour + Double(device)), sequence: 2))
         }
         for device in 0..<2 {
-            events.append(event("d\(device)", .reverted, [.init(id: "home", from: "2", to: "1", via: "cache", bytes: 0)], at: start.addingTimeInterval(9 * hour), sequence: 1))
+            events.append(
+                event(
+                    "d\(device)", .reverted, [.init(id: "home", from: "2", to: "1", via: "cache", bytes: 0)],
+                    at: start.addingTimeInterval(9 * hour), sequence: 1))
         }
         for device in 2..<6 {
-            events.append(event("d\(device)", .confirmed, [.init(id: "home", from: "1", to: "2", via: "cache", bytes: 0)], at: start.addingTimeInterval(9 * hour), sequence: 2))
+            events.append(
+                event(
+                    "d\(device)", .confirmed, [.init(id: "home", from: "1", to: "2", via: "cache", bytes: 0)],
+                    at: start.addingTimeInterval(9 * hour), sequence: 2))
         }
-        let failures = [("d6", "sha256 mismatch for archives/home-2.tar.gz"), ("d7", "sha256 mismatch for archives/home-2.tar.gz"), ("d8", "no space left")]
+        let failures = [
+            ("d6", "sha256 mismatch for archives/home-2.tar.gz"), ("d7", "sha256 mismatch for archives/home-2.tar.gz"),
+            ("d8", "no space left"),
+        ]
         for (index, (device, error)) in failures.enumerated() {
             events.append(
-                event(device, .failed, [.init(id: "home", from: "1", to: "2", via: nil, bytes: 0)], at: start.addingTimeInterval(10 * hour + Double(index)),
+                event(
+                    device, .failed, [.init(id: "home", from: "1", to: "2", via: nil, bytes: 0)],
+                    at: start.addingTimeInterval(10 * hour + Double(index)),
                     error: error, sequence: 2))
         }
         events.append(
-            event("d6", .failed, [.init(id: "home", from: "1", to: "2", via: nil, bytes: 0)], at: start.addingTimeInterval(11 * hour),
+            event(
+                "d6", .failed, [.init(id: "home", from: "1", to: "2", via: nil, bytes: 0)],
+                at: start.addingTimeInterval(11 * hour),
                 error: "sha256 mismatch for archives/home-2.tar.gz", sequence: 2))
-        events.append(event("d8", .failed, [], at: start.addingTimeInterval(12 * hour), error: "signature refused", sequence: nil))
+        events.append(
+            event("d8", .failed, [], at: start.addingTimeInterval(12 * hour), error: "signature refused", sequence: nil))
         return events
     }
 
@@ -56,11 +74,17 @@ struct ImportAndShowTests {
         let scratch = try TemporaryDirectory(prefix: "offlinepkg-import")
         let events = Self.fleet(now: Date())
         try Self.writeLines(events, to: scratch.path("a.jsonl"))
-        _ = try scratch.write("{\"device\":\"d1\"}\nnot json\n" + String(decoding: events[0].json, as: UTF8.self) + "\n", to: "b.jsonl")
+        _ = try scratch.write(
+            "{\"device\":\"d1\"}\nnot json\n" + String(decoding: events[0].json, as: UTF8.self) + "\n", to: "b.jsonl")
         let database = scratch.path("reports.db")
-        let first = try OfflinePkgBinary.run(["reports", "import", "--db", database, scratch.path("a.jsonl"), scratch.path("b.jsonl")])
+        let first = try OfflinePkgBinary.run([
+            "reports", "import", "--db", database, scratch.path("a.jsonl"), scratch.path("b.jsonl"),
+        ])
         #expect(first.status == 4, "\(first.stderr)")
-        #expect(first.stdout.contains("imported \(events.count + 1) event(s) from 14 line(s) of 2 file(s): \(events.count) new, 1 already stored, 2 line(s) refused"), "\(first.stdout)")
+        #expect(
+            first.stdout.contains(
+                "imported \(events.count + 1) event(s) from 14 line(s) of 2 file(s): \(events.count) new, 1 already stored, 2 line(s) refused"
+            ), "\(first.stdout)")
         #expect(first.stderr.contains("refused \(scratch.path("b.jsonl")):1: event.time: missing"), "\(first.stderr)")
         #expect(first.stderr.contains("refused \(scratch.path("b.jsonl")):2: events: not valid JSON"), "\(first.stderr)")
         let again = try OfflinePkgBinary.run(["reports", "import", "--db", database, "--json", scratch.path("a.jsonl")])
@@ -74,8 +98,10 @@ struct ImportAndShowTests {
         let scratch = try TemporaryDirectory(prefix: "offlinepkg-show")
         try Self.writeLines(Self.fleet(now: Date()), to: scratch.path("fleet.jsonl"))
         let database = scratch.path("reports.db")
-        try OfflinePkgBinary.run(["reports", "import", "--db", database, "--quiet", scratch.path("fleet.jsonl")]).checked("import")
-        let shown = try OfflinePkgBinary.run(["reports", "show", "--db", database, "--json", "--html", scratch.path("page.html")]).checked("show")
+        try OfflinePkgBinary.run(["reports", "import", "--db", database, "--quiet", scratch.path("fleet.jsonl")]).checked(
+            "import")
+        let shown = try OfflinePkgBinary.run(["reports", "show", "--db", database, "--json", "--html", scratch.path("page.html")])
+            .checked("show")
         let summary = try JSONDecoder().decode(FleetSummary.self, from: Data(shown.stdout.utf8))
         #expect(summary.devices == 10 && summary.events == 10 + 6 + 2 + 4 + 3 + 1 + 1)
         let home = try #require(summary.packages.first { $0.id == "home" })
@@ -110,10 +136,14 @@ struct ImportAndShowTests {
         #expect(page.hasPrefix("<!doctype html>") && page.contains("<svg") && page.contains("<polyline"))
         for forbidden in ["<script", "src=", "href=", "url(", "@import", "@font-face", "http://", "https://"] {
             let hits = page.components(separatedBy: forbidden).count - 1
-            let allowed = forbidden == "http://" ? page.components(separatedBy: "xmlns=\"http://www.w3.org/2000/svg\"").count - 1 : 0
+            let allowed =
+                forbidden == "http://" ? page.components(separatedBy: "xmlns=\"http://www.w3.org/2000/svg\"").count - 1 : 0
             #expect(hits == allowed, "the page has \(forbidden)")
         }
-        for title in ["Adoption: devices on each version over time", "Devices per version now", "Failure and revert rates", "Bytes fetched by way"] {
+        for title in [
+            "Adoption: devices on each version over time", "Devices per version now", "Failure and revert rates",
+            "Bytes fetched by way",
+        ] {
             #expect(page.contains(title), "\(title)")
         }
     }
@@ -128,7 +158,9 @@ struct ImportAndShowTests {
             if event.packages.isEmpty { rows.append(base) }
             for package in event.packages {
                 var row = base
-                (row.package, row.from, row.to, row.via, row.bytes) = (package.id, package.from, package.to, package.via, package.bytes)
+                (row.package, row.from, row.to, row.via, row.bytes) = (
+                    package.id, package.from, package.to, package.via, package.bytes
+                )
                 rows.append(row)
             }
         }

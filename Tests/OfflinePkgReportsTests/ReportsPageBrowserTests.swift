@@ -44,9 +44,11 @@ struct ReportsPageBrowserTests {
         let scratch = try TemporaryDirectory(prefix: "offlinepkg-page")
         let summary = FleetSummary.make(ImportAndShowTests.rows(ImportAndShowTests.fleet(now: Date())), days: 30, now: Date())
         let page = try scratch.write(summary.page, to: "page.html")
-        let measured = try scratch.write(summary.page.replacingOccurrences(of: "</body>", with: Self.measure), to: "measured.html")
+        let measured = try scratch.write(
+            summary.page.replacingOccurrences(of: "</body>", with: Self.measure), to: "measured.html")
         let dom = try browse(["--dump-dom", "file://\(measured)"])
-        let text = try #require(dom.stdout.firstMatch(of: /<pre id="measured">(.*?)<\/pre>/)?.output.1, "\(dom.stderr.suffix(1000))")
+        let text = try #require(
+            dom.stdout.firstMatch(of: /<pre id="measured">(.*?)<\/pre>/)?.output.1, "\(dom.stderr.suffix(1000))")
         let charts = try #require(try JSONSerialization.jsonObject(with: Data(String(text).utf8)) as? [[Int]])
         // Adoption, devices now, rates, bytes by way: one package, four charts.
         #expect(charts.count == 4, "\(charts)")
@@ -61,6 +63,7 @@ struct ReportsPageBrowserTests {
         let pageImage = try PNGInfo(path: shot)
         let blankImage = try PNGInfo(path: blank)
         #expect(pageImage.width == 1000 && pageImage.height == 1400)
-        #expect(pageImage.byteCount > blankImage.byteCount * 5, "page \(pageImage.byteCount) bytes, blank \(blankImage.byteCount)")
+        #expect(
+            pageImage.byteCount > blankImage.byteCount * 5, "page \(pageImage.byteCount) bytes, blank \(blankImage.byteCount)")
     }
 }

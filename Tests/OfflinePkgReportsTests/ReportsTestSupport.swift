@@ -55,20 +55,22 @@ func post(_ url: URL, _ body: [UInt8], chunked: Bool = false, timeout: TimeInter
     request.body = { buffer in
         let count = min(buffer.count, source.bytes.count - source.offset)
         guard count > 0 else { return 0 }
-        source.bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[source.offset..<(source.offset + count)])) }
+        source.bytes.withUnsafeBytes {
+            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[source.offset..<(source.offset + count)]))
+        }
         source.offset += count
         return count
     }
     let received = Mutex<[UInt8]>([])
-    let head = try await CurlTransport().get(request, onResponse: { _ in }) { chunk in received.withLock { $0 += chunk } }
+    let head = try await CurlTransport().get(
+        request, onResponse: { _ in }, onBody: { chunk in received.withLock { $0 += chunk } })
     return Answer(status: head.status, text: received.withLock { String(decoding: $0, as: UTF8.self) })
 }
 
 func get(_ url: URL) async throws -> Answer {
     let received = Mutex<[UInt8]>([])
-    let head = try await CurlTransport().get(TransferRequest(url: url), onResponse: { _ in }) { chunk in
-        received.withLock { $0 += chunk }
-    }
+    let head = try await CurlTransport().get(
+        TransferRequest(url: url), onResponse: { _ in }, onBody: { chunk in received.withLock { $0 += chunk } })
     return Answer(status: head.status, text: received.withLock { String(decoding: $0, as: UTF8.self) })
 }
 
@@ -79,7 +81,8 @@ func event(
 ) -> ReportEvent {
     ReportEvent(
         device: device, time: time, event: kind, sequence: sequence, packages: packages,
-        exitStatus: kind == .activated ? 0 : (kind == .failed ? 4 : nil), error: error, durationMs: kind == .activated || kind == .failed ? 900 : nil,
+        exitStatus: kind == .activated ? 0 : (kind == .failed ? 4 : nil), error: error,
+        durationMs: kind == .activated || kind == .failed ? 900 : nil,
         shellVersion: "3.2")
 }
 

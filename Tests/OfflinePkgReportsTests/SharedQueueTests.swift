@@ -37,7 +37,8 @@ struct SharedQueueTests {
         await host.value
         try device.sync(url).checked("a last send")
 
-        let stored = try sqlite(scratch.path("reports.db"), "SELECT sequence FROM events ORDER BY time_ms").split(separator: "\n").map { Int($0)! }
+        let stored = try sqlite(scratch.path("reports.db"), "SELECT sequence FROM events ORDER BY time_ms").split(separator: "\n")
+            .map { Int($0)! }
         let queued = ReportQueue(layout: layout).queued().map {
             (try! JSONSerialization.jsonObject(with: Data($0)) as! [String: Any])["sequence"] as! Int
         }
@@ -63,8 +64,10 @@ struct FleetDevice {
         let site = scratch.path("sites/\(version)")
         try writeSite([SiteFile("index.html", "home \(version)")], to: site)
         try OfflinePkgBinary.run(
-            ["publish", site, "--repo", repo, "--id", "home", "--version", version, "--route", "https://m.example.com/",
-             "--sign-key", key + ".key", "--quiet"] + extra
+            [
+                "publish", site, "--repo", repo, "--id", "home", "--version", version, "--route", "https://m.example.com/",
+                "--sign-key", key + ".key", "--quiet",
+            ] + extra
         ).checked("publish \(version)")
     }
 

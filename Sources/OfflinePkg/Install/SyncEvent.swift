@@ -37,7 +37,7 @@ public enum SyncEvent: Sendable {
     case activated(generation: Int)
     /// The sync failed as a whole; the active set is as it was.
     case failed(OfflinePkgError)
-    /// The install reports queued in the root were sent to the manifest's reports URL (SPEC §16), after
+    /// The install reports queued in the root were sent to the manifest's reports URL (docs/protocol.md#install-reports), after
     /// the sync.
     case reportsSent(events: Int)
     /// They could not be sent (`reason`); they stay queued for the next sync. The sync's outcome is

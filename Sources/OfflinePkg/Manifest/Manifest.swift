@@ -7,7 +7,7 @@ package struct Manifest: Sendable, Equatable {
     package var packages: [PackageEntry]
     /// How URLs outside packages are cached on the device (docs/protocol.md#the-runtime-cache); nil when the manifest has none.
     package var runtime: RuntimeConfiguration? = nil
-    /// Where devices send their install reports (SPEC §16, `reports.url`); nil: they send none.
+    /// Where devices send their install reports (docs/protocol.md#install-reports, `reports.url`); nil: they send none.
     package var reportsURL: String? = nil
 
     /// The highest manifest format this build reads.

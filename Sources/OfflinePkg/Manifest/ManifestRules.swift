@@ -45,7 +45,7 @@ package enum ManifestRules {
             ? nil : "must be between \(rolloutRange.lowerBound) and \(rolloutRange.upperBound), got \(rollout)"
     }
 
-    /// `reports.url` (SPEC §16): where devices POST their install reports, an absolute http(s) URL with
+    /// `reports.url` (docs/protocol.md#install-reports): where devices POST their install reports, an absolute http(s) URL with
     /// a host and no fragment or user, at most `maximumReportsURLBytes`. Checked by the publisher and by
     /// every device: a report's body must never be sent somewhere a reader of the manifest would not see.
     package static func reportsURLProblem(_ url: String) -> String? {

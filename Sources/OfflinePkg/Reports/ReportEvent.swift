@@ -1,7 +1,7 @@
 import Foundation
 
-/// One install report (SPEC §16): what a device did — an activation, a failed sync, a revert or a
-/// launch confirmation — with exactly the fields the SPEC lists and nothing else (no user data, no URL
+/// One install report (docs/protocol.md#install-reports): what a device did — an activation, a failed sync, a revert or a
+/// launch confirmation — with exactly the fields docs/protocol.md#the-event lists and nothing else (no user data, no URL
 /// query). A device writes these into its queue; a collector reads them back, from a POST or a log.
 package struct ReportEvent: Sendable, Equatable {
     package enum Kind: String, Sendable, CaseIterable, Codable {
@@ -47,7 +47,7 @@ package struct ReportEvent: Sendable, Equatable {
     /// failed, the set restored); nil when the sync failed before it had a manifest.
     package var sequence: Int?
     package var packages: [Package]
-    /// The sync's exit status (SPEC §8): 0 for an activation, nil for reverts and confirmations.
+    /// The sync's exit status (docs/protocol.md#exit-statuses): 0 for an activation, nil for reverts and confirmations.
     package var exitStatus: Int32?
     /// The failure's message, with URL queries and the root's path taken out.
     package var error: String?
@@ -84,7 +84,7 @@ package struct ReportEvent: Sendable, Equatable {
     /// the device's queue.
     package static let maximumPackages = 1000
 
-    /// The event as one line of JSON, keys in the SPEC's order, every key present (null where it does not
+    /// The event as one line of JSON, keys in the protocol's order, every key present (null where it does not
     /// apply), no newline inside: the queue's record and the array's element.
     package var json: [UInt8] {
         var text = "{\"device\":" + JSONText.quoted(device)
@@ -183,7 +183,8 @@ package enum JSONText {
             case "\t": result += "\\t"
             default:
                 if scalar.value < 0x20 || scalar.value == 0x7f || scalar.value == 0x2028 || scalar.value == 0x2029 {
-                    result += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+                    result +=
+                        "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
                         + String(scalar.value, radix: 16)
                 } else {
                     result.unicodeScalars.append(scalar)

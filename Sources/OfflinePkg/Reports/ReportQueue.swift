@@ -4,7 +4,7 @@ import Foundation
 import Glibc
 #endif
 
-/// The install reports a root keeps until they are sent (SPEC §16): `reports/queue.jsonl`, one event a
+/// The install reports a root keeps until they are sent (docs/protocol.md#install-reports): `reports/queue.jsonl`, one event a
 /// line, and `reports/state.json`, where they go.
 ///
 /// Every process that records an event — the `sync` command, a host's `Updater` and its launch records,
@@ -16,7 +16,7 @@ import Glibc
 package struct ReportQueue: Sendable {
     package let layout: CacheLayout
 
-    /// Events kept at most, and bytes of queue at most; the oldest go first (SPEC §16).
+    /// Events kept at most, and bytes of queue at most; the oldest go first (docs/protocol.md#install-reports).
     package static let maximumEvents = 200
     package static let maximumBytes = 256 << 10
 
@@ -189,7 +189,7 @@ extension ReportQueue {
     static func size(_ lines: [[UInt8]]) -> Int { lines.reduce(0) { $0 + $1.count + 1 } }
 }
 
-/// The install reports of a root as `status --json` shows them (SPEC §16).
+/// The install reports of a root as `status --json` shows them (docs/protocol.md#install-reports).
 public struct ReportsStatus: Sendable, Codable, Equatable {
     /// Where they are sent: the signed manifest's `reports.url`; nil when reports are off.
     public var url: String?

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// Sends a root's queued reports to the collector (SPEC §16): one POST of a JSON array, under the same
+/// Sends a root's queued reports to the collector (docs/protocol.md#install-reports): one POST of a JSON array, under the same
 /// transport as every other request (libcurl, the sync's CA bundle, https never downgraded), with a
 /// deadline of `deadline` seconds for the whole exchange, no redirect followed and an answer read up to
 /// `maximumAnswerBytes`. A 2xx takes the events out of the queue; anything else leaves them for the
@@ -50,7 +50,8 @@ package struct ReportSender: Sendable {
                 reason = "\(state.url) refused them (HTTP status \(answer.status)\(text)); dropped, they would be refused again"
                 queue.sent(events, at: nil)
             } else if (300..<400).contains(answer.status) {
-                reason = "\(state.url) answered \(answer.status), a redirect\(answer.location.map { " to \($0)" } ?? ""): install reports follow no redirect"
+                reason =
+                    "\(state.url) answered \(answer.status), a redirect\(answer.location.map { " to \($0)" } ?? ""): install reports follow no redirect"
             } else {
                 reason = "\(state.url) answered HTTP status \(answer.status)\(text)"
             }
@@ -96,15 +97,17 @@ package struct ReportSender: Sendable {
         request.followsRedirects = false
         let received = Mutex<[UInt8]>([])
         let target = url.absoluteString
-        let head = try await transport.get(request, onResponse: { _ in }) { chunk in
-            try received.withLock { received in
-                guard received.count + chunk.count <= Self.maximumAnswerBytes else {
-                    throw OfflinePkgError.sizeMismatch(
-                        what: "the answer of \(target)", reason: "longer than \(Self.maximumAnswerBytes) bytes")
+        let head = try await transport.get(
+            request, onResponse: { _ in },
+            onBody: { chunk in
+                try received.withLock { received in
+                    guard received.count + chunk.count <= Self.maximumAnswerBytes else {
+                        throw OfflinePkgError.sizeMismatch(
+                            what: "the answer of \(target)", reason: "longer than \(Self.maximumAnswerBytes) bytes")
+                    }
+                    received += chunk
                 }
-                received += chunk
-            }
-        }
+            })
         let text = received.withLock { bytes in
             String(decoding: bytes.prefix(300), as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
         }

@@ -27,7 +27,7 @@ import Foundation
 ///       runtime/bodies/<key>-<random>   the bodies, written whole before their head names them
 ///       runtime/tmp/<pid>-<random>      bodies being received
 ///       runtime/stats.json              hit and miss counters
-///       reports/queue.jsonl     install reports waiting to be sent (SPEC §16), one JSON object a line
+///       reports/queue.jsonl     install reports waiting to be sent (docs/protocol.md#install-reports), one JSON object a line
 ///       reports/state.json      where they go (the manifest's reports URL), the last send's outcome
 ///       reports/lock            flock'd by whoever changes the two
 public struct CacheLayout: Sendable, Equatable {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// A cache root's device ID: a random UUID made once and kept in `device-id`, for rollout buckets
-/// (SPEC §2) and install reports (SPEC §16).
+/// (docs/protocol.md#who-takes-a-release) and install reports (docs/protocol.md#install-reports).
 package enum DeviceID {
     /// The root's ID, made (and written) when it has none yet.
     package static func of(_ layout: CacheLayout) throws -> String {

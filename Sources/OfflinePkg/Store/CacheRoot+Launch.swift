@@ -41,7 +41,7 @@ extension CacheRoot {
     /// Confirms that the set `generation` launched well. A confirmation counts only for the set it
     /// names: one for an older generation does nothing.
     ///
-    /// The first confirmation of a set is an install report's `confirmed` event (SPEC §16).
+    /// The first confirmation of a set is an install report's `confirmed` event (docs/protocol.md#install-reports).
     public func confirmLaunch(generation: Int) throws {
         let record = try ActiveRecord.load(layout)
         guard generation == record.current.generation else { return }

@@ -31,7 +31,7 @@ public struct StoreStatus: Sendable, Codable {
     /// The files held once by content (`content/`) and their bytes: what the installed trees take on disk,
     /// apart from files a tree from before the content store holds alone.
     public var content: ContentStatus? = nil
-    /// Install reports (SPEC §16): where they go and what waits in the queue; nil when reports are off
+    /// Install reports (docs/protocol.md#install-reports): where they go and what waits in the queue; nil when reports are off
     /// and nothing is queued.
     public var reports: ReportsStatus? = nil
 }

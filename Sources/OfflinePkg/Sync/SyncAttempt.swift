@@ -1,6 +1,6 @@
 import Synchronization
 
-/// How far one sync got, for its install report (SPEC §16): the manifest it accepted (its sequence and
+/// How far one sync got, for its install report (docs/protocol.md#install-reports): the manifest it accepted (its sequence and
 /// reports URL) and the changes its plan would make. A failed sync throws, and its report still names
 /// the release that did not install.
 package final class SyncAttempt: Sendable {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Install reports (SPEC §16) around a sync: the event it makes, queued in the root, then the queue sent
+/// Install reports (docs/protocol.md#install-reports) around a sync: the event it makes, queued in the root, then the queue sent
 /// in the background. Nothing here can fail a sync or hold it up: the event is written after the switch
 /// and its announcement, and the send runs in a task of its own that a caller may wait for
 /// (`reportsSent()`, the CLI before it exits) or not (a host).
@@ -32,7 +32,9 @@ extension Updater {
                 guard error.category != .locked else { return nil }
                 return ReportEvent(
                     device: device, time: Date(), event: .failed, sequence: progress.sequence,
-                    packages: progress.changes.map { ReportEvent.Package(id: $0.id, from: $0.from, to: $0.to, via: nil, bytes: 0) },
+                    packages: progress.changes.map {
+                        ReportEvent.Package(id: $0.id, from: $0.from, to: $0.to, via: nil, bytes: 0)
+                    },
                     exitStatus: error.category.exitStatus, error: ReportEvent.sanitized("\(error)", root: root),
                     durationMs: duration, shellVersion: shellVersion)
             }
@@ -63,6 +65,10 @@ extension Updater {
     /// cancels the send.
     public func reportsSent() async {
         guard let sending else { return }
-        await withTaskCancellationHandler { await sending.value } onCancel: { sending.cancel() }
+        await withTaskCancellationHandler {
+            await sending.value
+        } onCancel: {
+            sending.cancel()
+        }
     }
 }

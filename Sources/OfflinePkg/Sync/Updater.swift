@@ -16,7 +16,7 @@ public actor Updater {
     // The shortest period of background updates; tests shorten it to see the loop turn in seconds.
     private let minimumPeriod: TimeInterval
     private var inFlight: Task<SyncReport, Error>?
-    /// The install reports' send in flight (SPEC §16), started after a sync; a sync's result never waits
+    /// The install reports' send in flight (docs/protocol.md#install-reports), started after a sync; a sync's result never waits
     /// for it.
     var sending: Task<Void, Never>?
     // Behind a lock rather than actor state, so that start() and stop() take effect before they return:

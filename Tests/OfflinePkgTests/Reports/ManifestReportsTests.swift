@@ -3,7 +3,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// The manifest's `reports` object (SPEC §16): a URL a device will POST to, checked as strictly as the
+/// The manifest's `reports` object (docs/protocol.md#install-reports): a URL a device will POST to, checked as strictly as the
 /// rest of a signed manifest.
 @Suite("Manifest reports URL")
 struct ManifestReportsTests {

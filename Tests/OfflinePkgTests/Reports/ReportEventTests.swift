@@ -3,7 +3,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// An event's JSON is exactly SPEC §16's object, and carries no secret a URL or a path held.
+/// An event's JSON is exactly the protocol's object (docs/protocol.md#the-event), and carries no secret a URL or a path held.
 @Suite("Report event")
 struct ReportEventTests {
     static let fields = [
@@ -12,7 +12,8 @@ struct ReportEventTests {
 
     @Test func theObjectHasExactlyTheSpecsFieldsInItsOrder() throws {
         let event = ReportEvent(
-            device: "0f6c2b1e-7d1d-4a7e-9b8f-1c2d3e4f5a6b", time: Date(timeIntervalSince1970: 1_780_000_000.123), event: .activated,
+            device: "0f6c2b1e-7d1d-4a7e-9b8f-1c2d3e4f5a6b", time: Date(timeIntervalSince1970: 1_780_000_000.123),
+            event: .activated,
             sequence: 7, packages: [.init(id: "home", from: "1.0", to: "1.1", via: "delta", bytes: 2048)], exitStatus: 0,
             durationMs: 812, shellVersion: "3.2")
         let text = String(decoding: event.json, as: UTF8.self)

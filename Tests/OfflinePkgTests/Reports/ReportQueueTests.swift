@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// The root's queue of install reports (SPEC §16): bounded with the oldest dropped, whole lines only
+/// The root's queue of install reports (docs/protocol.md#install-reports): bounded with the oldest dropped, whole lines only
 /// after a crash, shared by writers that never lose or repeat an event, private files.
 @Suite("Report queue")
 struct ReportQueueTests {
@@ -84,7 +84,8 @@ struct ReportQueueTests {
                     for index in 0..<20 {
                         // Each writer its own ReportQueue value: its own opens and flocks.
                         ReportQueue(layout: root.queue.layout).record { device, _ in
-                            ReportEvent(device: device, time: Date(), event: .confirmed, sequence: writer * 100 + index, packages: [])
+                            ReportEvent(
+                                device: device, time: Date(), event: .confirmed, sequence: writer * 100 + index, packages: [])
                         }
                     }
                 }

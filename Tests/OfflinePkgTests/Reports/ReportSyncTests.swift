@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// Install reports around syncs and launches (SPEC §16), through a host's `Updater` and `CacheRoot`: the
+/// Install reports around syncs and launches (docs/protocol.md#install-reports), through a host's `Updater` and `CacheRoot`: the
 /// events and their fields, the send after the sync and what each answer does, and that neither the
 /// event nor the send can hold up or fail a sync.
 @Suite("Install reports of syncs and launches")
@@ -23,7 +23,9 @@ struct ReportSyncTests {
             _ = try repo.directory.write("{\"stored\":1}\n", to: "collector/reports")
             collector = try FaultServer(documentRoot: repo.directory.path("collector"), maxLifetime: 120)
             if let reportsURL {
-                repo.manifestExtra = ["reports": ["url": reportsURL == "collector" ? collector.url("reports").absoluteString : reportsURL]]
+                repo.manifestExtra = [
+                    "reports": ["url": reportsURL == "collector" ? collector.url("reports").absoluteString : reportsURL]
+                ]
             }
             try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")])
             try repo.publish()
@@ -150,7 +152,8 @@ struct ReportSyncTests {
         #expect(rig.queued.count == 1 && rig.queue.loadState()?.lastFailure == nil, "the send had not ended")
         await updater.reportsSent()
         let ended = Date()
-        #expect(ended.timeIntervalSince(synced) > 5, "the sync returned \(ended.timeIntervalSince(synced)) s before the send ended")
+        #expect(
+            ended.timeIntervalSince(synced) > 5, "the sync returned \(ended.timeIntervalSince(synced)) s before the send ended")
         let posted = try #require(rig.collector.requests(for: "/reports").first?.receivedAt)
         let took = ended.timeIntervalSince(posted)
         #expect(took > 9 && took < 20, "the send gave up after \(took) s")
