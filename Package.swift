@@ -50,7 +50,9 @@ let package = Package(
         // `PackageStore.resolve` timed in process, for Benchmarks/bench's `resolve` row: public API only.
         .executableTarget(name: "ResolveBenchmark", dependencies: ["OfflinePkg"], path: "Benchmarks/Resolve"),
 
-        .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg"], path: "Tests/OfflinePkgTestSupport"),
+        // The test kit: temporary roots, real servers (nginx, a fault server), fixtures, and the command line
+        // run in process (`InProcessCLI`) or as the binary.
+        .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg", "OfflinePkgCLI"], path: "Tests/OfflinePkgTestSupport"),
         .testTarget(name: "OfflinePkgTests", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgPublishTests", dependencies: ["OfflinePkgPublish", "OfflinePkg", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgCLITests", dependencies: ["OfflinePkgCLI", "OfflinePkgTestSupport"]),

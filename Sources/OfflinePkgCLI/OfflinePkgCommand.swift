@@ -27,7 +27,7 @@ package enum OfflinePkgCommand {
         await run(arguments, context: .live())
     }
 
-    static func run(_ arguments: [String], context: CLIContext) async -> Int32 {
+    package static func run(_ arguments: [String], context: CLIContext) async -> Int32 {
         guard let first = arguments.first, !["-h", "--help", "help"].contains(first) else {
             context.output.print(overview)
             return arguments.isEmpty ? ExitStatus.usage : ExitStatus.success

@@ -9,6 +9,7 @@ final class ProgressReporter: Sendable {
 
     private let style: Style
     private let output: Output
+    private let clock: WallClock
     private let state = Mutex<State>(State())
 
     private struct State {
@@ -18,9 +19,10 @@ final class ProgressReporter: Sendable {
         var lastLineMarks: [String: Int] = [:]
     }
 
-    init(style: Style, output: Output) {
+    init(style: Style, output: Output, clock: WallClock) {
         self.style = style
         self.output = output
+        self.clock = clock
     }
 
     func handle(_ event: SyncEvent) {
@@ -61,7 +63,7 @@ final class ProgressReporter: Sendable {
     }
 
     private func progress(id: String, received: Int64, total: Int64) {
-        let now = Date()
+        let now = clock.now()
         let draw: String? = state.withLock { state in
             state.received[id] = received
             switch style {
@@ -96,5 +98,5 @@ final class ProgressReporter: Sendable {
 }
 
 extension Output {
-    func errorRaw(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
+    func errorRaw(_ text: String) { sink.standardError(text) }
 }

@@ -63,7 +63,7 @@ enum ServeCommand {
         // A root this user may read but not write still serves its packages, without a runtime cache.
         var runtime: RuntimeCache?
         do {
-            runtime = try RuntimeCache(root: URL(fileURLWithPath: store.layout.root), options: runtimeOptions)
+            runtime = try RuntimeCache(layout: store.layout, options: runtimeOptions, world: context.world)
         } catch {
             context.output.error("warning: no runtime cache (URLs outside packages answer 404): \(error)")
         }

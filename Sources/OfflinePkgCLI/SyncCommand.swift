@@ -42,11 +42,13 @@ enum SyncCommand {
         run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let root = context.root(arguments)
+        let path = context.rootPath(arguments)
         let dryRun = arguments.flag("dry-run")
+        // The root as it is, not made here: where a sync that never started, or was interrupted, is noted.
+        let found = CacheRoot(layout: CacheLayout(root: path), world: context.world)
         // SIGINT/SIGTERM end the sync with one line and 130/143; the active set stays as it was.
         let interruption = Interruption()
-        let work = Task { try await sync(arguments, context, root: root, dryRun: dryRun) }
+        let work = Task { try await sync(arguments, context, root: found, dryRun: dryRun) }
         interruption.onSignal { work.cancel() }
         do {
             let status = try await work.value
@@ -57,7 +59,7 @@ enum SyncCommand {
             if let signal = interruption.received {
                 let name = signal == SIGINT ? "SIGINT" : "SIGTERM"
                 let message = "interrupted by \(name); the active set is unchanged, the next sync resumes"
-                if !dryRun { Updater.recordFailure(root: root, exitStatus: 128 + signal, message: message) }
+                if !dryRun { found.recordFailure(exitStatus: 128 + signal, message: message) }
                 context.output.error("offlinepkg sync: \(message)")
                 if arguments.flag("json") {
                     context.output.json(OfflinePkgCommand.JSONFailure(error: message, exitStatus: 128 + signal))
@@ -68,7 +70,7 @@ enum SyncCommand {
         }
     }
 
-    private static func sync(_ arguments: ParsedArguments, _ context: CLIContext, root: String, dryRun: Bool) async throws
+    private static func sync(_ arguments: ParsedArguments, _ context: CLIContext, root found: CacheRoot, dryRun: Bool) async throws
         -> Int32
     {
         let manifestURL = try ManifestLocation.url(from: arguments.positionals[0])
@@ -78,7 +80,7 @@ enum SyncCommand {
             do {
                 return try body()
             } catch let error as OfflinePkgError where !dryRun && error.category != .usage {
-                Updater.recordFailure(root: root, exitStatus: error.category.exitStatus, message: "\(error)")
+                found.recordFailure(error)
                 throw error
             }
         }
@@ -107,7 +109,7 @@ enum SyncCommand {
         // changes stdout only.
         let style: ProgressReporter.Style =
             arguments.flag("quiet") ? .none : (context.output.stderrIsTerminal ? .bars : .lines)
-        let reporter = ProgressReporter(style: style, output: context.output)
+        let reporter = ProgressReporter(style: style, output: context.output, clock: context.world.clock)
         var options = Updater.Options(
             trustedKeys: keys, minInterval: try arguments.seconds("min-interval") ?? 0,
             jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: shellVersion,
@@ -120,7 +122,10 @@ enum SyncCommand {
         if let limit = try arguments.integer("keep-history", in: 1...100_000) { options.historyLimit = limit }
         options.reports = try reportsEnabled(arguments, context)
         if dryRun {
-            let plan = try await Updater.planOnce(root: root, manifestURL: manifestURL, options: options)
+            // The same stages as a sync up to its plan, nothing written: the root need not exist.
+            let path = found.layout.root
+            let root = CacheRoot(layout: CacheLayout(root: (try? FileSystem.realPath(path)) ?? path), world: context.world)
+            let plan = try await Updater(root: root, manifestURL: manifestURL, options: options).plan()
             reporter.finish()
             if arguments.flag("json") {
                 context.output.json(plan)
@@ -134,7 +139,8 @@ enum SyncCommand {
         }
         // This process reads nothing from the root: no PackageStore, no lookup index, no reader lease. The
         // same `Updater.sync()` as a host's, so the same events (`.failed` included).
-        let updater = Updater(root: try CacheRoot(root: URL(fileURLWithPath: root)), manifestURL: manifestURL, options: options)
+        let root = try CacheRoot(creating: found.layout.root, world: context.world)
+        let updater = Updater(root: root, manifestURL: manifestURL, options: options)
         let report: SyncReport
         do {
             report = try await updater.sync()
@@ -172,7 +178,7 @@ enum SyncCommand {
                 : "up to date: sequence \(plan.sequence) asks for nothing new"
         ]
         for step in plan.steps {
-            let what = step.to.map { "\(step.from ?? "-") -> \($0) via \(step.via ?? "cache")" } ?? "\(step.from ?? "-") -> removed"
+            let what = step.to.map { "\(step.from ?? "-") -> \($0) via \(step.via ?? .cache)" } ?? "\(step.from ?? "-") -> removed"
             lines.append(
                 "  \(step.id) \(what)\(step.bytes > 0 ? " (\(ProgressReporter.format(step.bytes)))" : "")"
                     + (step.mandatory == true ? " mandatory" : "") + (step.notes.map { ": \($0)" } ?? ""))

@@ -16,10 +16,13 @@ import Glibc
 /// two CI steps) run one after the other and neither loses the other's package.
 package struct Publisher: Sendable {
     package let layout: RepositoryLayout
+    /// The time a publish is dated with and an expiry is counted from.
+    package let clock: WallClock
 
     /// A repository folder; created if missing.
-    package init(repository: URL) {
+    package init(repository: URL, clock: WallClock = .system) {
         layout = RepositoryLayout(root: repository.path)
+        self.clock = clock
     }
 
     /// Publishes `request`. `signer` turns the manifest bytes into a `manifest.json.minisig`; without
@@ -152,13 +155,13 @@ package struct Publisher: Sendable {
         let bytes = try document.encoded()
         // The result must be a manifest this build's devices accept — expired, they would refuse it all.
         let written = try Manifest(parsing: bytes, source: layout.manifest)
-        if let expires = written.expires, expires <= Date() {
+        if let expires = written.expires, expires <= clock.now() {
             throw OfflinePkgError.publishRefused(
                 reason: "the manifest expired at \(RFC3339.format(expires)); devices would refuse it: pass --expires (e.g. 30d)")
         }
         try PublishHistory.append(
             .init(
-                version: version, publishedAt: Date(), sequence: sequence, notes: entry["notes"] as? String,
+                version: version, publishedAt: clock.now(), sequence: sequence, notes: entry["notes"] as? String,
                 mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
                 entry: String(decoding: try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]), as: UTF8.self)),
             to: layout.publishHistory(id: id))
@@ -194,7 +197,7 @@ package struct Publisher: Sendable {
         let remembered = (try? FileSystem.read(layout.expiresIn, limit: 64)).flatMap {
             TimeInterval(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         }
-        return remembered.flatMap { $0 > 0 ? Date().addingTimeInterval($0) : nil }
+        return remembered.flatMap { $0 > 0 ? clock.now().addingTimeInterval($0) : nil }
     }
 
     // MARK: Stages

@@ -14,13 +14,13 @@ struct ReportsCommandTests {
         return (manifest["reports"] as? [String: Any])?["url"] as? String
     }
 
-    @Test func publishSetsKeepsAndRemovesTheReportsURL() throws {
-        let device = try FleetDevice()
-        try device.publish("1", ["--reports", Self.nowhere])
+    @Test func publishSetsKeepsAndRemovesTheReportsURL() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1", ["--reports", Self.nowhere])
         #expect(try manifestReports(device) == Self.nowhere)
-        try device.publish("2")
+        try await device.publish("2")
         #expect(try manifestReports(device) == Self.nowhere)
-        try device.publish("3", ["--reports", "none"])
+        try await device.publish("3", ["--reports", "none"])
         #expect(try manifestReports(device) == nil)
         let site = device.scratch.path("sites/3")
         let refused = try OfflinePkgBinary.run(
@@ -35,12 +35,12 @@ struct ReportsCommandTests {
     }
 
     /// A sync's exit status is its own, whatever happens to its reports; `status --json` shows the queue.
-    @Test func reportsQueueWhileTheCollectorIsAwayAndStatusShowsThem() throws {
-        let device = try FleetDevice()
-        try device.publish("1", ["--reports", Self.nowhere])
+    @Test func reportsQueueWhileTheCollectorIsAwayAndStatusShowsThem() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1", ["--reports", Self.nowhere])
         let url = "file://" + device.repo + "/manifest.json"
-        #expect(try device.sync(url).status == 0)
-        let reports = try #require(try device.status()["reports"] as? [String: Any])
+        #expect(try await device.sync(url).status == 0)
+        let reports = try #require(try await device.status()["reports"] as? [String: Any])
         #expect(reports["url"] as? String == Self.nowhere && reports["events"] as? Int == 1)
         #expect((reports["bytes"] as? Int ?? 0) > 100)
         let failure = try #require(reports["lastFailure"] as? [String: Any])
@@ -49,33 +49,33 @@ struct ReportsCommandTests {
         #expect(text.status == 0)
         #expect(text.stderr.contains("install reports not sent, 1 kept for the next sync"), "\(text.stderr)")
         // A refused release is exit 4 with or without its report sent.
-        try device.publish("2")
+        try await device.publish("2")
         let archive = try #require(
             FileManager.default.enumerator(atPath: device.repo + "/archives/home/2")?.allObjects.first as? String)
         try Data("damaged".utf8).write(to: URL(fileURLWithPath: device.repo + "/archives/home/2/" + archive))
-        #expect(try device.sync(url).status == 4)
-        #expect((try device.status()["reports"] as? [String: Any])?["events"] as? Int == 2)
+        #expect(try await device.sync(url).status == 4)
+        #expect((try await device.status()["reports"] as? [String: Any])?["events"] as? Int == 2)
     }
 
     @Test(arguments: [(["--no-reports"], [String: String]()), ([], ["OFFLINEPKG_REPORTS": "0"])])
-    func theDeviceOwnerTurnsReportsOff(_ options: [String], _ environment: [String: String]) throws {
-        let device = try FleetDevice()
-        try device.publish("1", ["--reports", Self.nowhere])
+    func theDeviceOwnerTurnsReportsOff(_ options: [String], _ environment: [String: String]) async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1", ["--reports", Self.nowhere])
         let url = "file://" + device.repo + "/manifest.json"
-        #expect(try device.sync(url).status == 0)
+        #expect(try await device.sync(url).status == 0)
         #expect(FileManager.default.fileExists(atPath: device.root + "/reports/queue.jsonl"))
-        try device.publish("2")
+        try await device.publish("2")
         let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        #expect(try device.sync(url, options, environment: merged).status == 0)
+        #expect(try await device.sync(url, options, environment: merged).status == 0)
         #expect(!FileManager.default.fileExists(atPath: device.root + "/reports/queue.jsonl"))
         #expect(!FileManager.default.fileExists(atPath: device.root + "/reports/state.json"))
-        #expect(try device.status()["reports"] == nil)
-        let bad = try device.sync(
+        #expect(try await device.status()["reports"] == nil)
+        let bad = try await device.sync(
             url, [], environment: ProcessInfo.processInfo.environment.merging(["OFFLINEPKG_REPORTS": "maybe"]) { $1 })
         #expect(bad.status == 2 && bad.stderr.contains("OFFLINEPKG_REPORTS takes 0 (reports off) or 1, got \"maybe\""))
     }
 
-    @Test func theReportsCommandsNeedWhatTheyNeed() throws {
+    @Test func theReportsCommandsNeedWhatTheyNeed() async throws {
         let scratch = try TemporaryDirectory()
         var result = try OfflinePkgBinary.run(["reports"])
         #expect(result.status == 2 && result.stderr.contains("reports needs one of: reports serve, reports import, reports show"))

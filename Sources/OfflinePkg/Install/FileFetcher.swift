@@ -123,10 +123,8 @@ package struct FileFetcher: Sendable {
     package func install(
         _ entry: PackageEntry, plan: Plan, archiveURL: URL, received: ProgressCounter
     ) async throws -> StagedTree {
-        let staging = layout.stagingDirectory("\(entry.id)-files-\(UUID().uuidString)")
-        let frames = layout.stagingDirectory("\(entry.id)-frames-\(UUID().uuidString)")
-        try FileSystem.makeDirectories(staging)
-        try FileSystem.makeDirectories(frames)
+        let staging = try Staging(layout: layout).makeFolder("\(entry.id)-files")
+        let frames = try Staging(layout: layout).makeFolder("\(entry.id)-frames")
         defer { try? FileSystem.removeTree(frames) }
         do {
             try await fetchFrames(entry, plan: plan, archiveURL: archiveURL, staging: staging, frames: frames, received: received)
@@ -224,7 +222,7 @@ package struct FileFetcher: Sendable {
             if FileSystem.exists(staging + "/" + file.path.string) { continue }
             try store.link(sha256: file.sha256, into: writer, at: file.path)
         }
-        return try PackageInstaller.stage(files, folders: folders, staged: staging, entry: entry, layout: layout)
+        return try Staging(layout: layout).stage(files, folders: folders, in: staging, entry: entry)
     }
 }
 

@@ -20,12 +20,12 @@ extension PackageInstaller {
         var spent: Int64 = 0
     }
 
-    /// The bytes of the cheapest way other than files, and its name.
-    func cheapestOther(_ entry: PackageEntry, current: ActiveSet) -> (via: String, bytes: Int64) {
+    /// The bytes of the cheapest way other than files, and its route.
+    func cheapestOther(_ entry: PackageEntry, current: ActiveSet) -> (route: InstallRoute, bytes: Int64) {
         if let base = deltaBase(for: entry, current: current), base.delta.file.size < entry.archive.size {
-            return ("delta", base.delta.file.size)
+            return (.delta, base.delta.file.size)
         }
-        return ("archive", entry.archive.size)
+        return (.archive, entry.archive.size)
     }
 
     /// Whether the file-level way is worth fetching the index for.
@@ -55,7 +55,7 @@ extension PackageInstaller {
             let staged = try await fetcher.install(entry, plan: plan, archiveURL: archiveURL, received: received)
             FileSystem.discardFile(plan.indexPath)
             events?(.installed(packageID: entry.id, version: entry.version))
-            return FilesAttempt(outcome: Outcome(via: "files", bytesFetched: spent + received.total, staged: staged))
+            return FilesAttempt(outcome: Outcome(route: .files, bytesFetched: spent + received.total, staged: staged))
         } catch {
             let failure = error as? OfflinePkgError ?? .unavailable("file-level update failed: \(error)")
             events?(.filesFailed(packageID: entry.id, version: entry.version, error: failure))

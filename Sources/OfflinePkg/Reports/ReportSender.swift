@@ -34,7 +34,7 @@ package struct ReportSender: Sendable {
     static let refusals: Set<Int> = [400, 413, 422]
 
     /// Sends what `queue` holds now to the URL its state names; notes the outcome in the queue.
-    package func sendQueued(_ queue: ReportQueue, now: @Sendable () -> Date = { Date() }) async -> Outcome {
+    package func sendQueued(_ queue: ReportQueue, now: @Sendable () -> Date) async -> Outcome {
         guard let state = queue.loadState(), let url = URL(string: state.url) else { return .nothingQueued }
         let events = queue.queued()
         guard !events.isEmpty else { return .nothingQueued }

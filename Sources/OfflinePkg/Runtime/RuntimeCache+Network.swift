@@ -166,7 +166,8 @@ extension RuntimeCache {
         let store = store
         if head.status == 304, let stored {
             sink.discard()
-            return .renewed(try await runBlocking { try store.renew(stored, notModified: head.fields, at: Date()) })
+            let now = world.clock.now()
+            return .renewed(try await runBlocking { try store.renew(stored, notModified: head.fields, at: now) })
         }
         let fields = HTTPCachePolicy.endToEnd(head.fields)
         var refusal = storing ? nil : "not stored by this rule"
@@ -184,7 +185,7 @@ extension RuntimeCache {
         let vary = HTTPCachePolicy.vary(fields)
         let entry = RuntimeEntryHead(
             url: upstream, vary: vary, varyValues: HTTPCachePolicy.varyValues(vary, request: request.fields), status: 200,
-            headers: RuntimeEntryHead.pairs(fields), storedAt: Date().timeIntervalSince1970, body: "", size: sink.length)
+            headers: RuntimeEntryHead.pairs(fields), storedAt: world.clock.now().timeIntervalSince1970, body: "", size: sink.length)
         let data = sink.data
         return .stored(
             try await runBlocking {

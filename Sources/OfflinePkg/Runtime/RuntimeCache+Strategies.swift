@@ -8,7 +8,7 @@ extension RuntimeCache {
             return options.offline ? gatewayTimeout("offlinepkg; detail=offline", "offline: \(request.method) not sent") : nil
         }
         let upstream = Self.upstreamURL(request.url, rule: rule)
-        let now = Date()
+        let now = world.clock.now()
         let stored = store.lookup(url: upstream, request: request.fields)
         if options.offline {
             guard let stored else {
@@ -45,7 +45,7 @@ extension RuntimeCache {
             return await fromNetwork(
                 request, upstream: upstream, stored: nil, storing: false, cacheStatus: "offlinepkg; fwd=method")
         }
-        let now = Date()
+        let now = world.clock.now()
         let stored = store.lookup(url: upstream, request: request.fields)
         switch rule.strategy {
         case .cacheFirst, .staleWhileRevalidate, .cacheOnly:

@@ -17,21 +17,21 @@ extension Updater {
         // that failed before accepting one reports to where the last accepted manifest said.
         if progress.accepted { queue.target(url: progress.reportsURL, shellVersion: options.shellVersion) }
         let duration = Int((ContinuousClock.now - started) / .milliseconds(1))
-        let (shellVersion, root) = (options.shellVersion, root.layout.root)
+        let (shellVersion, root, now) = (options.shellVersion, root.layout.root, root.world.clock.now())
         queue.record { device, _ in
             switch outcome {
             case .success(let report):
                 guard report.outcome == .activated else { return nil }
                 return ReportEvent(
-                    device: device, time: Date(), event: .activated, sequence: report.sequence,
+                    device: device, time: now, event: .activated, sequence: report.sequence,
                     packages: report.changes.map {
-                        ReportEvent.Package(id: $0.id, from: $0.from, to: $0.to, via: $0.via, bytes: $0.bytes ?? 0)
+                        ReportEvent.Package(id: $0.id, from: $0.from, to: $0.to, via: $0.via?.rawValue, bytes: $0.bytes ?? 0)
                     },
                     exitStatus: 0, durationMs: duration, shellVersion: shellVersion)
             case .failure(let error):
                 guard error.category != .locked else { return nil }
                 return ReportEvent(
-                    device: device, time: Date(), event: .failed, sequence: progress.sequence,
+                    device: device, time: now, event: .failed, sequence: progress.sequence,
                     packages: progress.changes.map {
                         ReportEvent.Package(id: $0.id, from: $0.from, to: $0.to, via: nil, bytes: 0)
                     },
@@ -46,10 +46,10 @@ extension Updater {
     /// the next sync).
     private func startSending() {
         guard sending == nil, ReportQueue(layout: root.layout).loadState() != nil else { return }
-        let sender = ReportSender(transport: transport, caBundle: options.caBundle)
-        let (queue, events) = (ReportQueue(layout: root.layout), options.events)
+        let sender = ReportSender(transport: root.world.transport, caBundle: options.caBundle)
+        let (queue, events, clock) = (ReportQueue(layout: root.layout), options.events, root.world.clock)
         sending = Task.detached { [weak self] in
-            switch await sender.sendQueued(queue) {
+            switch await sender.sendQueued(queue, now: clock.now) {
             case .nothingQueued: break
             case .sent(let count): events?(.reportsSent(events: count))
             case .notSent(let count, let reason): events?(.reportsNotSent(events: count, reason: reason))

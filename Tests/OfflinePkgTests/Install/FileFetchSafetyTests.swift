@@ -42,7 +42,7 @@ import Testing
         let events = EventLog()
         let before = repo.nginx.accessLog().count
         let report = try await Self.sync(root.path, repo.manifestURL, events: events)
-        #expect(report.changes.first?.via == "files", "\(events.all)")
+        #expect(report.changes.first?.via == .files, "\(events.all)")
         // The damaged file came with the frames: the needed frames of a device that lacks it.
         var stillHeld = FileFetchTests.held(v1)
         stillHeld.remove(shared.sha256)
@@ -73,7 +73,7 @@ import Testing
         let report = try await Self.sync(root.path, server.url("manifest.json"), events: events, rangeDeadline: 1)
         let elapsed = ContinuousClock.now - started
         #expect(report.outcome == .activated)
-        #expect(report.changes.first?.via == "archive")
+        #expect(report.changes.first?.via == .archive)
         let failures = events.all.compactMap { if case .filesFailed(_, _, let error) = $0 { error } else { nil } }
         #expect(failures.count == 1, "\(events.all)")
         guard case .slowRetrieval(_, .deadline(let what, _))? = failures.first else {

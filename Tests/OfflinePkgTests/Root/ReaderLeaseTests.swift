@@ -26,10 +26,10 @@ struct ReaderLeaseTests {
         withExtendedLifetime(pinned) {}
     }
 
-    @Test func aUserWhoCannotWriteTheRootCanStillLookUp() throws {
+    @Test func aUserWhoCannotWriteTheRootCanStillLookUp() async throws {
         let root = try TemporaryDirectory()
         chmod(root.path, 0o755)
-        try OfflinePkgBinary.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
+        try await InProcessCLI.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
         // The checkout may sit in a folder only root can enter (a fresh clone in a mkdtemp folder):
         // give the other user a copy of the binary it can reach.
         let bin = try TemporaryDirectory()
