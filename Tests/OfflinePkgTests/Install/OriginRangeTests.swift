@@ -147,4 +147,66 @@ import Testing
             #expect(Set(requests.compactMap(\.connection)).count == 1, "\(requests)")
         }
     }
+
+    enum WrongDelta: String, CaseIterable, CustomTestStringConvertible, Sendable {
+        case wrongHash = "a changed file's sha256 is wrong"
+        case wrongRange = "a changed file's range is another member's"
+        case otherTree = "it starts from another tree"
+        case garbled = "it is not a delta"
+
+        var testDescription: String { rawValue }
+    }
+
+    /// A delta that is there but wrong: the same sync drops it, fetches the full index, and the release
+    /// arrives whole and right.
+    @Test(arguments: WrongDelta.allCases)
+    func aWrongIndexDeltaFallsBackToTheFullIndexInTheSameSync(wrong: WrongDelta) async throws {
+        let rig = try Rig(.multipart)
+        rig.writesIndexDeltas = false
+        let v1 = try rig.publish(1)
+        let root = try TemporaryDirectory(prefix: "origin-wrong-delta")
+        _ = try await rig.sync(root.path)
+        let v3 = try rig.publish(3)
+        let url = try ChunkedArchiveBuilder.writeIndexDelta(from: v1, to: v3, repo: rig.repo) { delta in
+            switch wrong {
+            case .wrongHash: delta.files[0].sha256 = String(repeating: "0", count: 64)
+            case .wrongRange:
+                let other = v3.members.first { $0.path != delta.files[0].path.string }!
+                delta.files[0].offset = Int64(other.offset)
+                delta.files[0].length = Int64(other.length)
+            case .otherTree: delta.from = String(repeating: "a", count: 64)
+            case .garbled: delta.delete = [PackagePath("not/in/the/tree.js")]
+            }
+        }
+        let before = rig.origin.accessLog().count
+        let events = EventLog()
+        let report = try await rig.sync(root.path, events: events)
+        #expect(report.changes.first?.via == "files", "\(events.all)")
+        let refused = events.all.compactMap { if case .indexDeltaFailed(_, _, let error) = $0 { error } else { nil } }
+        #expect(refused.count == 1, "\(wrong): \(events.all)")
+        let (_, requests) = Self.traffic(rig.origin, from: before)
+        #expect(requests.contains { $0.uri == "/" + url && $0.status == 200 })
+        #expect(requests.filter { $0.uri == "/" + v3.indexURL }.count == 1, "\(requests)")
+        let layout = CacheLayout(root: root.path)
+        #expect(try treeHash(of: layout.tree(id: "app", version: "3.0", treeHash: FileFetchTests.tree(v3))) == FileFetchTests.tree(v3))
+    }
+
+    /// `sync --cacert FILE`: an origin behind a private CA, over HTTP/2; without the CA the certificate
+    /// is refused, and a file that is not there is a usage error.
+    @Test func syncTrustsAPrivateCAWithCacert() async throws {
+        let rig = try Rig(.http2)
+        try rig.publish(1)
+        let authority = try #require(rig.authority)
+        let root = try TemporaryDirectory(prefix: "origin-cacert")
+        let url = rig.manifestURL.absoluteString
+        let refused = try OfflinePkgBinary.run(["sync", url, "--root", root.path, "--quiet"])
+        #expect(refused.status == 1, "\(refused.stderr)")
+        #expect(refused.stderr.contains("certificate"), "\(refused.stderr)")
+        let missing = try OfflinePkgBinary.run(["sync", url, "--root", root.path, "--cacert", root.path("none.pem")])
+        #expect(missing.status == 2, "\(missing.stderr)")
+        #expect(missing.stderr.contains("--cacert"), "\(missing.stderr)")
+        let synced = try OfflinePkgBinary.run(["sync", url, "--root", root.path, "--cacert", authority.certificatePath, "--quiet"])
+        #expect(synced.status == 0, "\(synced.stderr)")
+        #expect(rig.origin.accessLog().contains { $0.uri == "/manifest.json" && $0.serverProtocol == "HTTP/2.0" })
+    }
 }
