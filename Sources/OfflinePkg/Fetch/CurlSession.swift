@@ -123,9 +123,10 @@ package final class CurlSession: @unchecked Sendable {
                 throwing: OfflinePkgError.transfer(url: item.transfer.urlText, failure: .other(detail: "libcurl could not start")))
             return
         }
-        // Wait for the first connection to an origin to say whether it multiplexes, rather than open one
-        // connection per transfer started before it did.
-        ccurl_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
+        // Over TLS, wait for the first connection to an origin to say (ALPN) whether it multiplexes,
+        // rather than open one connection per transfer started before it did. Cleartext is HTTP/1.1:
+        // waiting there would hold each transfer until the one before it ends.
+        if item.transfer.request.url.scheme?.lowercased() == "https" { ccurl_setopt_long(handle, CURLOPT_PIPEWAIT, 1) }
         guard curl_multi_add_handle(multi, handle) == CURLM_OK else {
             item.transfer.cleanUp()
             item.continuation.resume(
