@@ -10,7 +10,8 @@ import Testing
 @Suite struct FileIndexDeltaTests {
     @Test func publishWritesDeltasFromEarlierTreesThatGiveTheNewTree() throws {
         let scratch = try TemporaryDirectory(prefix: "index-deltas")
-        let site = scratch.path("site"), repo = scratch.path("repo")
+        let site = scratch.path("site")
+        let repo = scratch.path("repo")
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
         var reports = [PublishReport]()
         for version in 1...3 {
@@ -47,7 +48,9 @@ import Testing
     @Test func aDeviceTwoVersionsBehindFetchesTheDeltaNotTheIndex() async throws {
         let scratch = try TemporaryDirectory(prefix: "index-delta-sync")
         chmod(scratch.path, 0o755)
-        let site = scratch.path("site"), repo = scratch.path("repo"), root = scratch.path("root")
+        let site = scratch.path("site")
+        let repo = scratch.path("repo")
+        let root = scratch.path("root")
         let publisher = Publisher(repository: URL(fileURLWithPath: repo))
         try writeSite(DemoSite.files(version: 1), to: site)
         _ = try publisher.publish(DemoSite.request(site: site, version: 1))
@@ -63,7 +66,8 @@ import Testing
             _ = try publisher.publish(request)
         }
         // nginx's validators have one-second resolution.
-        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(5)], ofItemAtPath: repo + "/manifest.json")
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(5)], ofItemAtPath: repo + "/manifest.json")
         let before = nginx.accessLog().count
         let report = try await updater.sync()
         let change = try #require(report.changes.first)

@@ -120,7 +120,8 @@ package final class CurlSession: @unchecked Sendable {
     private func add(_ item: Waiting) {
         guard let handle = item.transfer.start() else {
             item.continuation.resume(
-                throwing: OfflinePkgError.transfer(url: item.transfer.urlText, failure: .other(detail: "libcurl could not start")))
+                throwing: OfflinePkgError.transfer(url: item.transfer.urlText, failure: .other(detail: "libcurl could not start"))
+            )
             return
         }
         // Over TLS, wait for the first connection to an origin to say (ALPN) whether it multiplexes,
@@ -130,7 +131,8 @@ package final class CurlSession: @unchecked Sendable {
         guard curl_multi_add_handle(multi, handle) == CURLM_OK else {
             item.transfer.cleanUp()
             item.continuation.resume(
-                throwing: OfflinePkgError.transfer(url: item.transfer.urlText, failure: .other(detail: "libcurl refused the transfer")))
+                throwing: OfflinePkgError.transfer(
+                    url: item.transfer.urlText, failure: .other(detail: "libcurl refused the transfer")))
             return
         }
         running[handle] = item

@@ -147,7 +147,8 @@ private final class RangeResponse: @unchecked Sendable {
             if spans.count > 1 {
                 throw StoppedAtHead(verdict: .oneRangeARequest(reason: "HTTP 200 with the whole file to \(spans.count) ranges"))
             }
-            throw StoppedAtHead(verdict: .noRanges(reason: "HTTP 200 with the whole file instead of 206: the server ignores Range"))
+            throw StoppedAtHead(
+                verdict: .noRanges(reason: "HTTP 200 with the whole file instead of 206: the server ignores Range"))
         }
         if head.status == 416 && spans.count > 1 {
             throw StoppedAtHead(verdict: .oneRangeARequest(reason: "HTTP 416 to \(spans.count) ranges"))
@@ -202,7 +203,8 @@ private final class RangeResponse: @unchecked Sendable {
         if let missing = delivered.firstIndex(of: false) {
             // One part where several were asked: an origin that serves the first range only.
             if multipart == nil {
-                return .oneRangeARequest(reason: "one part of \(spans.count) ranges, without bytes \(spans[missing].range.headerText)")
+                return .oneRangeARequest(
+                    reason: "one part of \(spans.count) ranges, without bytes \(spans[missing].range.headerText)")
             }
             throw refused("no part for bytes \(spans[missing].range.headerText)")
         }

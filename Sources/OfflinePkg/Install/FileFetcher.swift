@@ -118,10 +118,12 @@ package struct FileFetcher: Sendable {
         let collected = Mutex<[UInt8]>([])
         let name = reference.url
         let request = TransferRequest(url: url, limits: downloader.limits, caBundle: downloader.caBundle)
-        let head = try await downloader.transport.get(request) { _ in } onBody: { chunk in
+        let head = try await downloader.transport.get(request) { _ in
+        } onBody: { chunk in
             try collected.withLock {
                 guard $0.count + chunk.count <= reference.size else {
-                    throw OfflinePkgError.sizeMismatch(what: name, reason: "more than the \(reference.size) bytes the manifest promised")
+                    throw OfflinePkgError.sizeMismatch(
+                        what: name, reason: "more than the \(reference.size) bytes the manifest promised")
                 }
                 $0 += chunk
             }
@@ -129,7 +131,9 @@ package struct FileFetcher: Sendable {
         if !head.isSuccess { throw OfflinePkgError.transfer(url: url.absoluteString, failure: head.failure) }
         let bytes = collected.withLock { $0 }
         let digest = SHA256.hash(bytes).hex
-        guard digest == reference.sha256 else { throw OfflinePkgError.hashMismatch(what: name, expected: reference.sha256, actual: digest) }
+        guard digest == reference.sha256 else {
+            throw OfflinePkgError.hashMismatch(what: name, expected: reference.sha256, actual: digest)
+        }
         return bytes
     }
 
@@ -174,8 +178,10 @@ package struct FileFetcher: Sendable {
         memberLimits.maxBytes = min(memberLimits.maxBytes, file.size)
         let name = "\(archiveName) bytes \(file.offset)-\(file.offset + file.length - 1)"
         // The unpacker takes the file into the content store under the sha256 it hashed as it wrote.
-        let unpacked = try ArchiveUnpacker(limits: memberLimits, archiveName: name, keepFile: ContentStore(layout: layout).keepFile)
-            .unpack(archivePath: path, into: staging)
+        let unpacked = try ArchiveUnpacker(
+            limits: memberLimits, archiveName: name, keepFile: ContentStore(layout: layout).keepFile
+        )
+        .unpack(archivePath: path, into: staging)
         guard unpacked.files.count == 1, let written = unpacked.files[file.path] else {
             throw OfflinePkgError.archiveRefused(
                 archive: name, entry: unpacked.files.keys.first, reason: "the frames of \"\(file.path)\" hold another member")
@@ -191,7 +197,9 @@ package struct FileFetcher: Sendable {
 
     /// Links every file not fetched into this staging (held content, or a path whose content another
     /// path brought) and stages the tree: the tree hash is checked there.
-    static func buildTree(_ entry: PackageEntry, files tree: [FileIndex.Entry], staging: String, layout: CacheLayout) throws -> StagedTree {
+    static func buildTree(_ entry: PackageEntry, files tree: [FileIndex.Entry], staging: String, layout: CacheLayout) throws
+        -> StagedTree
+    {
         let store = ContentStore(layout: layout)
         let writer = try TreeWriter(root: staging, replacesFiles: false)
         var files = [PackagePath: TreeFile]()
@@ -206,4 +214,3 @@ package struct FileFetcher: Sendable {
         return try Staging(layout: layout).stage(files, folders: folders, in: staging, entry: entry)
     }
 }
-

@@ -67,7 +67,8 @@ extension PackageInstaller {
         defer { probe?.cancel() }
         if let base = indexDeltaBase(for: entry, current: current) {
             do {
-                let attempt = try await fetcher.planFromDelta(entry, reference: reference, manifestURL: manifestURL, base: base, cap: other)
+                let attempt = try await fetcher.planFromDelta(
+                    entry, reference: reference, manifestURL: manifestURL, base: base, cap: other)
                 spent += attempt.bytes
                 plan = attempt.plan
             } catch {

@@ -23,12 +23,16 @@ import Testing
         return files
     }
 
-    static func support(_ root: TemporaryDirectory, _ rig: OriginRangeTests.Rig, _ built: ChunkedArchiveBuilder.Built) -> RangeSupport? {
+    static func support(_ root: TemporaryDirectory, _ rig: OriginRangeTests.Rig, _ built: ChunkedArchiveBuilder.Built)
+        -> RangeSupport?
+    {
         OriginRanges(layout: CacheLayout(root: root.path)).support(for: rig.served.url(built.archiveURL))
     }
 
     /// GET requests for the archive of `built`, from log line `before` on.
-    static func archiveGets(_ rig: OriginRangeTests.Rig, _ built: ChunkedArchiveBuilder.Built, from before: Int) -> [AccessLogEntry] {
+    static func archiveGets(_ rig: OriginRangeTests.Rig, _ built: ChunkedArchiveBuilder.Built, from before: Int)
+        -> [AccessLogEntry]
+    {
         usleep(300_000)
         return rig.origin.accessLog().dropFirst(before).filter { $0.uri == "/" + built.archiveURL && $0.method == "GET" }
     }
@@ -119,9 +123,11 @@ import Testing
         ]
         // Gaps 100, 500, 6400, 39000: a budget of 600 merges the first two, not the third.
         let plan = RangePlan(oneRangeARequest: wanted.reversed(), wasteBudget: 600)
-        #expect(plan.requests.map { $0.spans.map(\.range) } == [
-            [ByteRange(offset: 0, length: 3600)], [ByteRange(offset: 10_000, length: 1000)], [ByteRange(offset: 50_000, length: 1000)],
-        ])
+        #expect(
+            plan.requests.map { $0.spans.map(\.range) } == [
+                [ByteRange(offset: 0, length: 3600)], [ByteRange(offset: 10_000, length: 1000)],
+                [ByteRange(offset: 50_000, length: 1000)],
+            ])
         #expect(plan.requests.allSatisfy { $0.spans.count == 1 && !$0.header.contains(",") })
         #expect(plan.requests.flatMap { $0.spans.flatMap(\.wanted) } == wanted)
         #expect(RangePlan(oneRangeARequest: wanted, wasteBudget: 0).requests.count == 5)

@@ -79,7 +79,8 @@ import Testing
             sequence += 1
             let path = repo + "/manifest.json"
             try writeManifest(packages: [made.entry], sequence: sequence, to: path)
-            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(Double(sequence))], ofItemAtPath: path)
+            try FileManager.default.setAttributes(
+                [.modificationDate: Date().addingTimeInterval(Double(sequence))], ofItemAtPath: path)
             return made
         }
 
@@ -101,8 +102,10 @@ import Testing
 
     /// The frames of `built` whose content `held` lacks, and the delta from `from`'s tree.
     static func ideal(_ rig: Rig, _ built: ChunkedArchiveBuilder.Built, from: ChunkedArchiveBuilder.Built) -> Int64 {
-        let delta = FileIndexDelta.url(nextTo: built.indexURL, fromTree: FileFetchTests.tree(from), index: String(built.indexURL.dropFirst(6).prefix(64)))
-        return FileFetchTests.neededFrames(built, held: FileFetchTests.held(from)) + (FileSystem.fileSize(rig.repo + "/" + delta) ?? 0)
+        let delta = FileIndexDelta.url(
+            nextTo: built.indexURL, fromTree: FileFetchTests.tree(from), index: String(built.indexURL.dropFirst(6).prefix(64)))
+        return FileFetchTests.neededFrames(built, held: FileFetchTests.held(from))
+            + (FileSystem.fileSize(rig.repo + "/" + delta) ?? 0)
     }
 
     @Test(arguments: Origin.allCases)
@@ -120,10 +123,14 @@ import Testing
         #expect(change.via == "files", "\(kind): \(events.all)")
         #expect(change.to == "6.0")
         let layout = CacheLayout(root: root.path)
-        #expect(try treeHash(of: layout.tree(id: "app", version: "6.0", treeHash: FileFetchTests.tree(v6))) == FileFetchTests.tree(v6))
+        #expect(
+            try treeHash(of: layout.tree(id: "app", version: "6.0", treeHash: FileFetchTests.tree(v6))) == FileFetchTests.tree(v6)
+        )
         let (bytes, requests) = Self.traffic(rig.served, from: before)
         let ideal = Self.ideal(rig, v6, from: v1)
-        #expect(Double(bytes) <= 1.1 * Double(ideal) + 8192, "\(kind): \(bytes) B sent for \(ideal) B of frames and delta: \(requests)")
+        #expect(
+            Double(bytes) <= 1.1 * Double(ideal) + 8192,
+            "\(kind): \(bytes) B sent for \(ideal) B of frames and delta: \(requests)")
         // Never the whole index, never the archive.
         #expect(!requests.contains { $0.uri == "/" + v6.indexURL }, "\(kind)")
         #expect(!requests.contains { $0.uri == "/" + v6.archiveURL && $0.status == 200 && $0.method == "GET" }, "\(kind)")
@@ -188,7 +195,9 @@ import Testing
         #expect(requests.contains { $0.uri == "/" + url && $0.status == 200 })
         #expect(requests.filter { $0.uri == "/" + v3.indexURL }.count == 1, "\(requests)")
         let layout = CacheLayout(root: root.path)
-        #expect(try treeHash(of: layout.tree(id: "app", version: "3.0", treeHash: FileFetchTests.tree(v3))) == FileFetchTests.tree(v3))
+        #expect(
+            try treeHash(of: layout.tree(id: "app", version: "3.0", treeHash: FileFetchTests.tree(v3))) == FileFetchTests.tree(v3)
+        )
     }
 
     /// `sync --cacert FILE`: an origin behind a private CA, over HTTP/2; without the CA the certificate
@@ -205,7 +214,9 @@ import Testing
         let missing = try OfflinePkgBinary.run(["sync", url, "--root", root.path, "--cacert", root.path("none.pem")])
         #expect(missing.status == 2, "\(missing.stderr)")
         #expect(missing.stderr.contains("--cacert"), "\(missing.stderr)")
-        let synced = try OfflinePkgBinary.run(["sync", url, "--root", root.path, "--cacert", authority.certificatePath, "--quiet"])
+        let synced = try OfflinePkgBinary.run([
+            "sync", url, "--root", root.path, "--cacert", authority.certificatePath, "--quiet",
+        ])
         #expect(synced.status == 0, "\(synced.stderr)")
         #expect(rig.origin.accessLog().contains { $0.uri == "/manifest.json" && $0.serverProtocol == "HTTP/2.0" })
     }
