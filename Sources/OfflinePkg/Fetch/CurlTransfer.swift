@@ -14,8 +14,6 @@ final class CurlTransfer: @unchecked Sendable {
     var status = 0
     var announced = false
     var callbackError: Error?
-    /// Whether libcurl follows redirects for this transfer (a 3xx with a `Location` is then not final).
-    var followsRedirects = true
     var handle: UnsafeMutableRawPointer?
     var lastReceived: Int64 = -1
     var lastProgress = ContinuousClock.now
@@ -83,7 +81,7 @@ final class CurlTransfer: @unchecked Sendable {
         // HTTP/2 where TLS's ALPN offers it, HTTP/1.1 otherwise (libcurl's default, said here because a
         // `CurlSession` multiplexes on it).
         ccurl_setopt_long(curl, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        ccurl_setopt_long(curl, CURLOPT_FOLLOWLOCATION, followsRedirects ? 1 : 0)
+        ccurl_setopt_long(curl, CURLOPT_FOLLOWLOCATION, request.followsRedirects ? 1 : 0)
         ccurl_setopt_long(curl, CURLOPT_MAXREDIRS, 8)
         // https never redirects to http: a redirect may only keep or raise the scheme's protection. This
         // covers a transfer that starts on https; `header` covers an https hop later in the chain.
@@ -202,7 +200,7 @@ final class CurlTransfer: @unchecked Sendable {
     /// abort the transfer.
     private func announceFinalHead() -> Bool {
         guard !announced, !isFile, status >= 200 else { return true }
-        if followsRedirects && (300..<400).contains(status) && headers["location"] != nil { return true }
+        if request.followsRedirects && (300..<400).contains(status) && headers["location"] != nil { return true }
         announced = true
         do {
             try onResponse(TransferResponseHead(status: status, headers: headers, fields: fields))
