@@ -57,7 +57,7 @@ import Testing
         let nginx = try NginxServer(documentRoot: repo)
         let store = try PackageStore(root: URL(fileURLWithPath: root), options: .init(watchInterval: 0))
         let updater = Updater(store: store, manifestURL: nginx.url("manifest.json"), options: .init(retry: .init(attempts: 1)))
-        #expect(try await updater.sync().changes.first?.via == "archive")
+        #expect(try await updater.sync().changes.first?.via == .archive)
         for version in 2...3 {
             try writeSite(DemoSite.files(version: version), to: site)
             // No package deltas: the device goes by files.
@@ -76,7 +76,7 @@ import Testing
         let reference = try #require(entry.archive.files)
         usleep(200_000)
         let requests = nginx.accessLog().dropFirst(before)
-        #expect(change.via == "files")
+        #expect(change.via == .files)
         #expect(requests.contains { $0.uri.hasPrefix("/files/deltas/") && $0.status == 200 }, "\(Array(requests))")
         #expect(!requests.contains { $0.uri == "/" + reference.url }, "\(Array(requests))")
         #expect(try treeHash(of: installedTree(root: root, id: "app", version: "3.0", tree: entry.tree)) == entry.tree)

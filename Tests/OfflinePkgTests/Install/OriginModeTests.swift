@@ -41,12 +41,12 @@ import Testing
         let rig = try OriginRangeTests.Rig(.multipart)
         try rig.publish(1, files: Self.bigFiles(version: 1))
         let root = try TemporaryDirectory(prefix: "origin-mode")
-        #expect(try await rig.sync(root.path).changes.first?.via == "archive")
+        #expect(try await rig.sync(root.path).changes.first?.via == .archive)
 
         // Found out (HEAD beside the index), remembered: several ranges a request.
         var built = try rig.publish(2, files: Self.bigFiles(version: 2))
         var before = rig.origin.accessLog().count
-        #expect(try await rig.sync(root.path).changes.first?.via == "files")
+        #expect(try await rig.sync(root.path).changes.first?.via == .files)
         #expect(Self.support(root, rig, built) == .multipart)
         #expect(rig.origin.accessLog().dropFirst(before).contains { $0.method == "HEAD" })
 
@@ -57,7 +57,7 @@ import Testing
         before = rig.origin.accessLog().count
         let events = EventLog()
         let report = try await rig.sync(root.path, events: events)
-        #expect(report.changes.first?.via == "files", "\(events.all)")
+        #expect(report.changes.first?.via == .files, "\(events.all)")
         var gets = Self.archiveGets(rig, built, from: before)
         let whole = gets.filter { $0.status == 200 }
         #expect(whole.count == 1, "\(gets)")
@@ -70,7 +70,7 @@ import Testing
         // The next sync starts right: one range a request from the first.
         built = try rig.publish(4, files: Self.bigFiles(version: 4))
         before = rig.origin.accessLog().count
-        #expect(try await rig.sync(root.path).changes.first?.via == "files")
+        #expect(try await rig.sync(root.path).changes.first?.via == .files)
         gets = Self.archiveGets(rig, built, from: before)
         #expect(!gets.isEmpty && gets.allSatisfy { $0.status == 206 && !($0.range ?? ",").contains(",") }, "\(gets)")
 
@@ -78,11 +78,11 @@ import Testing
         // record is dropped, and the sync after finds the origin out afresh.
         try rig.origin.reload(locations: "server_tokens off;")
         built = try rig.publish(5, files: Self.bigFiles(version: 5))
-        #expect(try await rig.sync(root.path).changes.first?.via == "files")
+        #expect(try await rig.sync(root.path).changes.first?.via == .files)
         #expect(Self.support(root, rig, built) == nil)
         built = try rig.publish(6, files: Self.bigFiles(version: 6))
         before = rig.origin.accessLog().count
-        #expect(try await rig.sync(root.path).changes.first?.via == "files")
+        #expect(try await rig.sync(root.path).changes.first?.via == .files)
         gets = Self.archiveGets(rig, built, from: before)
         #expect(gets.count == 1 && gets.first?.range?.contains(",") == true && gets.first?.status == 206, "\(gets)")
         #expect(Self.support(root, rig, built) == .multipart)
@@ -105,12 +105,12 @@ import Testing
         var built = try #require(rig.built[4])
         let events = EventLog()
         // No ranges at all: the one-range answer is cut off, and the archive comes in the same sync.
-        #expect(try await rig.sync(root.path, events: events).changes.first?.via == "archive")
+        #expect(try await rig.sync(root.path, events: events).changes.first?.via == .archive)
         #expect(Self.support(root, rig, built) == RangeSupport.none)
         // Remembered: the next update goes straight to the archive, without the index.
         built = try rig.publish(5)
         let before = rig.origin.accessLog().count
-        #expect(try await rig.sync(root.path).changes.first?.via == "archive")
+        #expect(try await rig.sync(root.path).changes.first?.via == .archive)
         usleep(300_000)
         let lines = rig.origin.accessLog().dropFirst(before)
         #expect(!lines.contains { $0.uri == "/" + built.indexURL || $0.range != nil }, "\(Array(lines))")

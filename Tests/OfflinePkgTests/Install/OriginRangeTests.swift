@@ -113,14 +113,14 @@ import Testing
         let rig = try Rig(kind)
         let v1 = try rig.publish(1)
         let root = try TemporaryDirectory(prefix: "origin-device")
-        #expect(try await rig.sync(root.path).changes.first?.via == "archive")
+        #expect(try await rig.sync(root.path).changes.first?.via == .archive)
         for version in 2...6 { try rig.publish(version) }
         let v6 = try #require(rig.built[6])
         let before = rig.served.accessLog().count
         let events = EventLog()
         let report = try await rig.sync(root.path, events: events)
         let change = try #require(report.changes.first)
-        #expect(change.via == "files", "\(kind): \(events.all)")
+        #expect(change.via == .files, "\(kind): \(events.all)")
         #expect(change.to == "6.0")
         let layout = CacheLayout(root: root.path)
         #expect(
@@ -188,7 +188,7 @@ import Testing
         let before = rig.origin.accessLog().count
         let events = EventLog()
         let report = try await rig.sync(root.path, events: events)
-        #expect(report.changes.first?.via == "files", "\(events.all)")
+        #expect(report.changes.first?.via == .files, "\(events.all)")
         let refused = events.all.compactMap { if case .indexDeltaFailed(_, _, let error) = $0 { error } else { nil } }
         #expect(refused.count == 1, "\(wrong): \(events.all)")
         let (_, requests) = Self.traffic(rig.origin, from: before)
