@@ -5,7 +5,7 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgReports
 
-/// Install reports (docs/protocol.md#install-reports) end to end on loopback: 50 device roots syncing with the `offlinepkg` binary through nginx,
+/// Install reports (docs/protocol.md#install-reports) end to end on loopback: 50 device roots syncing with the `offlinepkg` command line through nginx,
 /// which serves the repository and proxies `/reports` to `reports serve`, while the publisher releases
 /// three versions: one that fails on the devices its rollout reaches (a damaged archive), one that all
 /// take, one that some revert (their launch is never confirmed). The collector is down for one round;
@@ -96,11 +96,11 @@ struct FleetReportsTests {
 
         /// Every device but `except` syncs, `parallel` at a time; returns the exit statuses by device.
         @discardableResult
-        func round(except: Set<Int> = []) throws -> [Int: Int32] {
+        func round(except: Set<Int> = []) async throws -> [Int: Int32] {
             let statuses = Shared<[Int: Int32]>([:])
-            try inParallel(FleetReportsTests.devices, width: FleetReportsTests.parallel) { device in
+            try await inParallel(FleetReportsTests.devices, width: FleetReportsTests.parallel) { device in
                 guard !except.contains(device) else { return }
-                let result = try OfflinePkgBinary.run(self.syncArguments(device), timeout: 60)
+                let result = await InProcessCLI.run(self.syncArguments(device))
                 try self.note(device, result)
                 statuses.with { $0[device] = result.status }
             }
@@ -148,7 +148,7 @@ struct FleetReportsTests {
         // Release 1 (home 1, docs 1), reports on: every device activates it.
         try await fleet.publish("home", "1", ["--reports", collectorURL])
         try await fleet.publish("docs", "1")
-        var statuses = try fleet.round()
+        var statuses = try await fleet.round()
         #expect(statuses.values.allSatisfy { $0 == 0 } && statuses.count == Self.devices)
         for device in 0..<Self.devices {
             #expect(try fleet.launch(device, confirm: true) == .awaitingConfirmation(generation: 1, launch: 1))
@@ -159,7 +159,7 @@ struct FleetReportsTests {
         try await fleet.publish("docs", "2", ["--rollout", "40", "--deltas", "0", "--format", "tar.gz"])
         try fleet.damage(fleet.repo + "/archives/docs/2/docs-2.tar.gz")
         fleet.collector.stop()
-        statuses = try fleet.round()
+        statuses = try await fleet.round()
         let reached = Set(
             (0..<Self.devices).filter { Rollout.bucket(deviceID: fleet.deviceID($0), packageID: "docs", version: "2") < 40 })
         #expect(!reached.isEmpty && reached.count < Self.devices)
@@ -176,7 +176,7 @@ struct FleetReportsTests {
         // docs 3 mends it, with home 2: everyone activates and confirms the launch.
         try await fleet.publish("docs", "3", ["--rollout", "100"])
         try await fleet.publish("home", "2")
-        statuses = try fleet.round()
+        statuses = try await fleet.round()
         #expect(statuses.values.allSatisfy { $0 == 0 })
         for device in 0..<Self.devices {
             #expect(try fleet.launch(device, confirm: true) == .awaitingConfirmation(generation: 2, launch: 1))
@@ -195,7 +195,7 @@ struct FleetReportsTests {
         let killed = try [storedThenKilled, killedBeforeStored].map {
             try ChildProcess(OfflinePkgBinary.path, fleet.syncArguments($0))
         }
-        try fleet.round(except: [storedThenKilled, killedBeforeStored])
+        try await fleet.round(except: [storedThenKilled, killedBeforeStored])
         let deadline = Date().addingTimeInterval(30)
         while proxy.held.count < 2 && Date() < deadline { usleep(10_000) }
         #expect(proxy.held.count == 2 && proxy.forwarded == [fleet.deviceID(storedThenKilled)])
@@ -217,7 +217,7 @@ struct FleetReportsTests {
         }
 
         // A last round sends what waited: the reverts, the confirmations, the killed devices' events.
-        statuses = try fleet.round()
+        statuses = try await fleet.round()
         #expect(statuses.values.allSatisfy { $0 == 0 })
         let stored = try fleet.stored()
         let truth = fleet.did.current
