@@ -70,7 +70,9 @@ extension Publisher {
         let indexDeltas = try copyFileIndexDeltas(into: parsed, id: id, version: version, from: from)
         FailPoint.publishBeforeRename.hit()
         for (number, file) in written.enumerated() { try moveIntoPlace(layout.temporary("promote-\(number)"), url: file.url) }
-        for delta in indexDeltas { try moveIntoPlace(delta.scratch, url: delta.url) }
+        for delta in indexDeltas {
+            if delta.newest { try replaceIntoPlace(delta.scratch, url: delta.url) } else { try moveIntoPlace(delta.scratch, url: delta.url) }
+        }
         let release = try writeRelease(
             entry, id: id, version: version, index: index, document: document, expires: nil, expiresIn: nil, signer: signer,
             events: nil, promotedFrom: from.root)
@@ -101,9 +103,9 @@ extension Publisher {
     /// versions only; a tree it has none from costs that device the index, as after a publish.
     private func copyFileIndexDeltas(
         into entry: PackageEntry, id: String, version: String, from source: RepositoryLayout
-    ) throws -> [(scratch: String, url: String)] {
+    ) throws -> [(scratch: String, url: String, newest: Bool)] {
         guard let index = entry.archive.files else { return [] }
-        var copied = [(scratch: String, url: String)]()
+        var copied = [(scratch: String, url: String, newest: Bool)]()
         var trees = Set<String>()
         for published in try versionLog(id).filter({ $0 != version }).suffix(Self.fileIndexDeltaCount).reversed() {
             let path = layout.treeIndex(id: id, version: published)
@@ -111,13 +113,16 @@ extension Publisher {
             let tree = TreeHash.compute(try TreeIndexFile.decode(FileSystem.read(path, limit: FileIndex.maximumSize), path: path))
             let url = FileIndexDelta.url(nextTo: index.url, fromTree: tree, index: index.sha256)
             guard tree != entry.tree, trees.insert(tree).inserted, FileSystem.exists(source.path(ofURL: url)) else { continue }
-            let scratch = layout.temporary("promote-index-delta-\(copied.count)")
-            do {
-                try FileManager.default.copyItem(atPath: source.path(ofURL: url), toPath: scratch)
-            } catch {
-                throw OfflinePkgError.publishRefused(reason: "cannot copy \(source.path(ofURL: url)) to \(scratch): \(error)")
+            // Under its name, and as the newest delta from that tree on this channel.
+            for (target, newest) in [(url, false), (FileIndexDelta.newestURL(nextTo: index.url, fromTree: tree), true)] {
+                let scratch = layout.temporary("promote-index-delta-\(copied.count)")
+                do {
+                    try FileManager.default.copyItem(atPath: source.path(ofURL: url), toPath: scratch)
+                } catch {
+                    throw OfflinePkgError.publishRefused(reason: "cannot copy \(source.path(ofURL: url)) to \(scratch): \(error)")
+                }
+                copied.append((scratch, target, newest))
             }
-            copied.append((scratch, url))
         }
         return copied
     }

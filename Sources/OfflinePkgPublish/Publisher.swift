@@ -67,11 +67,14 @@ package struct Publisher: Sendable {
         pending.append((scratch, archiveURL))
         let archive = try describe(scratch, url: archiveURL, sha256: archiveHash)
         var fileIndex: PublishReport.WrittenFile?
+        var newestIndexDeltas = [(String, String)]()
         if let ranges {
             let (written, path, entries) = try writeFileIndex(files: files, ranges: ranges, name: "\(request.id)-\(request.version)")
             fileIndex = written
             pending.append((path, written.url))
-            pending += try writeFileIndexDeltas(request, entries: entries, index: written)
+            let indexDeltas = try writeFileIndexDeltas(request, entries: entries, index: written)
+            pending += indexDeltas.named
+            newestIndexDeltas = indexDeltas.newest
         }
 
         // Deltas from the versions published before this one, newest first.
@@ -89,6 +92,7 @@ package struct Publisher: Sendable {
         }
         FailPoint.publishBeforeRename.hit()
         for (path, url) in pending { try moveIntoPlace(path, url: url) }
+        for (path, url) in newestIndexDeltas { try replaceIntoPlace(path, url: url) }
 
         var archiveFile = RemoteFile(url: archive.url, sha256: archive.sha256, size: archive.size)
         archiveFile.files = fileIndex.map { FileIndexReference(url: $0.url, sha256: $0.sha256, size: $0.size) }
@@ -261,12 +265,14 @@ package struct Publisher: Sendable {
     package static let fileIndexDeltaCount = 32
 
     /// File-index deltas (`FileIndexDelta`) into `index` from the trees of the versions published before,
-    /// newest first, each in a scratch file with its URL; one whose tree equals the new one is not
-    /// needed, and one as large as the index is not worth it.
+    /// newest first, each in a scratch file with its URL (`named`), and again under the name of the
+    /// newest delta from its tree (`newest`, which replaces the one before); one whose tree equals the new
+    /// one is not needed, and one as large as the index is not worth it.
     private func writeFileIndexDeltas(
         _ request: PublishRequest, entries: [FileIndex.Entry], index: PublishReport.WrittenFile
-    ) throws -> [(scratch: String, url: String)] {
-        var written = [(scratch: String, url: String)]()
+    ) throws -> (named: [(String, String)], newest: [(String, String)]) {
+        var written = [(String, String)]()
+        var newest = [(String, String)]()
         var trees = Set<String>()
         for from in try versionLog(request.id).filter({ $0 != request.version }).suffix(Self.fileIndexDeltaCount).reversed() {
             let path = layout.treeIndex(id: request.id, version: from)
@@ -281,8 +287,11 @@ package struct Publisher: Sendable {
             let scratch = layout.temporary("\(request.id)-\(request.version)-from-\(tree.prefix(16)).json.zst")
             try FileSystem.write(compressed, to: scratch)
             written.append((scratch, layout.fileIndexDeltaURL(fromTree: tree, index: index.sha256)))
+            let copy = layout.temporary("\(request.id)-\(request.version)-newest-\(tree.prefix(16)).json.zst")
+            try FileSystem.write(compressed, to: copy)
+            newest.append((copy, FileIndexDelta.newestURL(nextTo: index.url, fromTree: tree)))
         }
-        return written
+        return (written, newest)
     }
 
     /// A version is published once. The same content again is allowed (to change routes or rollout, or
@@ -359,6 +368,14 @@ package struct Publisher: Sendable {
             FileSystem.discardFile(scratch)
             return
         }
+        try FileSystem.makeDirectories(FileSystem.parentPath(path))
+        try FileSystem.rename(scratch, to: path)
+    }
+
+    /// Renames a finished scratch file to its URL's path, over what is there: for the one kind of file a
+    /// publish rewrites, the newest file-index delta from a tree (`FileIndexDelta.newestURL`).
+    package func replaceIntoPlace(_ scratch: String, url: String) throws {
+        let path = layout.path(ofURL: url)
         try FileSystem.makeDirectories(FileSystem.parentPath(path))
         try FileSystem.rename(scratch, to: path)
     }

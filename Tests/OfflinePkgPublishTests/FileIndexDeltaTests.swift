@@ -38,6 +38,9 @@ import Testing
             #expect(Set(delta.files.map(\.path)) == Set(newFiles.keys.filter { oldFiles[$0] != newFiles[$0] }))
             #expect(Set(delta.delete) == Set(oldFiles.keys.filter { newFiles[$0] == nil }))
             #expect(FileSystem.fileSize(path)! < index.size)
+            // The newest delta from that tree, which devices ask for beside the manifest: the same bytes.
+            let newest = repo + "/" + FileIndexDelta.newestURL(nextTo: index.url, fromTree: old.tree)
+            #expect(try FileSystem.read(newest) == FileSystem.read(path))
         }
         // The same site again writes nothing new, and two publishes give the same bytes.
         let before = try shell("cd '\(repo)/files/deltas' && sha256sum * | sort")
@@ -120,6 +123,8 @@ import Testing
         #expect(FileSystem.exists(layout.path(ofURL: layout.fileIndexDeltaURL(fromTree: reports[0].tree, index: index.sha256))))
         // Staging's delta from 2.0, a tree no device of this channel holds, is not carried.
         #expect(!FileSystem.exists(layout.path(ofURL: layout.fileIndexDeltaURL(fromTree: reports[1].tree, index: index.sha256))))
+        // And the newest delta from release 1's tree, under its name on this channel.
+        #expect(FileSystem.exists(layout.path(ofURL: FileIndexDelta.newestURL(nextTo: index.url, fromTree: reports[0].tree))))
         try await Self.expectSyncByTheIndexDelta(updater, nginx: nginx, repo: production, root: root)
     }
 }
