@@ -61,14 +61,96 @@ import Testing
         let store = try PackageStore(root: URL(fileURLWithPath: root), options: .init(watchInterval: 0))
         let updater = Updater(store: store, manifestURL: nginx.url("manifest.json"), options: .init(retry: .init(attempts: 1)))
         #expect(try await updater.sync().changes.first?.via == .archive)
-        for version in 2...3 {
-            try writeSite(DemoSite.files(version: version), to: site)
-            // No package deltas: the device goes by files.
-            var request = DemoSite.request(site: site, version: version)
-            request.deltaCount = 0
-            _ = try publisher.publish(request)
-        }
+        for version in 2...3 { _ = try Self.publishByFiles(publisher, site: site, version: version) }
         try await Self.expectSyncByTheIndexDelta(updater, nginx: nginx, repo: repo, root: root)
+    }
+
+    /// A device behind asks for the newest delta from its tree beside the manifest, not after it: the
+    /// server holds the manifest's last byte back, and the delta is asked before it is sent. The
+    /// full-named delta and the index are never asked.
+    @Test func aDeviceOneReleaseBehindAsksForTheNewestDeltaBesideTheManifest() async throws {
+        let (scratch, site, publisher, server, updater) = try await Self.deviceOnTheFirstRelease("index-delta-early")
+        let hold = 2.0
+        let first = try Self.published(scratch.path("repo"))
+        let report = try Self.publishByFiles(publisher, site: site, version: 2)
+        let index = try #require(report.fileIndex)
+        server.script("/manifest.json", [.holdLastByte(seconds: hold)])
+        let before = server.requests.count
+        let sync = try await updater.sync()
+        #expect(sync.changes.first?.via == .files)
+        let requests = server.requests.dropFirst(before)
+        let manifest = try #require(requests.first { $0.path == "/manifest.json" })
+        let newest = "/" + FileIndexDelta.newestURL(nextTo: index.url, fromTree: first.tree)
+        let early = try #require(requests.first { $0.path == newest }, "\(requests.map(\.path))")
+        #expect(early.status == 200)
+        #expect(early.receivedAt < manifest.answeredAt.addingTimeInterval(hold), "the delta was asked after the manifest came")
+        let named = "/" + RepositoryLayout(root: scratch.path("repo")).fileIndexDeltaURL(fromTree: first.tree, index: index.sha256)
+        #expect(!requests.contains { $0.path == named || $0.path == "/" + index.url }, "\(requests.map(\.path))")
+    }
+
+    /// The newest delta fetched beside the manifest is a guess: a stale copy (it stands for an older
+    /// index) or a damaged one is dropped, and the delta is fetched by its full name in the same sync.
+    @Test(arguments: ["stale", "damaged"])
+    func aStaleOrDamagedNewestDeltaFallsBackToTheNamedOneInTheSameSync(_ kind: String) async throws {
+        let (scratch, site, publisher, server, updater) = try await Self.deviceOnTheFirstRelease("index-delta-stale-\(kind)")
+        let repo = scratch.path("repo")
+        let first = try Self.published(repo)
+        var reports = [PublishReport]()
+        for version in 2...3 {
+            reports.append(try Self.publishByFiles(publisher, site: site, version: version))
+            if version == 2 && kind == "stale" {
+                let index = try #require(reports[0].fileIndex)
+                let newest = repo + "/" + FileIndexDelta.newestURL(nextTo: index.url, fromTree: first.tree)
+                try FileManager.default.copyItem(atPath: newest, toPath: scratch.path("stale-newest"))
+            }
+        }
+        let index = try #require(reports[1].fileIndex)
+        let newest = "/" + FileIndexDelta.newestURL(nextTo: index.url, fromTree: first.tree)
+        // What an edge that kept release 2's copy, or a damaged one, serves under the newest name.
+        let bytes = kind == "stale" ? try FileSystem.read(scratch.path("stale-newest")) : [UInt8](repeating: 7, count: 300)
+        try FileSystem.writeAtomically(bytes, to: repo + newest)
+        let before = server.requests.count
+        let sync = try await updater.sync()
+        let change = try #require(sync.changes.first)
+        #expect(change.via == .files && change.to == "3.0")
+        let requests = server.requests.dropFirst(before)
+        let named = "/" + RepositoryLayout(root: repo).fileIndexDeltaURL(fromTree: first.tree, index: index.sha256)
+        #expect(requests.contains { $0.path == newest && $0.status == 200 }, "\(requests.map(\.path))")
+        #expect(requests.contains { $0.path == named && $0.status == 200 }, "\(requests.map(\.path))")
+        #expect(!requests.contains { $0.path == "/" + index.url }, "\(requests.map(\.path))")
+        let entry = try #require(try Manifest(parsing: FileSystem.read(repo + "/manifest.json"), source: "m").packages.first)
+        #expect(try treeHash(of: installedTree(root: scratch.path("root"), id: "app", version: "3.0", tree: entry.tree)) == entry.tree)
+    }
+
+    /// A repository with release 1 of the demo site, served by a `FaultServer`, and a device that
+    /// synced it (by the archive).
+    static func deviceOnTheFirstRelease(_ prefix: String) async throws -> (
+        TemporaryDirectory, String, Publisher, FaultServer, Updater
+    ) {
+        let scratch = try TemporaryDirectory(prefix: prefix)
+        chmod(scratch.path, 0o755)
+        let site = scratch.path("site")
+        let publisher = Publisher(repository: URL(fileURLWithPath: scratch.path("repo")))
+        try writeSite(DemoSite.files(version: 1), to: site)
+        _ = try publisher.publish(DemoSite.request(site: site, version: 1))
+        let server = try FaultServer(documentRoot: scratch.path("repo"))
+        let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
+        let updater = Updater(store: store, manifestURL: server.url("manifest.json"), options: .init(retry: .init(attempts: 1)))
+        #expect(try await updater.sync().changes.first?.via == .archive)
+        return (scratch, site, publisher, server, updater)
+    }
+
+    /// Publishes the demo site's `version` with no package deltas: a device goes by files.
+    static func publishByFiles(_ publisher: Publisher, site: String, version: Int) throws -> PublishReport {
+        try writeSite(DemoSite.files(version: version), to: site)
+        var request = DemoSite.request(site: site, version: version)
+        request.deltaCount = 0
+        return try publisher.publish(request)
+    }
+
+    /// The package entry `repo`'s manifest lists now.
+    static func published(_ repo: String) throws -> PackageEntry {
+        try #require(try Manifest(parsing: FileSystem.read(repo + "/manifest.json"), source: "manifest").packages.first)
     }
 
     /// Syncs `updater` to `repo`'s 3.0 and expects it to come by files with the index delta from
@@ -103,13 +185,7 @@ import Testing
         let root = scratch.path("root")
         let publisher = Publisher(repository: URL(fileURLWithPath: staging))
         var reports = [PublishReport]()
-        for version in 1...3 {
-            try writeSite(DemoSite.files(version: version), to: site)
-            // No package deltas: the device goes by files.
-            var request = DemoSite.request(site: site, version: version)
-            request.deltaCount = 0
-            reports.append(try publisher.publish(request))
-        }
+        for version in 1...3 { reports.append(try Self.publishByFiles(publisher, site: site, version: version)) }
         let channel = Publisher(repository: URL(fileURLWithPath: production))
         _ = try channel.promote(id: "app", version: "1.0", from: URL(fileURLWithPath: staging))
         let nginx = try NginxServer(documentRoot: production)

@@ -65,7 +65,13 @@ extension PackageInstaller {
         let archiveURL = try? ManifestLocation.resolve(entry.archive.url, against: manifestURL)
         let probe = archiveURL.map { url in Task { await fetcher.probeOrigin(url, size: entry.archive.size) } }
         defer { probe?.cancel() }
-        if let base = indexDeltaBase(for: entry, current: current) {
+        let base = indexDeltaBase(for: entry, current: current)
+        // The newest delta, fetched beside the manifest, when it is the one this entry needs.
+        if let base, let fetched = await early.delta(entry.id) {
+            spent += fetched.spent
+            plan = await fetcher.planFromEarly(entry, fetched: fetched, reference: reference, manifestURL: manifestURL, base: base)
+        }
+        if plan == nil, let base {
             do {
                 let attempt = try await fetcher.planFromDelta(
                     entry, reference: reference, manifestURL: manifestURL, base: base, cap: other)

@@ -17,6 +17,8 @@ package struct PackageInstaller: Sendable {
     package var defersNewContent = false
     /// How the origins of file-level updates take ranges (shared by the packages of one sync).
     package var origins: OriginRanges?
+    /// The newest file-index deltas this sync fetched beside the manifest.
+    package var early: EarlyRequests = .none
 
     /// How a tree arrived, and what it cost on the network.
     package struct Outcome: Sendable {

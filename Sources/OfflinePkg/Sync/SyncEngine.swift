@@ -51,10 +51,13 @@ package struct SyncEngine: Sendable {
         ContentLedger.of(layout).lockTaken()
         let start = try begin()
         if let skipped = skipIfCheckedRecently(start) { return skipped }
+        let early = startEarlyRequests(start)
+        defer { early.cancel() }
+        await early.started()
         let accepted = try await accept(start)
         if accepted.unchanged { return try finishUnchanged(accepted) }
         let planned = try plan(accepted)
-        let installed = try await install(planned.plan.toInstall, current: planned.current)
+        let installed = try await install(planned.plan.toInstall, current: planned.current, early: early)
         let switched = try switchSet(planned, installed)
         cleanUp()
         return report(switched, planned, installed)
