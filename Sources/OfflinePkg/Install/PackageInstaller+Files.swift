@@ -96,8 +96,15 @@ extension PackageInstaller {
                     plan = full
                 }
                 guard var chosen = plan else { return FilesAttempt(spent: spent) }
-                await probe?.value
-                if let archiveURL, chosen.support == nil, let support = fetcher.origins.support(for: archiveURL) {
+                // Over TLS the requests are streams of one HTTP/2 connection, as a rule: while the origin
+                // is not known, the frames go one range a request side by side (which every origin that
+                // serves ranges answers alike) rather than wait a round trip for the finding-out, which
+                // runs beside them and is remembered for the next sync. In the clear (HTTP/1.1, a few
+                // connections, where many requests queue) it is awaited.
+                let overTLS = archiveURL?.scheme?.lowercased() == "https"
+                if !overTLS { await probe?.value }
+                if let archiveURL, chosen.support == nil {
+                    let support = fetcher.origins.support(for: archiveURL) ?? (overTLS ? .single : nil)
                     chosen.support = support
                     chosen.ranges = fetcher.rangePlan(chosen.fetch, support: support)
                 }
