@@ -1,5 +1,5 @@
-import OfflinePkg
 import Foundation
+import OfflinePkg
 
 #if canImport(Glibc)
 import Glibc
@@ -25,11 +25,12 @@ package struct Publisher: Sendable {
         self.clock = clock
     }
 
-    /// Publishes `request`. `signer` turns the manifest bytes into a `manifest.json.minisig`; without
-    /// one, a signature left by an earlier publish is removed (it no longer matches). When another
-    /// publish holds the repository, `waiting` is called once and the publish waits for it to finish.
+    /// Publishes `request`, signed by `signingKeys` (a threshold of the newest keys version's manifest
+    /// keys when the repository has keys documents); unsigned without any, when a signature left by an
+    /// earlier publish is removed (it no longer matches). When another publish holds the repository,
+    /// `waiting` is called once and the publish waits for it to finish.
     package func publish(
-        _ request: PublishRequest, signer: (([UInt8]) throws -> [UInt8])? = nil, waiting: (() -> Void)? = nil,
+        _ request: PublishRequest, signingKeys: [SigningKey] = [], waiting: (() -> Void)? = nil,
         events: (@Sendable (PublishEvent) -> Void)? = nil
     ) throws -> PublishReport {
         try request.validate()
@@ -50,6 +51,7 @@ package struct Publisher: Sendable {
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
         try document.checkRoutes(request.routes, for: request.id)
+        let signer = try ManifestSigner(keys: signingKeys, repository: layout)
 
         // Everything is written under .tmp/ first; nothing takes a published name before it is all there.
         var pending = [(scratch: String, url: String)]()
@@ -104,37 +106,40 @@ package struct Publisher: Sendable {
             ManifestDocument.json(entry), id: request.id, version: request.version, index: TreeIndexFile.encode(files),
             document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events,
             runtime: request.runtime, reports: request.reports)
-        return PublishReport(
-            id: request.id, version: request.version, sequence: release.sequence, archive: archive, fileIndex: fileIndex, tree: tree,
-            files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished, signed: release.signed,
+        var report = PublishReport(
+            id: request.id, version: request.version, sequence: release.sequence, archive: archive, fileIndex: fileIndex,
+            tree: tree,
+            files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished,
+            signed: !release.signers.isEmpty,
             warnings: warnings)
+        (report.signers, report.keysVersion) = (release.signers, signer.keysVersion)
+        return report
     }
 
     /// The repository from here on: the lock first, so that nothing below reads a manifest that another
     /// publish is about to replace; then the scratch files an interrupted publish left are cleared.
     package func open(waiting: (() -> Void)?) throws -> (FileLock, ManifestDocument) {
-        try FileSystem.makeDirectories(layout.root)
-        var lock = try FileLock(path: layout.lock, wait: false)
-        if lock == nil {
-            waiting?()
-            lock = try FileLock(path: layout.lock, wait: true)
-        }
-        if FileSystem.exists(layout.scratch) { try FileSystem.removeTree(layout.scratch) }
-        try FileSystem.makeDirectories(layout.scratch)
-        return (lock!, try ManifestDocument.load(layout.manifest))
+        let lock = try lockRepository(waiting: waiting)
+        return (lock, try ManifestDocument.load(layout.manifest))
     }
 
     /// The last stage of a publish or a promote, once the archives are in place: the tree listing (which
     /// marks the version as published), the version log and history, then the manifest with this
-    /// package entry and sequence + 1, checked as a device would, and its signatures — the manifest and
-    /// `manifest.json.minisig` last of all.
+    /// package entry, sequence + 1 and the keys version it is signed under, checked as a device would,
+    /// and its signatures — the manifest and `manifest.json.minisig` last of all.
     package func writeRelease(
         _ entry: [String: Any], id: String, version: String, index: [UInt8], document: ManifestDocument,
-        expires: Date?, expiresIn: TimeInterval?, signer: (([UInt8]) throws -> [UInt8])?,
+        expires: Date?, expiresIn: TimeInterval?, signer: ManifestSigner,
         events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil,
         reports: ReportsChange? = nil
-    ) throws -> (sequence: Int, signed: Bool) {
+    ) throws -> (sequence: Int, signers: [String]) {
         var document = document
+        guard document.sequence < Int.max else {
+            throw OfflinePkgError.publishRefused(
+                reason:
+                    "the manifest's sequence is \(document.sequence), the highest there is: restore the manifest of your last publish (one a leaked key signed may be in its place; docs/publishing.md)"
+            )
+        }
         try FileSystem.makeDirectories(layout.packageTrees(id))
         try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version))
         try recordVersion(version, id: id)
@@ -144,6 +149,7 @@ package struct Publisher: Sendable {
         document.setSequence(sequence)
         document.replacePackage(object: entry, id: id)
         document.setExpires(try expiry(expires: expires, expiresIn: expiresIn))
+        document.setKeysVersion(signer.keysVersion)
         // The runtime object stays as the manifest has it unless this publish names one.
         if let runtime { document.setRuntime(runtime) }
         // So does the reports URL: set by `--reports URL`, removed by `--reports none`.
@@ -165,21 +171,25 @@ package struct Publisher: Sendable {
                 mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
                 entry: String(decoding: try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]), as: UTF8.self)),
             to: layout.publishHistory(id: id))
-        let signature = try signer?(bytes)
-        if let signature {
-            // The immutable copy first: a device that finds `.minisig` out of step with the manifest
-            // fetches this one (docs/protocol.md#signatures).
+        let signatures = try signer.sign(bytes)
+        if let first = signatures.first {
+            // The copies named after the manifest's hash first: a device that finds `.minisig` out of step
+            // with the manifest fetches these, and a threshold is read from them (docs/protocol.md#signatures).
+            let digest = SHA256.hash(bytes).hex
             try FileSystem.makeDirectories(layout.signatures)
-            try FileSystem.writeAtomically(signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(bytes).hex))
+            for (keyID, file) in signatures {
+                try FileSystem.writeAtomically(file, to: layout.keySignature(manifestSHA256: digest, keyID: keyID))
+            }
+            try FileSystem.writeAtomically(first.bytes, to: layout.immutableSignature(manifestSHA256: digest))
         }
         try FileSystem.writeAtomically(bytes, to: layout.manifest)
-        if let signature {
-            try FileSystem.writeAtomically(signature, to: layout.signature)
+        if let first = signatures.first {
+            try FileSystem.writeAtomically(first.bytes, to: layout.signature)
         } else {
             FileSystem.discardFile(layout.signature)
         }
         try? FileSystem.removeTree(layout.scratch)
-        return (sequence, signature != nil)
+        return (sequence, signatures.map(\.keyID))
     }
 
     /// `expires` for this publish only; else `expiresIn` (given now, or remembered from an earlier
