@@ -120,7 +120,15 @@ package struct Publisher: Sendable {
     /// publish is about to replace; then the scratch files an interrupted publish left are cleared.
     package func open(waiting: (() -> Void)?) throws -> (FileLock, ManifestDocument) {
         let lock = try lockRepository(waiting: waiting)
-        return (lock, try ManifestDocument.load(layout.manifest))
+        let document = try ManifestDocument.load(layout.manifest)
+        // Before any archive takes its name: a manifest at the last sequence cannot be published over.
+        guard document.sequence < Int.max else {
+            throw OfflinePkgError.publishRefused(
+                reason:
+                    "the manifest's sequence is \(document.sequence), the highest there is: restore the manifest of your last publish (one a leaked key signed may be in its place; docs/publishing.md)"
+            )
+        }
+        return (lock, document)
     }
 
     /// The last stage of a publish or a promote, once the archives are in place: the tree listing (which
@@ -134,12 +142,6 @@ package struct Publisher: Sendable {
         reports: ReportsChange? = nil
     ) throws -> (sequence: Int, signers: [String]) {
         var document = document
-        guard document.sequence < Int.max else {
-            throw OfflinePkgError.publishRefused(
-                reason:
-                    "the manifest's sequence is \(document.sequence), the highest there is: restore the manifest of your last publish (one a leaked key signed may be in its place; docs/publishing.md)"
-            )
-        }
         try FileSystem.makeDirectories(layout.packageTrees(id))
         try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version))
         try recordVersion(version, id: id)

@@ -229,4 +229,16 @@ struct KeysPublishingTests {
         #expect(try fleet.trust()?["keysVersion"] as? Int == 2)
         #expect(try fleet.verifyEverySignatureWithStockMinisign(in: fleet.cdn) == 3)
     }
+
+    @Test func aPublishOverALeakedKeysLastSequenceWritesNothing() throws {
+        let fleet = try KeysRotationTests.fleet()
+        // The attacker wrote into the repository folder itself, not only the CDN.
+        try fleet.attack("evil", leaked: "ci", sequence: Int.max, keys: 1)
+        try shell("rm -rf \"$REPO\" && cp -a \"$CDN\" \"$REPO\"", environment: ["REPO": fleet.repo, "CDN": fleet.cdn])
+        let before = try Self.snapshot(fleet.repo)
+        let refused = try fleet.publish("2", signers: ["ci"])
+        #expect(refused.status == 4)
+        #expect(refused.stderr.contains("the manifest's sequence is 9223372036854775807, the highest there is: restore the manifest"))
+        #expect(try Self.snapshot(fleet.repo) == before)
+    }
 }
