@@ -2,8 +2,8 @@ import Foundation
 import OfflinePkg
 import OfflinePkgPublish
 
-/// `keys init`, `keys rotate` and `keys show` (SPEC §14): a publisher's keys documents, and what a device
-/// root trusts.
+/// `keys init`, `keys rotate` and `keys show` (docs/protocol.md#keys-documents): a publisher's keys
+/// documents, and what a device root trusts.
 enum KeysCommands {
     static let repo = CommandSpec.Option(name: "repo", value: "DIR", help: "the repository folder; required")
     static let signKey = CommandSpec.Option(

@@ -1,8 +1,9 @@
 import Foundation
 import OfflinePkg
 
-/// `trust --reset`: the one way to make a root forget what it trusts for a manifest URL (SPEC §14 "a root
-/// remembers its trust"), so that a typo in a cron line never turns signature checks off silently.
+/// `trust --reset`: the one way to make a root forget what it trusts for a manifest URL
+/// (docs/protocol.md#keys-documents: "a root remembers its trust"), so that a typo in a cron line never
+/// turns signature checks off silently.
 enum TrustCommand {
     static let spec = CommandSpec(
         name: "trust", arguments: ["[manifest-url]"],

@@ -58,7 +58,8 @@ package struct ManifestDocument {
         object["reports"] = url.map { ["url": $0] }
     }
 
-    /// Sets or (nil) removes `keys`, the keys version the manifest is signed under (SPEC §14).
+    /// Sets or (nil) removes `keys`, the keys version the manifest is signed under
+    /// (docs/protocol.md#keys-documents).
     package mutating func setKeysVersion(_ version: Int?) {
         object["keys"] = version
     }

@@ -1,9 +1,10 @@
 import Foundation
 import OfflinePkg
 
-/// Who signs a manifest (SPEC §2 "Signature", §14 thresholds): the secret keys given (`--sign-key`, in
-/// order), under the repository's newest keys document when it has one. Made once the repository is
-/// locked and before anything takes a published name, so that a threshold not met writes nothing.
+/// Who signs a manifest (docs/protocol.md#signatures, docs/protocol.md#keys-documents): the secret keys
+/// given (`--sign-key`, in order), under the repository's newest keys document when it has one. Made once
+/// the repository is locked and before anything takes a published name, so that a threshold not met writes
+/// nothing.
 package struct ManifestSigner: Sendable {
     package let keys: [SigningKey]
     /// The newest keys document, a threshold of whose manifest keys must sign; nil without `keys/`.

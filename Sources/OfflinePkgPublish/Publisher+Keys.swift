@@ -1,7 +1,7 @@
 import Foundation
 import OfflinePkg
 
-/// What `keys init` or `keys rotate` wrote (SPEC §14).
+/// What `keys init` or `keys rotate` wrote (docs/protocol.md#keys-documents).
 package struct KeysReport: Sendable, Codable, Equatable {
     package var version: Int
     package var expires: Date?

@@ -38,8 +38,8 @@ extension Publisher {
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
         try document.checkRoutes(parsed.routes, for: id)
-        // The keys documents the target lacks come with the release (SPEC §14), and the signers are
-        // checked against the newest of them before anything is copied.
+        // The keys documents the target lacks come with the release (docs/protocol.md#keys-documents), and
+        // the signers are checked against the newest of them before anything is copied.
         let keys = try keysToCarry(from: from)
         let signer = try ManifestSigner(keys: signingKeys, document: keys.latest)
         let existing = layout.treeIndex(id: id, version: version)

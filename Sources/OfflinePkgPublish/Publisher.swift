@@ -176,10 +176,11 @@ package struct Publisher: Sendable {
         let signatures = try signer.sign(bytes)
         if let first = signatures.first {
             // The copies named after the manifest's hash first: a device that finds `.minisig` out of step
-            // with the manifest fetches these, and a threshold is read from them (docs/protocol.md#signatures).
+            // with the manifest fetches these (docs/protocol.md#signatures). One per key when a threshold is
+            // read from them (docs/protocol.md#keys-documents), or a device may trust another key than the first.
             let digest = SHA256.hash(bytes).hex
             try FileSystem.makeDirectories(layout.signatures)
-            for (keyID, file) in signatures {
+            for (keyID, file) in signatures where signer.document != nil || signatures.count > 1 {
                 try FileSystem.writeAtomically(file, to: layout.keySignature(manifestSHA256: digest, keyID: keyID))
             }
             try FileSystem.writeAtomically(first.bytes, to: layout.immutableSignature(manifestSHA256: digest))

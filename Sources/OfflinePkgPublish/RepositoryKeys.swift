@@ -1,10 +1,10 @@
 import Foundation
 import OfflinePkg
 
-/// A repository's keys documents (SPEC §14), read from `keys/` and verified as a device reads them:
-/// version 1 signed by a threshold of its own root keys, each later version by a threshold of the one
-/// before it and of its own. `publish`, `keys rotate`, `promote` and `keys show` start here, so a
-/// publisher never builds on a chain that devices would refuse.
+/// A repository's keys documents (docs/protocol.md#keys-documents), read from `keys/` and verified as a
+/// device reads them: version 1 signed by a threshold of its own root keys, each later version by a
+/// threshold of the one before it and of its own. `publish`, `keys rotate`, `promote` and `keys show` start
+/// here, so a publisher never builds on a chain that devices would refuse.
 package struct RepositoryKeys: Sendable {
     /// Versions 1 to N, in order, each with the root keys whose signatures verified it.
     package struct Version: Sendable {
@@ -71,8 +71,9 @@ package struct RepositoryKeys: Sendable {
 }
 
 extension KeysDocument {
-    /// The bytes of a keys document, laid out as SPEC §14 shows one: the fields in that order, one key
-    /// per line. A device reads any layout; a fixed one keeps reviews of `keys/` diffs short.
+    /// The bytes of a keys document, laid out as docs/protocol.md#keys-documents shows one: the fields in
+    /// that order, one key per line. A device reads any layout; a fixed one keeps reviews of `keys/` diffs
+    /// short.
     package static func encode(version: Int, expires: Date?, root: Role, manifest: Role) -> [UInt8] {
         func role(_ role: Role) -> String {
             let keys = role.keys.map { "      \"\($0.minisignPublicKey)\"" }.joined(separator: ",\n")

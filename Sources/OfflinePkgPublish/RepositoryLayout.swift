@@ -10,7 +10,7 @@ import OfflinePkg
 ///       trees/<id>/<version>.index                      "<sha256> <size> <path>" per file of a published version
 ///       trees/<id>/versions                             published versions, oldest first, one a line
 ///       signatures/<sha256 of manifest.json>.minisig    each manifest's signature under a name no edge holds stale
-///       signatures/<sha256>.<KEYID>.minisig             one per manifest key that signed it (SPEC §14 thresholds)
+///       signatures/<sha256>.<KEYID>.minisig             one per manifest key that signed it (a threshold)
 ///       keys/<N>.json                                   keys documents, version 1, 2, … (never rewritten)
 ///       keys/<N>.json.<KEYID>.minisig                   one per root key that signed version N
 ///       trees/<id>/history.jsonl                        one line per publish: version, time, notes, the entry

@@ -6,7 +6,8 @@ import Testing
 
 /// A publisher with root and manifest keys (made by `offlinepkg keygen` or stock `minisign -G -W`), its
 /// repository, a CDN folder that nginx serves (what `upload()` copies the repository to, and where an
-/// attacker drops files), and a device root — all driven through the `offlinepkg` binary (SPEC §14).
+/// attacker drops files), and a device root — all driven through the `offlinepkg` binary
+/// (docs/protocol.md#keys-documents).
 final class KeysFleet: @unchecked Sendable {
     // Used from one test at a time.
     let scratch: TemporaryDirectory

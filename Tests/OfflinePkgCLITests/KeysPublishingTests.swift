@@ -3,8 +3,9 @@ import OfflinePkg
 import OfflinePkgTestSupport
 import Testing
 
-/// The publisher's side of SPEC §14 (thresholds of signers, `keys rotate`'s refusals, `promote` carrying
-/// keys documents, `keys show`) and a root that remembers what it trusts, through the binary.
+/// The publisher's side of docs/protocol.md#keys-documents (thresholds of signers, `keys rotate`'s
+/// refusals, `promote` carrying keys documents, `keys show`) and a root that remembers what it trusts,
+/// through the binary.
 @Suite("Keys: publishing and remembered trust")
 struct KeysPublishingTests {
     /// Every file of `folder` with its bytes, scratch and lock files aside: what "nothing written" compares.
@@ -238,7 +239,8 @@ struct KeysPublishingTests {
         let before = try Self.snapshot(fleet.repo)
         let refused = try fleet.publish("2", signers: ["ci"])
         #expect(refused.status == 4)
-        #expect(refused.stderr.contains("the manifest's sequence is 9223372036854775807, the highest there is: restore the manifest"))
+        #expect(
+            refused.stderr.contains("the manifest's sequence is 9223372036854775807, the highest there is: restore the manifest"))
         #expect(try Self.snapshot(fleet.repo) == before)
     }
 }

@@ -6,9 +6,9 @@ import Testing
 import Glibc
 #endif
 
-/// TUF's attacks on keys (SPEC §14), against real repositories that nginx serves, through the binary:
-/// a leaked manifest key and the recovery from it, rotations of the root, broken chains, expiry, keys
-/// rollback, a kill during a keys update.
+/// TUF's attacks on keys (docs/protocol.md#keys-documents), against real repositories that nginx serves,
+/// through the binary: a leaked manifest key and the recovery from it, rotations of the root, broken
+/// chains, expiry, keys rollback, a kill during a keys update.
 @Suite("Keys over time")
 struct KeysRotationTests {
     /// A publisher with an offline root key (stock minisign) and a CI key (`keygen`), one honest release

@@ -18,7 +18,7 @@ package enum FailPoint: String, Sendable {
     case contentLink = "content-link"
     case beforeSwitch = "before-switch"
     case afterSwitch = "after-switch"
-    /// A newer keys version verified (SPEC §14), the root's state not written yet.
+    /// A newer keys version verified (docs/protocol.md#keys-documents), the root's state not written yet.
     case keysVerified = "keys-verified"
     /// The newer keys version and the rollback baseline it implies written, in one atomic write.
     case keysSaved = "keys-saved"

@@ -13,8 +13,9 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     case manifestExpired(source: String, expires: String)
     /// The manifest signature is missing, malformed, from an untrusted key, or wrong.
     case signatureRefused(source: String, reason: String)
-    /// A keys document (SPEC §14) is malformed, breaks the chain of versions, has expired, or the
-    /// manifest names a keys version this root cannot trust: `source` names the document or manifest.
+    /// A keys document (docs/protocol.md#keys-documents) is malformed, breaks the chain of versions, has
+    /// expired, or the manifest names a keys version this root cannot trust: `source` names the document or
+    /// manifest.
     case keysRefused(source: String, reason: String)
     /// A download did not hash to what the manifest promised.
     case hashMismatch(what: String, expected: String, actual: String)

@@ -69,12 +69,12 @@ package struct ManifestFetcher: Sendable {
     }
 
     /// `signatures/<sha256 of the manifest>.<KEYID>.minisig` beside the manifest: one signature of a
-    /// threshold of manifest keys (SPEC §14), one file per key.
+    /// threshold of manifest keys (docs/protocol.md#keys-documents), one file per key.
     package static func keySignatureURL(of manifestURL: URL, manifestSHA256: String, keyID: String) -> URL {
         sibling("signatures/\(manifestSHA256).\(keyID).minisig", of: manifestURL)
     }
 
-    /// `keys/<version>.json` beside the manifest (SPEC §14).
+    /// `keys/<version>.json` beside the manifest (docs/protocol.md#keys-documents).
     package static func keysDocumentURL(of manifestURL: URL, version: Int) -> URL {
         sibling("keys/\(version).json", of: manifestURL)
     }

@@ -61,7 +61,7 @@ private struct ManifestReader: StrictFieldReader {
             packages.append(package)
         }
         var manifest = Manifest(sequence: sequence, expires: expires, packages: packages)
-        // SPEC §14: the keys version the manifest is signed under.
+        // docs/protocol.md#keys-documents: the keys version the manifest is signed under.
         if let keys = try integer(object["keys"], "keys", required: false) {
             guard keys >= 1 else { throw fail("keys", "must be a keys version of at least 1, got \(keys)") }
             manifest.keysVersion = keys

@@ -8,7 +8,7 @@ import Foundation
 ///       active.json             the active set (and the one before it), switched by atomic rename
 ///       state.json              manifest validators, accepted sequence, last check time
 ///       manifest.json           the last accepted manifest, byte for byte (+ manifest.json.minisig)
-///       manifest.json.signatures  the threshold signatures it was accepted with (SPEC §14), JSON
+///       manifest.json.signatures  the signatures it was accepted with under a keys document, JSON
 ///       device-id               random UUID, for rollout buckets
 ///       lock                    flock'd by the one sync at a time
 ///       history.json            the last activations (bounded), rewritten atomically

@@ -1,8 +1,9 @@
 import Foundation
 
 /// What a root trusts for one manifest URL, kept in `state.json` beside the rollback baseline so that one
-/// atomic write changes both (SPEC §14): a `kill -9` while keys are updated leaves the old trust with its
-/// baseline, or the new trust with the baseline it implies, never one without the other.
+/// atomic write changes both (docs/protocol.md#keys-documents): a `kill -9` while keys are updated leaves
+/// the old trust with its baseline, or the new trust with the baseline it implies, never one without the
+/// other.
 package struct StoredTrust: Codable, Sendable, Equatable {
     /// The keys document trusted now, its exact bytes in base64, when the root follows a publisher's keys.
     package var document: String?
@@ -46,7 +47,8 @@ package struct StoredTrust: Codable, Sendable, Equatable {
     }
 }
 
-/// A rollback baseline dropped because the manifest keys changed (SPEC §14 fast-forward recovery).
+/// A rollback baseline dropped because the manifest keys changed (fast-forward recovery,
+/// docs/protocol.md#keys-documents).
 package struct BaselineReset: Codable, Sendable, Equatable {
     /// The keys version whose manifest keys differ from those the baseline was accepted under.
     package var keysVersion: Int?
@@ -75,7 +77,7 @@ extension SyncState {
     }
 
     /// Remembers `anchor` for `url` once a manifest signed under it was accepted: a later sync of the
-    /// URL given no keys uses it (SPEC §14 "a root remembers its trust").
+    /// URL given no keys uses it (docs/protocol.md#keys-documents).
     package mutating func remember(_ anchor: TrustAnchor, for url: String, at time: Date) {
         let kept = trust?[url]
         if let kept, (try? kept.anchor(source: "")) == anchor { return }

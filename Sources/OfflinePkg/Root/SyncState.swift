@@ -28,8 +28,9 @@ package struct SyncState: Codable, Sendable, Equatable {
     package var lastError: SyncFailure?
     /// What the last activating sync changed, how each package came and its bytes (`status`).
     package var lastChanges: [PackageChange]?
-    /// What the root trusts per manifest URL (SPEC §14): kept here, in the file that holds the rollback
-    /// baselines, so that one atomic write changes a URL's trust and its baseline together.
+    /// What the root trusts per manifest URL (docs/protocol.md#keys-documents): kept here, in the file that
+    /// holds the rollback baselines, so that one atomic write changes a URL's trust and its baseline
+    /// together.
     package var trust: [String: StoredTrust]?
 
     package init() {}
@@ -64,7 +65,8 @@ package struct SyncState: Codable, Sendable, Equatable {
 package struct AcceptedManifest: Codable, Sendable, Equatable {
     package var sequence: Int
     package var sha256: String?
-    /// The keys version the manifest named, when it was accepted under a keys document (SPEC §14).
+    /// The keys version the manifest named, when it was accepted under a keys document
+    /// (docs/protocol.md#keys-documents).
     package var keysVersion: Int? = nil
     /// The manifest keys and threshold it was accepted under (`KeysDocument.Role.fingerprint`); nil when
     /// unsigned, or accepted by a build that did not record them. Under other manifest keys the sequence

@@ -1,7 +1,8 @@
 import Foundation
 
 extension CacheRoot {
-    /// What this root trusts, manifest URL by manifest URL (SPEC §14; `status`, `keys show --root`).
+    /// What this root trusts, manifest URL by manifest URL (docs/protocol.md#keys-documents; `status`,
+    /// `keys show --root`).
     package func trust() throws -> [TrustStatus] {
         try SyncState.load(layout).trustStatus()
     }

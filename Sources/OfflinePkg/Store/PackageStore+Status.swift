@@ -34,7 +34,7 @@ public struct StoreStatus: Sendable, Codable {
     /// Install reports (docs/protocol.md#install-reports): where they go and what waits in the queue; nil when reports are off
     /// and nothing is queued.
     public var reports: ReportsStatus? = nil
-    /// What the root trusts to sign each manifest URL's manifests (SPEC §14), by URL.
+    /// What the root trusts to sign each manifest URL's manifests (docs/protocol.md#keys-documents), by URL.
     public var trust: [TrustStatus] = []
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 
-/// The trust one sync runs under for its manifest URL (SPEC §14), and what it verified on the way.
+/// The trust one sync runs under for its manifest URL (docs/protocol.md#keys-documents), and what it
+/// verified on the way.
 struct SyncTrust: Sendable {
     /// Nil: nothing is trusted, the manifest is taken unsigned (its archives are still checked).
     var anchor: TrustAnchor?
@@ -19,9 +20,10 @@ extension SyncEngine {
     /// two syncs is not a publisher's.
     static let maximumKeysSteps = 256
 
-    /// What this sync trusts: the caller's keys or keys document, else what the root remembers for the
-    /// URL. A shipped keys document older than the one the root verified since is not used: the root
-    /// never goes back (SPEC §14); a newer one moves the root forward, as a walk of the chain would.
+    /// What this sync trusts: the caller's keys or keys document, else what the root remembers for the URL.
+    /// A shipped keys document older than the one the root verified since is not used: the root never goes
+    /// back (docs/protocol.md#keys-documents); a newer one moves the root forward, as a walk of the chain
+    /// would.
     func resolveTrust(_ state: SyncState) throws -> SyncTrust {
         let url = manifestURL.absoluteString
         let record = state.trust?[url]

@@ -221,8 +221,8 @@ package struct SyncEngine: Sendable {
 
     /// The accept stage: the signature (fixed keys) or the keys versions and a threshold of signatures (a
     /// keys document), then the manifest's own rules, freeze and rollback protection. The rollback
-    /// baseline holds only under the manifest keys it was accepted under (SPEC §14 fast-forward
-    /// recovery); when they changed, `state` notes the reset.
+    /// baseline holds only under the manifest keys it was accepted under (fast-forward recovery,
+    /// docs/protocol.md#keys-documents); when they changed, `state` notes the reset.
     private func accept(
         _ checked: inout CheckedManifest, state: inout SyncState, trust: inout SyncTrust, uncached: Bool, commit: Bool
     ) async throws -> Manifest {

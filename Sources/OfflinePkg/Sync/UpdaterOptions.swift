@@ -7,9 +7,9 @@ extension Updater {
         /// Fixed keys do not rotate: a fleet that must outlive its keys trusts a keys document instead
         /// (`trustRoot`). Set one of the two.
         public var trustedKeys: [TrustedKey]
-        /// A keys document the shell ships (SPEC §14, any version): the device follows the publisher's keys
-        /// from it (rotation, revocation, thresholds), keeps per manifest URL the newest version it has
-        /// verified, and never goes back to an older one.
+        /// A keys document the shell ships (any version, docs/protocol.md#keys-documents): the device
+        /// follows the publisher's keys from it (rotation, revocation, thresholds), keeps per manifest URL
+        /// the newest version it has verified, and never goes back to an older one.
         public var trustRoot: KeysDocument? = nil
         /// Skip the network when the last successful check is younger than this (seconds); also the
         /// period of background updates.

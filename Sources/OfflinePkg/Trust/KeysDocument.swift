@@ -1,9 +1,10 @@
 import Foundation
 
-/// A keys document (SPEC §14, `keys/<N>.json`): which minisign keys may sign the next keys document
-/// (`root`) and the manifest (`manifest`), and how many of each must. Documents are chained: version N+1
-/// is trusted only when a threshold of version N's root keys and a threshold of its own signed its exact
-/// bytes (`KeysChain`), so a device that trusts one version follows the publisher's keys from there.
+/// A keys document (`keys/<N>.json`, docs/protocol.md#keys-documents): which minisign keys may sign the
+/// next keys document (`root`) and the manifest (`manifest`), and how many of each must. Documents are
+/// chained: version N+1 is trusted only when a threshold of version N's root keys and a threshold of its
+/// own signed its exact bytes (`KeysChain`), so a device that trusts one version follows the publisher's
+/// keys from there.
 ///
 /// The bytes are read as the manifest is (`JSONDocument`: one reading of a signed text, duplicate keys
 /// refused) and kept as they were: signatures cover them, not a re-encoding.
@@ -32,7 +33,8 @@ public struct KeysDocument: Sendable, Equatable {
     }
 
     public let version: Int
-    /// Past this time the document is refused, unless a newer version follows it (SPEC §14 expiry).
+    /// Past this time the document is refused, unless a newer version follows it
+    /// (docs/protocol.md#keys-documents).
     public let expires: Date?
     public let root: Role
     public let manifest: Role

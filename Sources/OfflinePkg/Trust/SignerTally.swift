@@ -1,6 +1,6 @@
-/// Which keys of a role signed some bytes, from the signature files found for them (SPEC §14: one stock
-/// minisign signature per file). A key counts once however many files name it, so one key can never
-/// stand for a threshold of two.
+/// Which keys of a role signed some bytes, from the signature files found for them
+/// (docs/protocol.md#keys-documents: one stock minisign signature per file). A key counts once however many
+/// files name it, so one key can never stand for a threshold of two.
 package struct SignerTally: Sendable {
     /// The role's keys with a valid signature, in the role's order.
     package private(set) var valid: [TrustedKey] = []
@@ -49,10 +49,10 @@ package struct SignerTally: Sendable {
     }
 }
 
-/// The rule that chains keys documents (SPEC §14, TUF's root rotation): version N+1 is trusted when a
-/// threshold of version N's root keys and a threshold of its own root keys signed its exact bytes.
-/// Expiry is not checked here: an expired version may still lead to a newer one, and only the version a
-/// device ends at must be current.
+/// The rule that chains keys documents (docs/protocol.md#keys-documents, TUF's root rotation): version N+1
+/// is trusted when a threshold of version N's root keys and a threshold of its own root keys signed its
+/// exact bytes. Expiry is not checked here: an expired version may still lead to a newer one, and only the
+/// version a device ends at must be current.
 package enum KeysChain {
     /// What is wrong with `next` following `trusted`, or nil when it may. `signatures` are the signature
     /// files found beside `next`; `removed` names keys earlier versions dropped, for the message.

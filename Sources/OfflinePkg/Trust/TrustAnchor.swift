@@ -1,4 +1,4 @@
-/// What a device trusts to sign the manifests of one URL (SPEC §14).
+/// What a device trusts to sign the manifests of one URL (docs/protocol.md#keys-documents).
 package enum TrustAnchor: Sendable, Equatable {
     /// Fixed minisign keys (`--trust-key`, `Updater.Options.trustedKeys`): a signature by any one of them.
     case keys([TrustedKey])

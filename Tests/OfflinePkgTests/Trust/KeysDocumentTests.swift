@@ -5,7 +5,8 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgPublish
 
-/// Keys documents (SPEC §14): one strict reading, the chain rule, and distinct signers.
+/// Keys documents (docs/protocol.md#keys-documents): one strict reading, the chain rule, and distinct
+/// signers.
 @Suite("Keys documents")
 struct KeysDocumentTests {
     static func role(_ keys: [SigningKey], _ threshold: Int = 1) -> KeysDocument.Role {
