@@ -243,4 +243,17 @@ struct KeysPublishingTests {
             refused.stderr.contains("the manifest's sequence is 9223372036854775807, the highest there is: restore the manifest"))
         #expect(try Self.snapshot(fleet.repo) == before)
     }
+
+    @Test func aManifestSignedBySeveralKeysServesADevicePinningTheSecond() throws {
+        let fleet = try KeysFleet()
+        try fleet.keygen("ci1")
+        try fleet.stockKey("ci2")
+        try fleet.publish("1", signers: ["ci1", "ci2"]).checked("publish signed twice, no keys documents")
+        try fleet.upload()
+        // manifest.json.minisig is ci1's; the device that pins ci2 finds its file under signatures/.
+        try fleet.sync(["--trust-key", fleet.key("ci2") + ".pub"]).checked("sync pinning ci2")
+        #expect(try fleet.served() == "home 1")
+        let second = try fleet.id("ci2")
+        #expect(fleet.nginx.waitForRequests(1).contains { $0.uri.hasSuffix(".\(second).minisig") && $0.status == 200 })
+    }
 }
