@@ -52,7 +52,7 @@ enum KeysCommands {
         run: runShow)
 
     static func runInit(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let publisher = try self.publisher(arguments)
+        let publisher = try self.publisher(arguments, context)
         let signers = try PublishCommand.signingKeys(arguments.all("sign-key"))
         guard !signers.isEmpty else { throw UsageError("keys init needs --sign-key ROOT.key: the root keys sign version 1") }
         let manifestKeys = try publicKeys(arguments, "manifest-key")
@@ -64,12 +64,12 @@ enum KeysCommands {
             rootThreshold: try arguments.integer("root-threshold", in: 1...KeysDocument.maximumKeysPerRole) ?? 1,
             manifestKeys: manifestKeys,
             manifestThreshold: try arguments.integer("manifest-threshold", in: 1...KeysDocument.maximumKeysPerRole) ?? 1,
-            expires: try expiry(arguments), waiting: waiting(arguments, context))
+            expires: try expiry(arguments, now: context.world.clock.now()), waiting: waiting(arguments, context))
         return finish(report, arguments, context)
     }
 
     static func runRotate(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let publisher = try self.publisher(arguments)
+        let publisher = try self.publisher(arguments, context)
         let signers = try PublishCommand.signingKeys(arguments.all("sign-key"))
         guard !signers.isEmpty else {
             throw UsageError("keys rotate needs --sign-key ROOT.key: a threshold of the current root keys signs the next version")
@@ -81,7 +81,7 @@ enum KeysCommands {
         change.removeManifest = try publicKeys(arguments, "remove-manifest-key")
         change.rootThreshold = try arguments.integer("root-threshold", in: 1...KeysDocument.maximumKeysPerRole)
         change.manifestThreshold = try arguments.integer("manifest-threshold", in: 1...KeysDocument.maximumKeysPerRole)
-        change.expires = try expiry(arguments)
+        change.expires = try expiry(arguments, now: context.world.clock.now())
         let report = try publisher.rotateKeys(signers: signers, change: change, waiting: waiting(arguments, context))
         return finish(report, arguments, context)
     }
@@ -147,9 +147,9 @@ enum KeysCommands {
         var chain: String
     }
 
-    private static func publisher(_ arguments: ParsedArguments) throws -> Publisher {
+    private static func publisher(_ arguments: ParsedArguments, _ context: CLIContext) throws -> Publisher {
         guard let repo = arguments.value("repo") else { throw UsageError("needs --repo DIR") }
-        return Publisher(repository: URL(fileURLWithPath: repo))
+        return Publisher(repository: URL(fileURLWithPath: repo), clock: context.world.clock)
     }
 
     private static func publicKeys(_ arguments: ParsedArguments, _ name: String) throws -> [TrustedKey] {
@@ -160,12 +160,12 @@ enum KeysCommands {
     }
 
     /// `--expires`: a number of days, a duration (`90d`, `12h`), an RFC 3339 time or a date (`2028-01-01`).
-    static func expiry(_ arguments: ParsedArguments) throws -> Date? {
+    static func expiry(_ arguments: ParsedArguments, now: Date) throws -> Date? {
         guard let text = arguments.value("expires") else { return nil }
-        if let days = Int(text), days > 0 { return Date().addingTimeInterval(Double(days) * 86_400) }
+        if let days = Int(text), days > 0 { return now.addingTimeInterval(Double(days) * 86_400) }
         if let date = RFC3339.parse(text + "T00:00:00Z") { return date }
         do {
-            return try PublishCommand.expiry(text)
+            return try PublishCommand.expiry(text, now: now)
         } catch {
             throw UsageError(
                 "--expires takes a number of days, a duration such as 90d, or a date such as 2028-01-01, got \"\(text)\"")

@@ -9,20 +9,23 @@ package struct ManifestSigner: Sendable {
     package let keys: [SigningKey]
     /// The newest keys document, a threshold of whose manifest keys must sign; nil without `keys/`.
     package let document: KeysDocument?
+    /// When the signatures are made: their trusted comment's timestamp.
+    private let now: Date
 
     /// Checks `keys` against the repository's keys documents, if it has any: every key must be a manifest
     /// key of the newest version, a threshold of them must be given, and that version must not have
     /// expired (devices would refuse every manifest under it).
-    package init(keys: [SigningKey], repository layout: RepositoryLayout, now: Date = Date()) throws {
+    package init(keys: [SigningKey], repository layout: RepositoryLayout, now: Date) throws {
         try self.init(keys: keys, document: try RepositoryKeys.load(layout).latest, now: now)
     }
 
     /// The same check against `document`, the newest keys version the repository will hold.
-    package init(keys: [SigningKey], document: KeysDocument?, now: Date = Date()) throws {
+    package init(keys: [SigningKey], document: KeysDocument?, now: Date) throws {
         var distinct = [SigningKey]()
         for key in keys where !distinct.contains(where: { $0.publicKey == key.publicKey }) { distinct.append(key) }
         self.keys = distinct
         self.document = document
+        self.now = now
         guard let document else { return }
         let role = document.manifest
         let ids = role.keyIDs.joined(separator: ", ")
@@ -61,7 +64,7 @@ package struct ManifestSigner: Sendable {
     package func sign(_ bytes: [UInt8]) throws -> [(keyID: String, bytes: [UInt8])] {
         try keys.map { key in
             // minisign's own default trusted comment shape.
-            (key.keyID, try key.sign(bytes, trustedComment: "timestamp:\(Int(Date().timeIntervalSince1970))\tfile:manifest.json"))
+            (key.keyID, try key.sign(bytes, trustedComment: "timestamp:\(Int(now.timeIntervalSince1970))\tfile:manifest.json"))
         }
     }
 }

@@ -119,8 +119,8 @@ extension Publisher {
     private func newDocument(version: Int, expires: Date?, root: KeysDocument.Role, manifest: KeysDocument.Role) throws
         -> KeysDocument
     {
-        let expires = expires ?? Date().addingTimeInterval(Self.defaultKeysLifetime)
-        guard expires > Date() else {
+        let expires = expires ?? clock.now().addingTimeInterval(Self.defaultKeysLifetime)
+        guard expires > clock.now() else {
             throw OfflinePkgError.invalidArgument(
                 "the keys document would expire at \(RFC3339.format(expires)), which has passed")
         }
@@ -141,7 +141,7 @@ extension Publisher {
                     "--sign-key \(signer.keyID) is not a root key of \(versions); root keys sign keys documents, manifest keys sign manifests"
                 )
             }
-            let comment = "timestamp:\(Int(Date().timeIntervalSince1970))\tfile:\(document.version).json"
+            let comment = "timestamp:\(Int(clock.now().timeIntervalSince1970))\tfile:\(document.version).json"
             signatures.append((signer.keyID, try signer.sign(document.bytes, trustedComment: comment)))
         }
         let files = signatures.map(\.bytes)

@@ -41,7 +41,7 @@ extension Publisher {
         // The keys documents the target lacks come with the release (docs/protocol.md#keys-documents), and
         // the signers are checked against the newest of them before anything is copied.
         let keys = try keysToCarry(from: from)
-        let signer = try ManifestSigner(keys: signingKeys, document: keys.latest)
+        let signer = try ManifestSigner(keys: signingKeys, document: keys.latest, now: clock.now())
         let existing = layout.treeIndex(id: id, version: version)
         let republished = FileSystem.exists(existing)
         if republished, try FileSystem.read(existing, limit: 256 << 20) != index {

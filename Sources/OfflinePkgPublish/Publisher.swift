@@ -51,7 +51,7 @@ package struct Publisher: Sendable {
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
         try document.checkRoutes(request.routes, for: request.id)
-        let signer = try ManifestSigner(keys: signingKeys, repository: layout)
+        let signer = try ManifestSigner(keys: signingKeys, repository: layout, now: clock.now())
 
         // Everything is written under .tmp/ first; nothing takes a published name before it is all there.
         var pending = [(scratch: String, url: String)]()
