@@ -6,7 +6,8 @@ import Testing
 
 /// A publisher with root and manifest keys (made by `offlinepkg keygen` or stock `minisign -G -W`), its
 /// repository, a CDN folder that nginx serves (what `upload()` copies the repository to, and where an
-/// attacker drops files), and a device root — all driven through the `offlinepkg` binary
+/// attacker drops files), and a device root — all driven through the command line, in process (the binary
+/// only where a process is the point: a fail point)
 /// (docs/protocol.md#keys-documents).
 final class KeysFleet: @unchecked Sendable {
     // Used from one test at a time.
@@ -17,6 +18,9 @@ final class KeysFleet: @unchecked Sendable {
     var root: String { scratch.path("root") }
     var manifestURL: String { nginx.url("manifest.json").absoluteString }
     private var uploads = 0
+    /// The clock every command of this fleet reads (the publisher's and the device's): a test moves it
+    /// forward instead of waiting.
+    var clock = WallClock.system
 
     init() throws {
         scratch = try TemporaryDirectory(prefix: "offlinepkg-keys")
@@ -27,9 +31,9 @@ final class KeysFleet: @unchecked Sendable {
     func key(_ name: String) -> String { scratch.path("keys/" + name) }
 
     /// `offlinepkg keygen keys/<name>`.
-    func keygen(_ name: String) throws {
+    func keygen(_ name: String) async throws {
         try scratch.makeDirectory("keys")
-        try OfflinePkgBinary.run(["keygen", key(name)]).checked("keygen \(name)")
+        try await offlinepkg(["keygen", key(name)]).checked("keygen \(name)")
     }
 
     /// `minisign -G -W`: a stock key pair without a password, `keys/<name>.pub` and `keys/<name>.key`.
@@ -41,16 +45,16 @@ final class KeysFleet: @unchecked Sendable {
     /// The key id of `keys/<name>.pub`, 16 upper-case hex digits.
     func id(_ name: String) throws -> String { try TrustedKey(contentsOfFile: key(name) + ".pub").keyID }
 
-    /// `offlinepkg` with `arguments`; the result whatever its status.
+    /// `offlinepkg` with `arguments`, in process, on this fleet's clock; the result whatever its status.
     @discardableResult
-    func offlinepkg(_ arguments: [String], environment: [String: String]? = nil) throws -> ProcessResult {
-        try OfflinePkgBinary.run(arguments, environment: environment)
+    func offlinepkg(_ arguments: [String]) async -> ProcessResult {
+        await InProcessCLI.run(arguments, world: World(clock: clock))
     }
 
     /// `keys init` with root keys `roots` (secret keys that sign) and manifest keys `manifests`.
     @discardableResult
-    func keysInit(roots: [String], manifests: [String], _ extra: [String] = []) throws -> ProcessResult {
-        try offlinepkg(
+    func keysInit(roots: [String], manifests: [String], _ extra: [String] = []) async throws -> ProcessResult {
+        try await offlinepkg(
             ["keys", "init", "--repo", repo] + roots.flatMap { ["--sign-key", key($0) + ".key"] }
                 + manifests.flatMap { ["--manifest-key", key($0) + ".pub"] } + extra
         ).checked("keys init")
@@ -58,19 +62,19 @@ final class KeysFleet: @unchecked Sendable {
 
     /// `keys rotate` signed by `signers`, with `options` such as `--remove-manifest-key`, `keys/ci.pub`
     /// written as `@ci` (the public key of that name).
-    func rotate(signers: [String], _ options: [String] = []) throws -> ProcessResult {
+    func rotate(signers: [String], _ options: [String] = []) async -> ProcessResult {
         let expanded = options.map { $0.hasPrefix("@") ? key(String($0.dropFirst())) + ".pub" : $0 }
-        return try offlinepkg(
+        return await offlinepkg(
             ["keys", "rotate", "--repo", repo] + signers.flatMap { ["--sign-key", key($0) + ".key"] } + expanded)
     }
 
     /// Publishes `home <version>` into `repository` (default: the publisher's), signed by `signers`.
     @discardableResult
-    func publish(_ version: String, signers: [String], repository: String? = nil) throws -> ProcessResult {
+    func publish(_ version: String, signers: [String], repository: String? = nil) async throws -> ProcessResult {
         let site = scratch.path("sites/\(version)")
         try? FileManager.default.removeItem(atPath: site)
         try writeSite([SiteFile("index.html", "home \(version)")], to: site)
-        return try offlinepkg(
+        return await offlinepkg(
             [
                 "publish", site, "--repo", repository ?? repo, "--id", "home", "--version", version, "--route",
                 "https://m.example.com/",
@@ -100,43 +104,57 @@ final class KeysFleet: @unchecked Sendable {
 
     /// `offlinepkg sync` of the CDN's manifest into the device root, plus `options` (`--trust-root` a
     /// file given as `@keys/1.json` is the publisher's `keys/1.json`).
-    func sync(_ options: [String] = [], environment: [String: String]? = nil) throws -> ProcessResult {
-        let expanded = options.map { $0.hasPrefix("@") ? repo + "/" + $0.dropFirst() : $0 }
-        return try offlinepkg(["sync", manifestURL, "--root", root, "--quiet"] + expanded, environment: environment)
+    func sync(_ options: [String] = []) async -> ProcessResult {
+        await offlinepkg(["sync", manifestURL, "--root", root, "--quiet"] + expand(options))
+    }
+
+    /// The same sync by the binary, in a process of its own, with `environment` (a fail point).
+    func syncInProcessOfItsOwn(_ options: [String] = [], environment: [String: String]) throws -> ProcessResult {
+        try OfflinePkgBinary.run(["sync", manifestURL, "--root", root, "--quiet"] + expand(options), environment: environment)
+    }
+
+    private func expand(_ options: [String]) -> [String] {
+        options.map { $0.hasPrefix("@") ? repo + "/" + $0.dropFirst() : $0 }
     }
 
     /// The home page the device serves, or nil on a miss.
-    func served() throws -> String? {
-        let lookup = try offlinepkg(["lookup", "https://m.example.com/", "--root", root])
+    func served() async throws -> String? {
+        let lookup = await offlinepkg(["lookup", "https://m.example.com/", "--root", root])
         guard lookup.status == 0 else { return nil }
         return try String(contentsOfFile: String(lookup.stdout.dropLast()), encoding: .utf8)
     }
 
     /// `status --json` as an object.
-    func status() throws -> [String: Any] {
-        try jsonObject(try offlinepkg(["status", "--root", root, "--json"]).checked("status").stdout)
+    func status() async throws -> [String: Any] {
+        try jsonObject(try await offlinepkg(["status", "--root", root, "--json"]).checked("status").stdout)
     }
 
     /// What the device trusts for the CDN's manifest URL (`status --json`'s `trust` entry), or nil.
-    func trust() throws -> [String: Any]? {
-        (try status()["trust"] as? [[String: Any]])?.first { $0["manifestURL"] as? String == manifestURL }
+    func trust() async throws -> [String: Any]? {
+        (try await status()["trust"] as? [[String: Any]])?.first { $0["manifestURL"] as? String == manifestURL }
     }
 
     /// The device root's state and active set, byte for byte: what "nothing changed" compares.
-    func deviceRecord() throws -> (trust: String, active: Data?) {
-        let trust = try trust().map { try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]) } ?? Data()
-        return (String(decoding: trust, as: UTF8.self), FileManager.default.contents(atPath: root + "/active.json"))
+    func deviceRecord() async throws -> DeviceRecord {
+        let trust = try await trust().map { try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]) } ?? Data()
+        return DeviceRecord(
+            trust: String(decoding: trust, as: UTF8.self), active: FileManager.default.contents(atPath: root + "/active.json"))
+    }
+
+    struct DeviceRecord: Equatable {
+        var trust: String
+        var active: Data?
     }
 
     /// An attacker holding the secret key `keys/<leaked>.key`: publishes `home <version>` into a copy of
     /// the honest repository (its keys documents set aside, which would refuse a removed key), sets the
     /// manifest's sequence and the keys version it names, signs the result with stock `minisign -S`
     /// (`.minisig` and `signatures/<sha256>.<KEYID>.minisig`) and puts it on the CDN.
-    func attack(_ version: String, leaked: String, sequence: Int, keys: Int) throws {
+    func attack(_ version: String, leaked: String, sequence: Int, keys: Int) async throws {
         let copy = scratch.path("attacker-\(version)")
         try? FileManager.default.removeItem(atPath: copy)
         try shell("cp -a \"$REPO\" \"$COPY\" && rm -rf \"$COPY/keys\"", environment: ["REPO": repo, "COPY": copy])
-        try publish(version, signers: [leaked], repository: copy).checked("the attacker's publish")
+        try await publish(version, signers: [leaked], repository: copy).checked("the attacker's publish")
         if FileManager.default.fileExists(atPath: cdn + "/keys") {
             try shell("cp -a \"$CDN/keys\" \"$COPY/keys\"", environment: ["CDN": cdn, "COPY": copy])
         }

@@ -13,35 +13,36 @@ import Glibc
 struct KeysRotationTests {
     /// A publisher with an offline root key (stock minisign) and a CI key (`keygen`), one honest release
     /// published, uploaded and synced by a device that trusts `keys/1.json`.
-    static func fleet() throws -> KeysFleet {
+    static func fleet() async throws -> KeysFleet {
         let fleet = try KeysFleet()
         try fleet.stockKey("root")
-        try fleet.keygen("ci")
-        try fleet.keysInit(roots: ["root"], manifests: ["ci"])
-        try fleet.publish("1", signers: ["ci"]).checked("publish 1")
+        try await fleet.keygen("ci")
+        try await fleet.keysInit(roots: ["root"], manifests: ["ci"])
+        try await fleet.publish("1", signers: ["ci"]).checked("publish 1")
         try fleet.upload()
-        try fleet.sync(["--trust-root", "@keys/1.json"]).checked("first sync")
-        #expect(try fleet.served() == "home 1")
+        try await fleet.sync(["--trust-root", "@keys/1.json"]).checked("first sync")
+        #expect(try await fleet.served() == "home 1")
         return fleet
     }
 
-    @Test func aLeakedManifestKeysFastForwardIsRecoveredByRotation() throws {
-        let fleet = try Self.fleet()
+    @Test func aLeakedManifestKeysFastForwardIsRecoveredByRotation() async throws {
+        let fleet = try await Self.fleet()
         // The attacker signs sequence 2^63-1 with the leaked CI key: it is valid, the device takes it.
-        try fleet.attack("evil", leaked: "ci", sequence: Int.max, keys: 1)
-        try fleet.sync().checked("the attacker's release, signed by a key the root still trusts")
-        #expect(try fleet.served() == "home evil")
+        try await fleet.attack("evil", leaked: "ci", sequence: Int.max, keys: 1)
+        try await fleet.sync().checked("the attacker's release, signed by a key the root still trusts")
+        #expect(try await fleet.served() == "home evil")
 
         // The publisher rotates the CI key out with the offline root and publishes the next release.
         try fleet.stockKey("ci2")
-        try fleet.rotate(signers: ["root"], ["--remove-manifest-key", "@ci", "--add-manifest-key", "@ci2"]).checked("rotate")
-        try fleet.publish("2", signers: ["ci2"]).checked("publish 2")
+        try await fleet.rotate(signers: ["root"], ["--remove-manifest-key", "@ci", "--add-manifest-key", "@ci2"]).checked(
+            "rotate")
+        try await fleet.publish("2", signers: ["ci2"]).checked("publish 2")
         try fleet.upload()
         // The fleet, given no keys (the root remembers), follows keys version 2 and takes release 2,
         // although its sequence is far below 2^63-1.
-        try fleet.sync().checked("the next honest release")
-        #expect(try fleet.served() == "home 2")
-        let trust = try #require(try fleet.trust())
+        try await fleet.sync().checked("the next honest release")
+        #expect(try await fleet.served() == "home 2")
+        let trust = try #require(try await fleet.trust())
         #expect(trust["keysVersion"] as? Int == 2)
         #expect(trust["manifestKeys"] as? [String] == [try fleet.id("ci2")])
         #expect((trust["removedKeys"] as? [String: Int])?[try fleet.id("ci")] == 2)
@@ -49,44 +50,45 @@ struct KeysRotationTests {
         #expect(reset["sequence"] as? Int == Int.max && reset["keysVersion"] as? Int == 2)
 
         // The revoked key's manifests are refused from now on, under the old keys version or the new one.
-        let record = try fleet.deviceRecord()
-        try fleet.attack("evil2", leaked: "ci", sequence: Int.max, keys: 1)
-        let rollback = try fleet.sync()
+        let record = try await fleet.deviceRecord()
+        try await fleet.attack("evil2", leaked: "ci", sequence: Int.max, keys: 1)
+        let rollback = try await fleet.sync()
         #expect(rollback.status == 4)
         #expect(
             rollback.stderr.contains("keys rollback: the manifest names keys version 1, below version 2"), "\(rollback.stderr)")
-        try fleet.attack("evil3", leaked: "ci", sequence: Int.max, keys: 2)
-        let revoked = try fleet.sync()
+        try await fleet.attack("evil3", leaked: "ci", sequence: Int.max, keys: 2)
+        let revoked = try await fleet.sync()
         #expect(revoked.status == 4)
         #expect(
             revoked.stderr.contains("not counted: \(try fleet.id("ci")) (removed in keys version 2: revoked)"),
             "\(revoked.stderr)")
         #expect(revoked.stderr.contains("missing: \(try fleet.id("ci2"))"))
-        #expect(try fleet.served() == "home 2")
-        #expect(try fleet.deviceRecord() == record)
+        #expect(try await fleet.served() == "home 2")
+        #expect(try await fleet.deviceRecord() == record)
     }
 
-    @Test func aDeviceFiveVersionsBehindFollowsARootRotatedThreeTimes() throws {
-        let fleet = try Self.fleet()
+    @Test func aDeviceFiveVersionsBehindFollowsARootRotatedThreeTimes() async throws {
+        let fleet = try await Self.fleet()
         // The root key replaced three times (each version signed by the old root and the new), then the
         // CI key, then a renewal: keys version 6, five versions past the device's.
         for (old, new) in [("root", "root2"), ("root2", "root3"), ("root3", "root4")] {
             try fleet.stockKey(new)
-            try fleet.rotate(signers: [old, new], ["--remove-root-key", "@" + old, "--add-root-key", "@" + new]).checked(
+            try await fleet.rotate(signers: [old, new], ["--remove-root-key", "@" + old, "--add-root-key", "@" + new]).checked(
                 "rotate \(new)")
         }
-        try fleet.keygen("ci2")
-        try fleet.rotate(signers: ["root4"], ["--remove-manifest-key", "@ci", "--add-manifest-key", "@ci2"]).checked("rotate ci2")
-        try fleet.rotate(signers: ["root4"], ["--expires", "730"]).checked("renew")
-        try fleet.publish("6", signers: ["ci2"]).checked("publish 6")
+        try await fleet.keygen("ci2")
+        try await fleet.rotate(signers: ["root4"], ["--remove-manifest-key", "@ci", "--add-manifest-key", "@ci2"]).checked(
+            "rotate ci2")
+        try await fleet.rotate(signers: ["root4"], ["--expires", "730"]).checked("renew")
+        try await fleet.publish("6", signers: ["ci2"]).checked("publish 6")
         try fleet.upload()
 
-        try fleet.sync().checked("catching up")
-        #expect(try fleet.served() == "home 6")
+        try await fleet.sync().checked("catching up")
+        #expect(try await fleet.served() == "home 6")
         // Every version read, in order, none skipped, each once.
         let documents = fleet.nginx.waitForRequests(1).map(\.uri).filter { $0.hasPrefix("/keys/") && $0.hasSuffix(".json") }
         #expect(documents == (2...6).map { "/keys/\($0).json" })
-        let trust = try #require(try fleet.trust())
+        let trust = try #require(try await fleet.trust())
         #expect(trust["kind"] as? String == "keys-document")
         #expect(trust["keysVersion"] as? Int == 6)
         #expect(trust["rootKeys"] as? [String] == [try fleet.id("root4")] && trust["rootThreshold"] as? Int == 1)
@@ -94,11 +96,11 @@ struct KeysRotationTests {
         #expect(trust["expires"] as? String != nil)
         let removed = try #require(trust["removedKeys"] as? [String: Int])
         #expect(removed == [try fleet.id("root"): 2, try fleet.id("root2"): 3, try fleet.id("root3"): 4, try fleet.id("ci"): 5])
-        let text = try fleet.offlinepkg(["status", "--root", fleet.root]).checked("status").stdout
+        let text = try await fleet.offlinepkg(["status", "--root", fleet.root]).checked("status").stdout
         #expect(text.contains("trust: \(fleet.manifestURL): keys version 6, expires "), "\(text)")
 
         // A fresh device that ships version 1 catches up the same way; every signature checks with minisign.
-        let fresh = try fleet.offlinepkg([
+        let fresh = try await fleet.offlinepkg([
             "sync", fleet.manifestURL, "--root", fleet.scratch.path("fresh"), "--trust-root", fleet.repo + "/keys/1.json",
             "--quiet",
         ])
@@ -112,31 +114,32 @@ struct KeysRotationTests {
     }
 
     @Test(arguments: BrokenChain.allCases)
-    func aBrokenChainIsRefusedAndNothingChanges(_ broken: BrokenChain) throws {
+    func aBrokenChainIsRefusedAndNothingChanges(_ broken: BrokenChain) async throws {
         let fleet = try KeysFleet()
         try fleet.stockKey("root")
-        try fleet.keygen("root2")
-        try fleet.keygen("root3")
-        try fleet.keygen("ci")
+        try await fleet.keygen("root2")
+        try await fleet.keygen("root3")
+        try await fleet.keygen("ci")
         try fleet.stockKey("evil")
         if broken == .thresholdShortByOne {
-            try fleet.keysInit(roots: ["root", "root2", "root3"], manifests: ["ci"], ["--root-threshold", "2"])
+            try await fleet.keysInit(roots: ["root", "root2", "root3"], manifests: ["ci"], ["--root-threshold", "2"])
         } else {
-            try fleet.keysInit(roots: ["root"], manifests: ["ci"])
+            try await fleet.keysInit(roots: ["root"], manifests: ["ci"])
         }
         if broken == .signedByARemovedRootKey {
-            try fleet.rotate(signers: ["root", "root2"], ["--remove-root-key", "@root", "--add-root-key", "@root2"]).checked(
-                "rotate")
+            try await fleet.rotate(signers: ["root", "root2"], ["--remove-root-key", "@root", "--add-root-key", "@root2"])
+                .checked(
+                    "rotate")
         }
-        try fleet.publish("1", signers: ["ci"]).checked("publish 1")
+        try await fleet.publish("1", signers: ["ci"]).checked("publish 1")
         try fleet.upload()
-        try fleet.sync(["--trust-root", "@keys/1.json"]).checked("first sync")
-        let before = try fleet.deviceRecord()
+        try await fleet.sync(["--trust-root", "@keys/1.json"]).checked("first sync")
+        let before = try await fleet.deviceRecord()
         let trusted = broken == .signedByARemovedRootKey ? 2 : 1
 
         // A release that names the next keys version, whose document is broken.
         let next = trusted + 1
-        try fleet.attack("evil", leaked: "ci", sequence: 10, keys: broken == .skippedVersion ? next + 1 : next)
+        try await fleet.attack("evil", leaked: "ci", sequence: 10, keys: broken == .skippedVersion ? next + 1 : next)
         let expected: String
         switch broken {
         case .skippedVersion:
@@ -161,57 +164,59 @@ struct KeysRotationTests {
             expected =
                 "needs 2 signatures of version 1's root keys (\(try fleet.id("root")), \(try fleet.id("root2")), \(try fleet.id("root3"))); valid: \(try fleet.id("root")); missing 1 of: \(try fleet.id("root2")), \(try fleet.id("root3"))"
         }
-        let refused = try fleet.sync()
+        let refused = try await fleet.sync()
         #expect(refused.status == 4, "\(broken): \(refused.stderr)")
         #expect(refused.stderr.contains(expected), "\(broken): \(refused.stderr)")
         #expect(refused.stderr.contains("this root keeps trusting keys version \(trusted)"), "\(refused.stderr)")
-        #expect(try fleet.deviceRecord() == before, "\(broken) changed the device")
-        #expect(try fleet.served() == "home 1")
+        #expect(try await fleet.deviceRecord() == before, "\(broken) changed the device")
+        #expect(try await fleet.served() == "home 1")
     }
 
-    @Test func anExpiredKeysDocumentIsRefusedAndANewerOneAccepted() throws {
+    @Test func anExpiredKeysDocumentIsRefusedAndANewerOneAccepted() async throws {
         let fleet = try KeysFleet()
-        try fleet.keygen("root")
-        try fleet.keygen("ci")
-        // Whole seconds, as the document writes them; long enough for a publish and a sync on a busy machine.
-        let expiry = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 8).rounded(.down))
-        try fleet.keysInit(roots: ["root"], manifests: ["ci"], ["--expires", ISO8601DateFormatter().string(from: expiry)])
-        try fleet.publish("1", signers: ["ci"]).checked("publish 1")
+        try await fleet.keygen("root")
+        try await fleet.keygen("ci")
+        try await fleet.keysInit(roots: ["root"], manifests: ["ci"], ["--expires", "30"])
+        try await fleet.publish("1", signers: ["ci"]).checked("publish 1")
         try fleet.upload()
-        try fleet.sync(["--trust-root", "@keys/1.json"]).checked("sync before the expiry")
-        Thread.sleep(until: expiry.addingTimeInterval(0.5))
-        let record = try fleet.deviceRecord()
+        try await fleet.sync(["--trust-root", "@keys/1.json"]).checked("sync before the expiry")
+        // A month later, for the device and the publisher alike: the clock moves, nothing waits.
+        fleet.clock = .fixed(Date().addingTimeInterval(31 * 86_400))
+        let record = try await fleet.deviceRecord()
 
-        let expired = try fleet.sync()
+        let expired = try await fleet.sync()
         #expect(expired.status == 4)
         #expect(
             expired.stderr.contains("keys version 1, the newest this root trusts for \(fleet.manifestURL), expired at"),
             "\(expired.stderr)")
         #expect(expired.stderr.contains("offlinepkg keys rotate"))
-        let publish = try fleet.publish("2", signers: ["ci"])
+        let publish = try await fleet.publish("2", signers: ["ci"])
         #expect(publish.status == 4 && publish.stderr.contains("keys version 1 expired at"), "\(publish.stderr)")
-        #expect(try fleet.deviceRecord() == record)
+        #expect(try await fleet.deviceRecord() == record)
 
         // Renewed: version 2 follows the expired version 1, which may lead to it.
-        try fleet.rotate(signers: ["root"]).checked("renew")
-        try fleet.publish("2", signers: ["ci"]).checked("publish 2")
+        try await fleet.rotate(signers: ["root"]).checked("renew")
+        try await fleet.publish("2", signers: ["ci"]).checked("publish 2")
         try fleet.upload()
-        try fleet.sync().checked("sync after the renewal")
-        #expect(try fleet.served() == "home 2")
-        #expect(try fleet.trust()?["keysVersion"] as? Int == 2)
+        try await fleet.sync().checked("sync after the renewal")
+        // The renewal runs a year from the clock that made it.
+        let expires = try #require(try await fleet.trust()?["expires"] as? String)
+        #expect(expires.hasPrefix(String(ISO8601DateFormatter().string(from: Date().addingTimeInterval(396 * 86_400)).prefix(7))))
+        #expect(try await fleet.served() == "home 2")
+        #expect(try await fleet.trust()?["keysVersion"] as? Int == 2)
     }
 
-    @Test func aManifestNamingALowerKeysVersionIsRefused() throws {
-        let fleet = try Self.fleet()
-        try fleet.rotate(signers: ["root"], ["--expires", "400"]).checked("renew")
-        try fleet.publish("2", signers: ["ci"]).checked("publish 2")
+    @Test func aManifestNamingALowerKeysVersionIsRefused() async throws {
+        let fleet = try await Self.fleet()
+        try await fleet.rotate(signers: ["root"], ["--expires", "400"]).checked("renew")
+        try await fleet.publish("2", signers: ["ci"]).checked("publish 2")
         try fleet.upload()
-        try fleet.sync().checked("sync under version 2")
-        let record = try fleet.deviceRecord()
+        try await fleet.sync().checked("sync under version 2")
+        let record = try await fleet.deviceRecord()
         // Signed by a key both versions list, with a higher sequence: only the keys version is wrong.
-        try fleet.attack("old", leaked: "ci", sequence: 50, keys: 1)
+        try await fleet.attack("old", leaked: "ci", sequence: 50, keys: 1)
         let fetched = fleet.nginx.waitForRequests(1).filter { $0.uri == "/manifest.json" }.count
-        let refused = try fleet.sync()
+        let refused = try await fleet.sync()
         #expect(refused.status == 4)
         #expect(refused.stderr.contains("keys rollback: the manifest names keys version 1, below version 2"), "\(refused.stderr)")
         // A stale edge gets the benefit of the doubt first: the manifest was fetched twice, the second
@@ -223,25 +228,26 @@ struct KeysRotationTests {
             usleep(50_000)
         }
         #expect(manifests == fetched + 2)
-        #expect(try fleet.deviceRecord() == record)
-        #expect(try fleet.served() == "home 2")
+        #expect(try await fleet.deviceRecord() == record)
+        #expect(try await fleet.served() == "home 2")
     }
 
     @Test(arguments: ["keys-verified", "keys-saved"])
-    func killedDuringAKeysUpdateLeavesTheOldTrustOrTheNew(_ failpoint: String) throws {
-        let fleet = try Self.fleet()
-        let old = try #require(try fleet.trust())
-        try fleet.keygen("ci2")
-        try fleet.rotate(signers: ["root"], ["--remove-manifest-key", "@ci", "--add-manifest-key", "@ci2"]).checked("rotate")
-        try fleet.publish("2", signers: ["ci2"]).checked("publish 2")
+    func killedDuringAKeysUpdateLeavesTheOldTrustOrTheNew(_ failpoint: String) async throws {
+        let fleet = try await Self.fleet()
+        let old = try #require(try await fleet.trust())
+        try await fleet.keygen("ci2")
+        try await fleet.rotate(signers: ["root"], ["--remove-manifest-key", "@ci", "--add-manifest-key", "@ci2"]).checked(
+            "rotate")
+        try await fleet.publish("2", signers: ["ci2"]).checked("publish 2")
         try fleet.upload()
         let active = FileManager.default.contents(atPath: fleet.root + "/active.json")
 
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINEPKG_FAILPOINT"] = failpoint
-        let killed = try fleet.sync([], environment: environment)
+        let killed = try fleet.syncInProcessOfItsOwn(environment: environment)
         #expect(killed.status == 128 + SIGKILL, "\(killed.stderr)")
-        let trust = try #require(try fleet.trust())
+        let trust = try #require(try await fleet.trust())
         if failpoint == "keys-verified" {
             #expect(NSDictionary(dictionary: trust) == NSDictionary(dictionary: old))
         } else {
@@ -251,10 +257,10 @@ struct KeysRotationTests {
             #expect((trust["baselineReset"] as? [String: Any])?["sequence"] as? Int == 1)
         }
         #expect(FileManager.default.contents(atPath: fleet.root + "/active.json") == active)
-        #expect(try fleet.served() == "home 1")
+        #expect(try await fleet.served() == "home 1")
 
-        try fleet.sync().checked("the next sync")
-        #expect(try fleet.served() == "home 2")
-        #expect(try fleet.trust()?["keysVersion"] as? Int == 2)
+        try await fleet.sync().checked("the next sync")
+        #expect(try await fleet.served() == "home 2")
+        #expect(try await fleet.trust()?["keysVersion"] as? Int == 2)
     }
 }
