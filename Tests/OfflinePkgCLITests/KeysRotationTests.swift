@@ -172,6 +172,40 @@ struct KeysRotationTests {
         #expect(try await fleet.served() == "home 1")
     }
 
+    /// docs/publishing.md's lost root key: the remaining root key meets version 1's threshold, it and a new
+    /// one version 2's; the device follows, and the lost key, found by someone, signs nothing it takes.
+    @Test func aLostRootKeyIsReplacedByTheOneLeftAndTheFleetFollows() async throws {
+        let fleet = try KeysFleet()
+        for name in ["root-a", "root-b", "ci"] { try await fleet.keygen(name) }
+        try await fleet.keysInit(roots: ["root-a", "root-b"], manifests: ["ci"])
+        try await fleet.publish("1", signers: ["ci"]).checked("publish 1")
+        try fleet.upload()
+        try await fleet.sync(["--trust-root", "@keys/1.json"]).checked("first sync")
+
+        try fleet.stockKey("root-c")
+        try await fleet.rotate(signers: ["root-b", "root-c"], ["--remove-root-key", "@root-a", "--add-root-key", "@root-c"])
+            .checked("rotate without root-a")
+        try await fleet.publish("2", signers: ["ci"]).checked("publish 2")
+        try fleet.upload()
+        try await fleet.sync().checked("sync under the replaced root key")
+        #expect(try await fleet.served() == "home 2")
+        let trust = try #require(try await fleet.trust())
+        #expect(trust["keysVersion"] as? Int == 2)
+        #expect(Set(trust["rootKeys"] as? [String] ?? []) == [try fleet.id("root-b"), try fleet.id("root-c")])
+        #expect((trust["removedKeys"] as? [String: Int])?[try fleet.id("root-a")] == 2)
+
+        let record = try await fleet.deviceRecord()
+        try await fleet.attack("evil", leaked: "ci", sequence: 10, keys: 3)
+        try fleet.forgeKeys(version: 3, roots: ["root-a"], manifests: ["ci"], signers: ["root-a"])
+        let refused = try await fleet.sync()
+        #expect(refused.status == 4, "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("not counted: \(try fleet.id("root-a")) (removed in keys version 2: revoked)"),
+            "\(refused.stderr)")
+        #expect(try await fleet.deviceRecord() == record)
+        #expect(try await fleet.served() == "home 2")
+    }
+
     @Test func anExpiredKeysDocumentIsRefusedAndANewerOneAccepted() async throws {
         let fleet = try KeysFleet()
         try await fleet.keygen("root")
