@@ -206,6 +206,25 @@ struct KeysRotationTests {
         #expect(try await fleet.served() == "home 2")
     }
 
+    /// TUF's endless-data attack on the chain: a manifest naming a keys version far past the trusted one
+    /// is refused before a single keys document is asked for.
+    @Test func aKeysVersionTooFarAheadIsRefusedBeforeAnyRequest() async throws {
+        let fleet = try await Self.fleet()
+        let record = try await fleet.deviceRecord()
+        let keysRequests = { fleet.nginx.accessLog().filter { $0.uri.hasPrefix("/keys/") }.count }
+        let before = keysRequests()
+        try await fleet.attack("far", leaked: "ci", sequence: 10, keys: 258)
+        let refused = try await fleet.sync()
+        #expect(refused.status == 4)
+        #expect(
+            refused.stderr.contains(
+                "the manifest names keys version 258, 257 versions past version 1 that this root trusts; at most 256"),
+            "\(refused.stderr)")
+        #expect(keysRequests() == before)
+        #expect(try await fleet.deviceRecord() == record)
+        #expect(try await fleet.served() == "home 1")
+    }
+
     @Test func anExpiredKeysDocumentIsRefusedAndANewerOneAccepted() async throws {
         let fleet = try KeysFleet()
         try await fleet.keygen("root")
