@@ -195,6 +195,27 @@ struct KeysPublishingTests {
             "\(refused.stderr)")
     }
 
+    /// An old shell that still ships keys/1.json after a rotation revoked its manifest key: the root keeps
+    /// the newer version it verified, so the revoked key's manifest naming version 1 is a keys rollback.
+    @Test func anOlderShippedTrustRootDoesNotTakeTheRootBack() async throws {
+        let fleet = try await KeysRotationTests.fleet()
+        try await fleet.keygen("ci2")
+        try await fleet.rotate(signers: ["root"], ["--remove-manifest-key", "@ci", "--add-manifest-key", "@ci2"]).checked(
+            "rotate")
+        try await fleet.publish("2", signers: ["ci2"]).checked("publish 2")
+        try fleet.upload()
+        try await fleet.sync().checked("sync under version 2")
+        let record = try await fleet.deviceRecord()
+
+        try await fleet.attack("evil", leaked: "ci", sequence: 50, keys: 1)
+        let refused = try await fleet.sync(["--trust-root", "@keys/1.json"])
+        #expect(refused.status == 4)
+        #expect(
+            refused.stderr.contains("keys rollback: the manifest names keys version 1, below version 2"), "\(refused.stderr)")
+        #expect(try await fleet.deviceRecord() == record)
+        #expect(try await fleet.served() == "home 2")
+    }
+
     @Test func movingFromTrustKeyToTrustRootKeepsTheRollbackBaseline() async throws {
         let fleet = try KeysFleet()
         try await fleet.keygen("ci")
