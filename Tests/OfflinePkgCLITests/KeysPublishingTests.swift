@@ -107,6 +107,22 @@ struct KeysPublishingTests {
         #expect(text.contains("chain: verified from version 1 to 2"))
     }
 
+    /// `--expires` takes a date as well as a number of days; anything else is a usage error that writes
+    /// nothing.
+    @Test func keysExpiresTakesADateOrDays() async throws {
+        let fleet = try KeysFleet()
+        for name in ["root", "ci"] { try await fleet.keygen(name) }
+        let bad = await fleet.offlinepkg([
+            "keys", "init", "--repo", fleet.repo, "--sign-key", fleet.key("root") + ".key", "--manifest-key",
+            fleet.key("ci") + ".pub", "--expires", "soon",
+        ])
+        #expect(bad.status == 2 && bad.stderr.contains("--expires takes a number of days"), "\(bad.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: fleet.repo + "/keys/1.json"))
+        try await fleet.keysInit(roots: ["root"], manifests: ["ci"], ["--expires", "2030-01-01"])
+        let document = try String(contentsOfFile: fleet.repo + "/keys/1.json", encoding: .utf8)
+        #expect(document.contains("\"expires\": \"2030-01-01T00:00:00Z\""), "\(document)")
+    }
+
     @Test func promoteCarriesTheKeysDocumentsTheTargetLacks() async throws {
         let fleet = try KeysFleet()
         try await fleet.keygen("root")
