@@ -12,10 +12,13 @@ for module in CSystemShims CByteLanes; do
 done
 clang -c -O1 -I Sources/CSystemShims/include Sources/CSystemShims/shims.c -o "$out/shims.o"
 # Whole-module: the library is type-checked once rather than once per batch of files, and optimised
-# across files as a release build is; LLVM's code generation runs on every core.
-swiftc -sanitize=fuzzer,address -parse-as-library -O -g -wmo -num-threads "$(nproc)" \
+# across files as a release build is; LLVM's code generation runs on every core. It runs inside $out,
+# since the driver leaves the module's debugging files in its working directory.
+top=$PWD
+(cd "$out" && swiftc -sanitize=fuzzer,address -parse-as-library -O -g -wmo -num-threads "$(nproc)" \
     -module-name OfflinePkg -package-name offlinepkg \
-    -I Sources/CCrypto -I Sources/CArchive -I Sources/CCurl -I "$out/modules/CSystemShims" -I "$out/modules/CByteLanes" \
-    Fuzz/*.swift $(find Sources/OfflinePkg -name '*.swift') "$out/shims.o" \
-    -lcrypto -larchive -lcurl -o "$out/offlinepkg-fuzz"
+    -I "$top/Sources/CCrypto" -I "$top/Sources/CArchive" -I "$top/Sources/CCurl" \
+    -I "$top/$out/modules/CSystemShims" -I "$top/$out/modules/CByteLanes" \
+    "$top"/Fuzz/*.swift $(find "$top/Sources/OfflinePkg" -name '*.swift') shims.o \
+    -lcrypto -larchive -lcurl -o offlinepkg-fuzz)
 echo "built $out/offlinepkg-fuzz"
