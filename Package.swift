@@ -1,18 +1,17 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// A release CLI carries the Swift runtime and Foundation inside it: it starts faster (no symbol
-// lookups across the toolchain's shared libraries, most of what a `lookup` costs) and runs on a
-// device that has only the Debian libraries, no Swift toolchain. `-static-stdlib` is only the link
-// step of `swift build --static-swift-stdlib`, so the archives that Foundation's own static modules
-// would have named are named here. Debug builds (the tests', `make demo`'s) link them shared, and so does
-// a release build with OFFLINEPKG_SHARED_SWIFT=1 (a toolchain without `usr/lib/swift_static`).
+// A release CLI carries the Swift runtime and FoundationEssentials inside it: it starts without symbol
+// lookups across the toolchain's shared libraries (most of what a `lookup` costs) and runs on a device
+// that has only the Debian libraries, no Swift toolchain. No target a device runs imports full
+// Foundation (ICU's data, the corelibs; `scripts/check-targets` keeps it so), which keeps the stripped
+// binary under a third of the size. `-static-stdlib` is only the link step of `swift build --static-swift-stdlib`, so the archives
+// that FoundationEssentials' own static module would have named are named here. Debug builds (the
+// tests', `make demo`'s) link them shared, and so does a release build with OFFLINEPKG_SHARED_SWIFT=1
+// (a toolchain without `usr/lib/swift_static`).
 let staticSwiftRuntime: [LinkerSetting] = Context.environment["OFFLINEPKG_SHARED_SWIFT"] == "1" ? [] : [
     .unsafeFlags(
-        [
-            "-static-stdlib", "-l_CFURLSessionInterface", "-lcurl", "-lCoreFoundation", "-l_FoundationICU",
-            "-l_FoundationCShims", "-l_FoundationCollections", "-lstdc++",
-        ],
+        ["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections"],
         .when(platforms: [.linux], configuration: .release)
     )
 ]
@@ -21,6 +20,8 @@ let package = Package(
     name: "offlinepkg",
     products: [
         .library(name: "OfflinePkg", targets: ["OfflinePkg"]),
+        // `PackageStore.cachedResponse(for: URLRequest)`: links Foundation and FoundationNetworking.
+        .library(name: "OfflinePkgURLRequest", targets: ["OfflinePkgURLRequest"]),
         .library(name: "OfflinePkgServer", targets: ["OfflinePkgServer"]),
         .executable(name: "offlinepkg", targets: ["offlinepkg"]),
     ],
@@ -39,6 +40,8 @@ let package = Package(
         // The URL normaliser's sixteen-byte scans (SSE2, or two 64-bit words elsewhere): header only.
         .target(name: "CByteLanes"),
         .target(name: "OfflinePkg", dependencies: ["CArchive", "CByteLanes", "CCrypto", "CCurl", "CSystemShims"]),
+        // The URL hook's URLRequest form, for a host that opts into Foundation; the CLI never links it.
+        .target(name: "OfflinePkgURLRequest", dependencies: ["OfflinePkg"]),
         // The publisher (archives, manifest editing, signing, deltas): the CLI links it, a host never does.
         .target(name: "OfflinePkgPublish", dependencies: ["OfflinePkg", "CZstd"]),
         .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),
@@ -53,7 +56,9 @@ let package = Package(
         // The test kit: temporary roots, real servers (nginx, a fault server), fixtures, and the command line
         // run in process (`InProcessCLI`) or as the binary.
         .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg", "OfflinePkgCLI"], path: "Tests/OfflinePkgTestSupport"),
-        .testTarget(name: "OfflinePkgTests", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgTestSupport"]),
+        .testTarget(
+            name: "OfflinePkgTests",
+            dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgTestSupport", "OfflinePkgURLRequest"]),
         .testTarget(name: "OfflinePkgPublishTests", dependencies: ["OfflinePkgPublish", "OfflinePkg", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgCLITests", dependencies: ["OfflinePkgCLI", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgServerTests", dependencies: ["OfflinePkgServer", "OfflinePkg", "OfflinePkgTestSupport"]),

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,4 +28,8 @@ int csystemshims_set_pipe_capacity(int fd, int bytes) {
 
 int csystemshims_pipe_capacity(int fd) {
     return fcntl(fd, F_GETPIPE_SZ);
+}
+
+int csystemshims_name_thread(const char *name) {
+    return pthread_setname_np(pthread_self(), name);
 }

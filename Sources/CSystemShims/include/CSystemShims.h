@@ -25,4 +25,8 @@ int csystemshims_accept_cloexec(int fd, void *address, unsigned int *length);
 int csystemshims_set_pipe_capacity(int fd, int bytes);
 int csystemshims_pipe_capacity(int fd);
 
+// pthread_setname_np(3) names the calling thread as top and /proc show it (15 bytes and a NUL);
+// GNU-only in glibc's headers.
+int csystemshims_name_thread(const char *name);
+
 #endif

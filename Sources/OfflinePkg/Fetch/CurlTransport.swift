@@ -1,5 +1,5 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// The transport for http, https and file URLs, on libcurl. Each transfer runs `curl_easy_perform` on
@@ -17,9 +17,9 @@ package struct CurlTransport: Transport {
         let transfer = CurlTransfer(request: request, onResponse: onResponse, onBody: onBody)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let thread = Thread { continuation.resume(with: transfer.perform()) }
-                thread.stackSize = 1 << 20
-                thread.start()
+                let body: @Sendable () -> Void = { continuation.resume(with: transfer.perform()) }
+                // Where no thread can be made (a process or thread limit), the transfer runs here rather than never.
+                if !OSThread.start(name: "offlinepkg.curl", stackSize: 1 << 20, body) { body() }
             }
         } onCancel: {
             transfer.cancelled.store(true, ordering: .relaxed)
@@ -174,7 +174,7 @@ private final class CurlTransfer: @unchecked Sendable {
     /// Headers arrive line by line; a new status line (after a redirect or a 100) starts over. Returns
     /// false to abort the transfer: at the end of an https response that redirects to http.
     func header(_ line: UnsafeRawBufferPointer) -> Bool {
-        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: line, as: UTF8.self).trimmingWhitespaceAndNewlines()
         if text.hasPrefix("HTTP/") {
             headers = [:]
             fields = []
@@ -185,7 +185,7 @@ private final class CurlTransfer: @unchecked Sendable {
         if text.isEmpty { return !redirectsFromHTTPSToHTTP() }
         guard let colon = text.firstIndex(of: ":") else { return true }
         let name = text[..<colon].lowercased()
-        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let value = text[text.index(after: colon)...].trimmingWhitespace()
         headers[name] = value
         fields.append((String(text[..<colon]), value))
         return true
