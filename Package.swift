@@ -26,11 +26,15 @@ let package = Package(
         .executable(name: "offlinepkg", targets: ["offlinepkg"]),
     ],
     targets: [
-        // System libraries from Debian. Each is imported by exactly one Swift module.
-        .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
-        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // Debian's libraries, each imported by exactly one Swift module. libarchive, libcrypto, libcurl and
+        // libmicrohttpd are C targets: the binary is not linked with them; their functions are stubs that
+        // load the library at its first call (`CSystemShims.h`), so a `lookup` or a `status` maps none of
+        // the forty libraries they bring, and a no-op sync libcurl's alone (docs/design.md, "Start-up").
+        // Their headers come from libarchive-dev, libssl-dev, libcurl4-openssl-dev and libmicrohttpd-dev.
+        .target(name: "CArchive", dependencies: ["CSystemShims"]),
+        .target(name: "CCrypto", dependencies: ["CSystemShims"]),
+        .target(name: "CCurl", dependencies: ["CSystemShims"]),
+        .target(name: "CMicroHTTPD", dependencies: ["CSystemShims"]),
         // Imported by the publisher only (ZstdFrames.swift writes the chunked layout's frames).
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         // Imported by the reports collector only (OfflinePkgReports): a host never links SQLite.

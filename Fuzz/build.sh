@@ -5,15 +5,20 @@
 set -eu
 out=.build/fuzz
 # The C targets get their module maps from SwiftPM; outside SwiftPM they need ones of their own.
-for module in CSystemShims CByteLanes; do
+for module in CSystemShims CByteLanes CArchive CCrypto CCurl; do
     mkdir -p "$out/modules/$module"
     printf 'module %s {\n    header "%s"\n    export *\n}\n' "$module" "$PWD/Sources/$module/include/$module.h" \
         > "$out/modules/$module/module.modulemap"
 done
 clang -c -O1 -I Sources/CSystemShims/include Sources/CSystemShims/shims.c -o "$out/shims.o"
+# libarchive, libcrypto and libcurl are loaded at their first call, through these stubs (CSystemShims.h).
+for module in CArchive CCrypto CCurl; do
+    clang -c -O1 -I Sources/CSystemShims/include -I "Sources/$module/include" "Sources/$module/$module.c" -o "$out/$module.o"
+done
 swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
     -module-name OfflinePkg -package-name offlinepkg \
-    -I Sources/CCrypto -I Sources/CArchive -I Sources/CCurl -I "$out/modules/CSystemShims" -I "$out/modules/CByteLanes" \
-    Fuzz/*.swift $(find Sources/OfflinePkg -name '*.swift') "$out/shims.o" \
-    -lcrypto -larchive -lcurl -o "$out/offlinepkg-fuzz"
+    -I "$out/modules/CArchive" -I "$out/modules/CCrypto" -I "$out/modules/CCurl" -I "$out/modules/CSystemShims" \
+    -I "$out/modules/CByteLanes" \
+    Fuzz/*.swift $(find Sources/OfflinePkg -name '*.swift') "$out/shims.o" "$out/CArchive.o" "$out/CCrypto.o" "$out/CCurl.o" \
+    -o "$out/offlinepkg-fuzz"
 echo "built $out/offlinepkg-fuzz"
