@@ -42,8 +42,9 @@ final class WriterLanes: @unchecked Sendable {
     /// Files up to this size are handed over whole; larger ones stream in pieces of this size.
     static let wholeFileLimit = 256 << 10
     /// Bytes queued per lane before the reader waits: bounds an unpack's memory. The reader waits until
-    /// the lane has written half of them, so it is woken once per 2 MiB, not once per file taken.
-    static let queueLimit = 4 << 20
+    /// the lane has written half of them, so it is woken once per 512 KiB, not once per file taken. A
+    /// deeper queue bought a 10k-file sync no time and held more memory (docs/design.md, "Memory").
+    static let queueLimit = 1 << 20
 
     private final class Lane {
         let writer: TreeWriter
