@@ -26,10 +26,11 @@ let package = Package(
         .executable(name: "offlinepkg", targets: ["offlinepkg"]),
     ],
     targets: [
-        // Debian's libraries, each imported by exactly one Swift module. libarchive, libcrypto, libcurl and
-        // libmicrohttpd are C targets: the binary is not linked with them; their functions are stubs that
-        // load the library at its first call (`CSystemShims.h`), so a `lookup` or a `status` maps none of
-        // the forty libraries they bring, and a no-op sync libcurl's alone (docs/design.md, "Start-up").
+        // Debian's libraries, each imported by exactly one Swift module. libarchive, libcrypto, libcurl,
+        // libmicrohttpd and libsqlite3 are C targets: the binary is not linked with them; their functions
+        // are stubs that load the library at its first call (`CSystemShims.h`), so a `lookup` or a `status`
+        // maps none of the forty libraries they bring, and a no-op sync libcurl's alone (docs/design.md,
+        // "Start-up and memory").
         // Their headers come from libarchive-dev, libssl-dev, libcurl4-openssl-dev and libmicrohttpd-dev.
         .target(name: "CArchive", dependencies: ["CSystemShims"]),
         .target(name: "CCrypto", dependencies: ["CSystemShims"]),
@@ -37,8 +38,9 @@ let package = Package(
         .target(name: "CMicroHTTPD", dependencies: ["CSystemShims"]),
         // Imported by the publisher only (ZstdFrames.swift writes the chunked layout's frames).
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
-        // Imported by the reports collector only (OfflinePkgReports): a host never links SQLite.
-        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // Imported by the reports collector only (OfflinePkgReports): a host never links SQLite, and the CLI
+        // loads it as the four above (headers from libsqlite3-dev).
+        .target(name: "CSQLite", dependencies: ["CSystemShims"]),
 
         .target(name: "CSystemShims"),
         // The URL normaliser's sixteen-byte scans (SSE2, or two 64-bit words elsewhere): header only.

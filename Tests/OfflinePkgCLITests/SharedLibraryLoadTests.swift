@@ -2,12 +2,12 @@ import Foundation
 import OfflinePkgTestSupport
 import Testing
 
-/// A command loads only the shared libraries it uses: libcurl, libarchive, libcrypto and libmicrohttpd
-/// (and the forty libraries they need) are opened at their first call, not at start-up, so `lookup`,
-/// `status` and `--version` map none of them and a no-op sync only libcurl's (libcrypto is one of
-/// them). The dynamic loader names every object it opens under `LD_DEBUG=files`.
+/// A command loads only the shared libraries it uses: libcurl, libarchive, libcrypto, libmicrohttpd and
+/// libsqlite3 (and the forty libraries they need) are opened at their first call, not at start-up, so
+/// `lookup`, `status` and `--version` map none of them and a no-op sync only libcurl's (libcrypto is
+/// one of them). The dynamic loader names every object it opens under `LD_DEBUG=files`.
 @Suite struct SharedLibraryLoadTests {
-    static let lazy = ["libcurl.so", "libarchive.so", "libcrypto.so", "libmicrohttpd.so"]
+    static let lazy = ["libcurl.so", "libarchive.so", "libcrypto.so", "libmicrohttpd.so", "libsqlite3.so"]
 
     /// The sonames `offlinepkg arguments…` opened, read from the loader's own account.
     static func loaded(_ arguments: [String]) throws -> Set<String> {
