@@ -6,8 +6,8 @@
 // background every S seconds and reloads the page on each activation.
 //
 // `--page-file PATH` loads PATH from file:// instead, without opening the store: the same shell and
-// page with no offlinepkg at all, the floor `scripts/bench-lean` measures the packaged page's first
-// painted frame against.
+// page with no offlinepkg at all, the floor that the `frame` row of Benchmarks/bench measures the
+// packaged page's first painted frame against.
 import CWebKitGTK
 import Foundation
 import OfflinePkg
