@@ -16,20 +16,17 @@ LIBRARIES = ["crypto", "zstd", "archive", "curl", "microhttpd", "sqlite3"]
 def measures(h, id):
     if id.endswith(".before"):
         return bool(h.before)
-    # The smoke (a debug build, on the toolchain's shared libraries, which valgrind gives up on) counts
-    # no instructions of offlinepkg, and probes one library; a full run measures each.
+    # The smoke (a debug build, on the toolchain's shared libraries) counts no instructions of
+    # offlinepkg, and probes one library; a full run measures each.
     if h.smoke and id == "process-start.version.instructions":
         return False
     return not h.smoke or not id.startswith("process-start.library.") or id.endswith(".zstd")
 
 
 def instructions(h, argv):
-    """Instructions of one run of argv to its exit. Valgrind gives up on the debug information of a Swift
-    binary, so it runs a copy without it (the code is the same)."""
+    """Instructions of one run of argv to its exit."""
     if os.path.dirname(argv[0]):
-        copy = h.path("probe", "no-debug-" + os.path.basename(argv[0]))
-        h.run(["strip", "--strip-debug", "-o", copy, argv[0]])
-        argv = [copy, *argv[1:]]
+        argv = [h.without_debug_info(argv[0]), *argv[1:]]
     done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
