@@ -23,4 +23,14 @@ CURLcode ccurl_setopt_xferinfo_callback(CURL *handle, ccurl_xferinfo_callback ca
 CURLcode ccurl_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ccurl_getinfo_string(CURL *handle, CURLINFO info, char **value);
 CURLcode ccurl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);
+CURLcode ccurl_getinfo_pointer(CURL *handle, CURLINFO info, void **value);
+
+// curl_multi_setopt is variadic too.
+CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
+
+// CURLMsg's `data` is an anonymous union, which Swift reaches awkwardly: the fields a finished
+// transfer needs.
+CURL *ccurl_message_handle(const CURLMsg *message);
+int ccurl_message_is_done(const CURLMsg *message);
+CURLcode ccurl_message_result(const CURLMsg *message);
 #endif
