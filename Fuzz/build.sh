@@ -15,7 +15,9 @@ clang -c -O1 -I Sources/CSystemShims/include Sources/CSystemShims/shims.c -o "$o
 for module in CArchive CCrypto CCurl; do
     clang -c -O1 -I Sources/CSystemShims/include -I "Sources/$module/include" "Sources/$module/$module.c" -o "$out/$module.o"
 done
-swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
+# Whole-module: the library is type-checked once rather than once per batch of files, and optimised
+# across files as a release build is; LLVM's code generation runs on every core.
+swiftc -sanitize=fuzzer,address -parse-as-library -O -g -wmo -num-threads "$(nproc)" \
     -module-name OfflinePkg -package-name offlinepkg \
     -I "$out/modules/CArchive" -I "$out/modules/CCrypto" -I "$out/modules/CCurl" -I "$out/modules/CSystemShims" \
     -I "$out/modules/CByteLanes" \
