@@ -1,5 +1,5 @@
-import Foundation
 import OfflinePkg
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -172,7 +172,7 @@ package struct Publisher: Sendable {
             .init(
                 version: version, publishedAt: clock.now(), sequence: sequence, notes: entry["notes"] as? String,
                 mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
-                entry: String(decoding: try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]), as: UTF8.self)),
+                entry: String(decoding: JSONTree.encode(entry, pretty: false), as: UTF8.self)),
             to: layout.publishHistory(id: id))
         let signatures = try signer.sign(bytes)
         if let first = signatures.first {
@@ -209,7 +209,7 @@ package struct Publisher: Sendable {
         }
         if let expires { return expires }
         let remembered = (try? FileSystem.read(layout.expiresIn, limit: 64)).flatMap {
-            TimeInterval(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+            TimeInterval(String(decoding: $0, as: UTF8.self).trimmingWhitespaceAndNewlines())
         }
         return remembered.flatMap { $0 > 0 ? clock.now().addingTimeInterval($0) : nil }
     }
