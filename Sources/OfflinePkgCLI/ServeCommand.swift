@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import OfflinePkg
 import OfflinePkgServer
 
@@ -32,6 +33,9 @@ enum ServeCommand {
             .init(
                 name: "resolve", value: "HOST:PORT:ADDR", repeatable: true,
                 help: "reach an upstream HOST:PORT at ADDR, as curl's --resolve (repeatable)"),
+            .init(
+                name: "allow-user", value: "USER", repeatable: true,
+                help: "also answer connections of this user (name or uid); serve's own user and root always are (repeatable)"),
         ],
         summary: "serve the active set over HTTP on loopback for the shell; prints the URL, runs until SIGINT/SIGTERM",
         run: run)
@@ -71,7 +75,7 @@ enum ServeCommand {
         do {
             server = try LoopbackServer(
                 store: store, host: host, port: UInt16(port), threadModel: threadModel(context), limits: limits,
-                tls: arguments.flag("tls"), origin: origin, runtime: runtime)
+                tls: arguments.flag("tls"), origin: origin, runtime: runtime, admission: try admission(arguments, context))
         } catch OfflinePkgError.invalidArgument(let reason) {
             throw UsageError(reason)
         }
@@ -84,6 +88,31 @@ enum ServeCommand {
         server.stop()
         runtime?.flushStatistics()
         return OfflinePkgCommand.ExitStatus.success
+    }
+
+    /// `--allow-user` (names or uids) and one line on stderr the first time each other user is refused,
+    /// so a shell that runs as another user than serve is told why it gets no answer.
+    private static func admission(_ arguments: ParsedArguments, _ context: CLIContext) throws -> LoopbackServer.Admission {
+        var users = Set<uid_t>()
+        for name in arguments.all("allow-user") {
+            if let entry = getpwnam(name) {
+                users.insert(entry.pointee.pw_uid)
+            } else if let uid = uid_t(name) {
+                users.insert(uid)
+            } else {
+                throw UsageError("--allow-user takes a user name or uid of this system, got \"\(name)\"")
+            }
+        }
+        let told = Mutex<Set<uid_t?>>([])
+        let output = context.output
+        let own = geteuid()
+        return LoopbackServer.Admission(users: users) { uid in
+            guard told.withLock({ $0.insert(uid).inserted }) else { return }
+            let who = uid.map { uid in "uid \(uid)" + (getpwuid(uid).map { " (\(String(cString: $0.pointee.pw_name)))" } ?? "") }
+            output.error(
+                "offlinepkg serve: closed a connection from \(who ?? "a socket no process holds"): serve answers its own user (uid \(own)) and root; --allow-user admits another"
+            )
+        }
     }
 
     private static func raiseOpenFileLimit() {

@@ -87,6 +87,10 @@ public final class RuntimeCache: Sendable {
     /// Writes the counters counted so far to `runtime/stats.json` now (before a process exits).
     package func flushStatistics() { statistics.flush() }
 
+    /// Counts a connection of another user that `serve` closed unanswered (SPEC §15): `status` reports
+    /// it with the runtime cache's counters.
+    package func countRefusedConnection() { statistics.count { $0.refusedConnections += 1 } }
+
     /// The `runtime` object of the last accepted manifest, re-read when that file changes (checked at
     /// most once a second); nil when there is none.
     package var configuration: RuntimeConfiguration? {
