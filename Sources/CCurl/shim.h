@@ -37,6 +37,19 @@ static inline CURLcode ccurl_setopt_xferinfo_callback(CURL *handle, ccurl_xferin
     return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, callback);
 }
 
+// libcurl calls this for each socket it is about to connect, with the address it will connect to: the
+// one place to refuse an address whatever the name resolved to (CURLOPT_OPENSOCKETFUNCTION).
+typedef curl_socket_t (*ccurl_opensocket_callback)(void *context, curlsocktype purpose, struct curl_sockaddr *address);
+
+static inline CURLcode ccurl_setopt_opensocket_callback(CURL *handle, ccurl_opensocket_callback callback) {
+    return curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, callback);
+}
+
+// The address inside a struct curl_sockaddr (libcurl allocates room for a sockaddr_in6 behind it).
+static inline const struct sockaddr *ccurl_sockaddr_address(const struct curl_sockaddr *address) {
+    return &address->addr;
+}
+
 static inline CURLcode ccurl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }

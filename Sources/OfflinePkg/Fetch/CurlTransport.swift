@@ -47,6 +47,8 @@ private final class CurlTransfer: @unchecked Sendable {
     var windowStartBytes: Int64 = 0
     /// Set when a slow-retrieval protection aborted the transfer.
     var cutOff: SlowRetrieval?
+    /// The private address a connection was refused to (`TransferRequest.refusesPrivateAddresses`).
+    var refusedAddress: String?
 
     init(
         request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
@@ -73,6 +75,7 @@ private final class CurlTransfer: @unchecked Sendable {
         for pin in request.resolve { pins = curl_slist_append(pins, pin) }
         defer { curl_slist_free_all(pins) }
         if pins != nil { ccurl_setopt_slist(curl, CURLOPT_RESOLVE, pins) }
+        let context = Unmanaged.passUnretained(self).toOpaque()
         if request.method == "HEAD" {
             ccurl_setopt_long(curl, CURLOPT_NOBODY, 1)
         } else if request.method != "GET" {
@@ -89,12 +92,18 @@ private final class CurlTransfer: @unchecked Sendable {
             }
         }
 
-        let context = Unmanaged.passUnretained(self).toOpaque()
         ccurl_setopt_string(curl, CURLOPT_URL, urlText)
         ccurl_setopt_slist(curl, CURLOPT_HTTPHEADER, list)
         ccurl_setopt_long(curl, CURLOPT_NOSIGNAL, 1)
-        ccurl_setopt_long(curl, CURLOPT_FOLLOWLOCATION, 1)
+        ccurl_setopt_long(curl, CURLOPT_FOLLOWLOCATION, request.followsRedirects ? 1 : 0)
         ccurl_setopt_long(curl, CURLOPT_MAXREDIRS, 8)
+        if request.refusesPrivateAddresses {
+            ccurl_setopt_pointer(curl, CURLOPT_OPENSOCKETDATA, context)
+            ccurl_setopt_opensocket_callback(curl) { context, _, address in
+                let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+                return transfer.openSocket(address!)
+            }
+        }
         // https never redirects to http: a redirect may only keep or raise the scheme's protection. This
         // covers a transfer that starts on https; `header` covers an https hop later in the chain.
         let scheme = request.url.scheme?.lowercased() ?? ""
@@ -182,7 +191,7 @@ private final class CurlTransfer: @unchecked Sendable {
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             return true
         }
-        if text.isEmpty { return !redirectsFromHTTPSToHTTP() }
+        if text.isEmpty { return !(request.followsRedirects && redirectsFromHTTPSToHTTP()) }
         guard let colon = text.firstIndex(of: ":") else { return true }
         let name = text[..<colon].lowercased()
         let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
@@ -204,6 +213,17 @@ private final class CurlTransfer: @unchecked Sendable {
         return true
     }
 
+    /// libcurl's open-socket callback: a socket for `address`, or none (`CURL_SOCKET_BAD`) when it is a
+    /// private address; libcurl then tries the name's next address, if it has one.
+    func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        if let refused = PrivateAddress.refused(ccurl_sockaddr_address(address)) {
+            refusedAddress = refused
+            return -1
+        }
+        let info = address.pointee
+        return socket(info.family, info.socktype | Int32(SOCK_CLOEXEC.rawValue), info.protocol)
+    }
+
     func receive(_ data: UnsafeRawBufferPointer) -> Bool {
         do {
             if !announced {
@@ -222,6 +242,7 @@ private final class CurlTransfer: @unchecked Sendable {
     /// cut the transfer off).
     func error(for code: CURLcode) -> OfflinePkgError {
         if code == CURLE_ABORTED_BY_CALLBACK, let cutOff { return .slowRetrieval(url: urlText, protection: cutOff) }
+        if code == CURLE_COULDNT_CONNECT, let refusedAddress { return .transfer(url: urlText, failure: .privateAddress(refusedAddress)) }
         return .transfer(url: urlText, failure: Self.failure(for: code))
     }
 

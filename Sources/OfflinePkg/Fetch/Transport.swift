@@ -67,6 +67,13 @@ package struct TransferRequest: Sendable {
     package var bodyLength: Int64?
     /// `HOST:PORT:ADDRESS` pins, as curl's `--resolve` (libcurl's `CURLOPT_RESOLVE`).
     package var resolve: [String] = []
+    /// Whether a redirect is followed (never https to http). The runtime cache passes a 3xx back to the
+    /// page as received instead (SPEC §15).
+    package var followsRedirects = true
+    /// Refuse to connect to a loopback, link-local or private address (`PrivateAddress`), checked on
+    /// the address each connection is made to, so no name that resolves there (or re-resolves there
+    /// later: DNS rebinding) gets through; the transfer then fails with `TransferFailure.privateAddress`.
+    package var refusesPrivateAddresses = false
 
     package init(
         url: URL, headers: [(String, String)] = [], limits: RetrievalLimits = .init(), deadline: TransferDeadline? = nil,
