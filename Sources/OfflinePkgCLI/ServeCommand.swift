@@ -34,6 +34,12 @@ enum ServeCommand {
                 name: "resolve", value: "HOST:PORT:ADDR", repeatable: true,
                 help: "reach an upstream HOST:PORT at ADDR, as curl's --resolve (repeatable)"),
             .init(
+                name: "allow-private-upstream", value: nil,
+                help: "let runtime-cache upstreams resolve to loopback, link-local or private addresses (else 502)"),
+            .init(
+                name: "max-upstream-transfers", value: "N",
+                help: "runtime-cache transfers running at once; more wait their turn or get 503 (default 16)"),
+            .init(
                 name: "allow-user", value: "USER", repeatable: true,
                 help: "also answer connections of this user (name or uid); serve's own user and root always are (repeatable)"),
         ],
@@ -122,7 +128,8 @@ enum ServeCommand {
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    /// `--offline` / `OFFLINEPKG_OFFLINE=1` and `--resolve HOST:PORT:ADDRESS` pins (docs/protocol.md#the-runtime-cache).
+    /// `--offline` / `OFFLINEPKG_OFFLINE=1` and `--resolve HOST:PORT:ADDRESS` pins (docs/protocol.md#the-runtime-cache),
+    /// and where and how much the upstreams may be reached (docs/protocol.md#neighbours-on-the-device).
     private static func runtimeOptions(_ arguments: ParsedArguments, _ context: CLIContext) throws -> RuntimeCache.Options {
         let pins = arguments.all("resolve")
         for pin in pins {
@@ -132,7 +139,10 @@ enum ServeCommand {
             }
         }
         let offline = arguments.flag("offline") || context.environment["OFFLINEPKG_OFFLINE"] == "1"
-        return RuntimeCache.Options(offline: offline, resolve: pins)
+        var options = RuntimeCache.Options(offline: offline, resolve: pins)
+        options.allowPrivateUpstream = arguments.flag("allow-private-upstream")
+        if let transfers = try arguments.integer("max-upstream-transfers", in: 1...1024) { options.upstreamTransfers = transfers }
+        return options
     }
 
     /// `OFFLINEPKG_SERVE_THREADS`: a pool size, or `per-connection`; to compare thread models

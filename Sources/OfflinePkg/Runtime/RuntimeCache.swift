@@ -22,10 +22,16 @@ public final class RuntimeCache: Sendable {
         public var connectTimeout: TimeInterval
         /// An upstream transfer with no byte for this long is aborted.
         public var stallTimeout: TimeInterval
+        /// Upstream transfers running at once at most (SPEC §15); more wait their turn, or get a 503.
+        public var upstreamTransfers: Int
+        /// Reach upstream hosts that resolve to a loopback, link-local or private address (SPEC §15),
+        /// which are refused otherwise (a 502) unless pinned with `resolve`.
+        public var allowPrivateUpstream: Bool
 
         public init(
             offline: Bool = false, resolve: [String] = [], caBundle: String? = nil, backgroundRefreshes: Int = 4,
-            connectTimeout: TimeInterval = 10, stallTimeout: TimeInterval = 30
+            connectTimeout: TimeInterval = 10, stallTimeout: TimeInterval = 30, upstreamTransfers: Int = 16,
+            allowPrivateUpstream: Bool = false
         ) {
             self.offline = offline
             self.resolve = resolve
@@ -33,6 +39,8 @@ public final class RuntimeCache: Sendable {
             self.backgroundRefreshes = backgroundRefreshes
             self.connectTimeout = connectTimeout
             self.stallTimeout = stallTimeout
+            self.upstreamTransfers = upstreamTransfers
+            self.allowPrivateUpstream = allowPrivateUpstream
         }
     }
 
@@ -44,6 +52,7 @@ public final class RuntimeCache: Sendable {
     private let rules: Mutex<RulesState>
     let inFlight = Mutex<[String: Task<FetchOutcome, Error>]>([:])
     let backgroundRunning = Atomic<Int>(0)
+    let slots: UpstreamSlots
 
     private struct RulesState {
         init(identity: [Int], configuration: RuntimeConfiguration?, checked: ContinuousClock.Instant) {
@@ -76,6 +85,7 @@ public final class RuntimeCache: Sendable {
         self.layout = layout
         self.options = options
         self.transport = transport
+        slots = UpstreamSlots(limit: options.upstreamTransfers)
         let configuration = Self.loadConfiguration(layout)
         store = try RuntimeStore(layout: layout, limits: configuration?.limits ?? RuntimeLimits())
         statistics = RuntimeStatistics(path: layout.runtimeStats)
@@ -113,11 +123,21 @@ public final class RuntimeCache: Sendable {
 
     /// The rule `url` falls under, or nil (then nothing here answers it). Same answer as
     /// `configuration?.rule(for:)`, with the prefixes' keys computed once per manifest.
-    package func rule(for url: String) -> RuntimeRule? {
+    package func rule(for url: String) -> RuntimeRule? { route(for: url)?.rule }
+
+    /// The rule `url` falls under and the URL fetched upstream for it (`upstreamURL`), from one
+    /// normalisation of `url`; nil when no rule covers it.
+    package func route(for url: String) -> RuntimeRoute? {
         _ = configuration
         let prefixes = rules.withLock { $0.prefixes }
-        guard !prefixes.isEmpty, let key = LookupURL.key(url) else { return nil }
-        return prefixes.first { key.utf8.starts(with: $0.key.utf8) }?.rule
+        guard !prefixes.isEmpty else { return nil }
+        return LookupURL.withKey(url) { key -> RuntimeRoute? in
+            let matched = prefixes.first { prefix in
+                prefix.key.utf8.count <= key.bytes.count && prefix.key.utf8.elementsEqual(key.bytes.prefix(prefix.key.utf8.count))
+            }
+            guard let rule = matched?.rule, let upstream = Self.upstreamURL(key: key, url: url, rule: rule) else { return nil }
+            return RuntimeRoute(rule: rule, upstream: upstream)
+        }
     }
 
     /// Counters and what is stored (`status --json`).
@@ -139,13 +159,10 @@ public final class RuntimeCache: Sendable {
         guard lstat(path, &info) == 0 else { return [] }
         return [Int(info.st_ino), Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec)]
     }
+}
 
-    /// The URL fetched upstream: the request's, with the rule's scheme (a shell asks the loopback server
-    /// over http for an https API) and without a fragment.
-    static func upstreamURL(_ url: String, rule: RuntimeRule) -> String {
-        var url = url
-        if let hash = url.firstIndex(of: "#") { url = String(url[..<hash]) }
-        guard let separator = url.range(of: "://"), let ruleSeparator = rule.prefix.range(of: "://") else { return url }
-        return rule.prefix[..<ruleSeparator.lowerBound].lowercased() + url[separator.lowerBound...]
-    }
+/// Where a request covered by a runtime rule goes: the rule, and the URL fetched upstream.
+package struct RuntimeRoute: Sendable {
+    package let rule: RuntimeRule
+    package let upstream: String
 }

@@ -60,6 +60,13 @@ package final class RuntimeStore: Sendable {
                 FileSystem.discardFile(path)
                 continue
             }
+            guard head.format == RuntimeEntryHead.currentFormat else {
+                // Stored before answers were kept per credential: it may be one user's answer, or
+                // hold a Set-Cookie, that any request would get. Fetched again when asked for.
+                FileSystem.discardFile(path)
+                FileSystem.discardFile(layout.runtimeBody(head.body))
+                continue
+            }
             loaded.append(head)
         }
         var initial = State(limits: limits)
@@ -95,12 +102,13 @@ package final class RuntimeStore: Sendable {
     /// The largest body stored: a quarter of the disk limit, so one answer never empties the cache.
     package var largestBody: Int64 { Int64(limits.disk / 4) }
 
-    /// The stored answer for `url` and the request's varying fields, made the most recently used.
-    package func lookup(url: String, request: [(name: String, value: String)]) -> StoredAnswer? {
+    /// The stored answer for `url`, the request's varying fields and its credential's hash (nil: a
+    /// request without one), made the most recently used.
+    package func lookup(url: String, request: [(name: String, value: String)], credential: String? = nil) -> StoredAnswer? {
         state.withLock { state -> StoredAnswer? in
             let names = state.varyNames[url] ?? []
             let variant = RuntimeEntryHead.variant(
-                url: url, vary: names, values: HTTPCachePolicy.varyValues(names, request: request))
+                url: url, vary: names, values: HTTPCachePolicy.varyValues(names, request: request), credential: credential)
             guard let head = state.entries.touch(variant) else { return nil }
             return StoredAnswer(head: head, bodyPath: layout.runtimeBody(head.body), data: state.memory.touch(variant))
         }
@@ -120,6 +128,8 @@ package final class RuntimeStore: Sendable {
     /// `body` name is chosen here), evicting the least recently used entries over the limits.
     package func commit(temporary: String, head: RuntimeEntryHead, data: Data?) throws -> StoredAnswer {
         var head = head
+        head.format = RuntimeEntryHead.currentFormat
+        head.headers = RuntimeEntryHead.pairs(HTTPCachePolicy.storable(head.fields))
         let key = head.key
         head.body = key.prefix(32) + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
         // No fsync of bodies/ here: a head whose body did not survive a power loss is dropped at the
@@ -143,6 +153,7 @@ package final class RuntimeStore: Sendable {
         -> StoredAnswer
     {
         var head = stored.head
+        head.format = RuntimeEntryHead.currentFormat
         head.headers = RuntimeEntryHead.pairs(HTTPCachePolicy.merge(stored: head.fields, notModified: fields))
         head.storedAt = date.timeIntervalSince1970
         try writeHead(head, key: stored.key)

@@ -32,7 +32,7 @@ extension PackageStore {
                 body: .file(URL(fileURLWithPath: resource.path)), cacheStatus: "offlinepkg; hit; detail=package")
         }
         let cache = try runtimeCache()
-        guard let rule = cache.rule(for: url) else { return nil }
+        guard let route = cache.route(for: url) else { return nil }
         let fields = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
         var runtimeRequest = RuntimeRequest(url: url, method: method, fields: fields)
         if let body = request.httpBody {
@@ -40,16 +40,20 @@ extension PackageStore {
             runtimeRequest.body = { reader.read(into: $0) }
             runtimeRequest.bodyLength = Int64(body.count)
         }
-        let answer = await cache.answer(runtimeRequest, rule: rule)
+        let answer = await cache.answer(runtimeRequest, route: route)
         let body: CachedResponse.Body
         switch answer.body {
         case .empty: body = .data(Data())
         case .data(let data): body = .data(data)
         case .stored(let path, _): body = .file(URL(fileURLWithPath: path))
-        case .transient(let path, _):
-            // Not stored: read once, then gone.
-            defer { FileSystem.discardFile(path) }
-            body = .data(Data(try FileSystem.read(path, limit: Int.max)))
+        case .streamed(let stream):
+            // Not stored: read once as it arrives, into memory (never onto the disk); nothing for a HEAD.
+            if method == "HEAD" {
+                stream.cancel()
+                body = .data(Data())
+            } else {
+                body = .data(try await runBlocking { try stream.collect(limit: Int.max) })
+            }
         }
         return CachedResponse(
             status: answer.status, headers: answer.fields, body: method == "HEAD" ? .data(Data()) : body,
