@@ -110,14 +110,14 @@ package struct Publisher: Sendable {
     /// The repository from here on: the lock first, so that nothing below reads a manifest that another
     /// publish is about to replace; then the scratch files an interrupted publish left are cleared.
     package func open(waiting: (() -> Void)?) throws -> (FileLock, ManifestDocument) {
-        try FileSystem.makeDirectories(layout.root)
-        var lock = try FileLock(path: layout.lock, wait: false)
+        try FileSystem.makeDirectories(layout.root, mode: RepositoryLayout.folderMode)
+        var lock = try FileLock(path: layout.lock, wait: false, mode: RepositoryLayout.fileMode)
         if lock == nil {
             waiting?()
-            lock = try FileLock(path: layout.lock, wait: true)
+            lock = try FileLock(path: layout.lock, wait: true, mode: RepositoryLayout.fileMode)
         }
         if FileSystem.exists(layout.scratch) { try FileSystem.removeTree(layout.scratch) }
-        try FileSystem.makeDirectories(layout.scratch)
+        try FileSystem.makeDirectories(layout.scratch, mode: RepositoryLayout.folderMode)
         return (lock!, try ManifestDocument.load(layout.manifest))
     }
 
@@ -131,8 +131,8 @@ package struct Publisher: Sendable {
         events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil
     ) throws -> (sequence: Int, signed: Bool) {
         var document = document
-        try FileSystem.makeDirectories(layout.packageTrees(id))
-        try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version))
+        try FileSystem.makeDirectories(layout.packageTrees(id), mode: RepositoryLayout.folderMode)
+        try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version), mode: RepositoryLayout.fileMode)
         try recordVersion(version, id: id)
 
         let sequence = document.sequence + 1
@@ -159,12 +159,12 @@ package struct Publisher: Sendable {
         if let signature {
             // The immutable copy first: a device that finds `.minisig` out of step with the manifest
             // fetches this one (docs/protocol.md#signatures).
-            try FileSystem.makeDirectories(layout.signatures)
-            try FileSystem.writeAtomically(signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(bytes).hex))
+            try FileSystem.makeDirectories(layout.signatures, mode: RepositoryLayout.folderMode)
+            try FileSystem.writeAtomically(signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(bytes).hex), mode: RepositoryLayout.fileMode)
         }
-        try FileSystem.writeAtomically(bytes, to: layout.manifest)
+        try FileSystem.writeAtomically(bytes, to: layout.manifest, mode: RepositoryLayout.fileMode)
         if let signature {
-            try FileSystem.writeAtomically(signature, to: layout.signature)
+            try FileSystem.writeAtomically(signature, to: layout.signature, mode: RepositoryLayout.fileMode)
         } else {
             FileSystem.discardFile(layout.signature)
         }
@@ -179,8 +179,8 @@ package struct Publisher: Sendable {
             if expiresIn == 0 {
                 FileSystem.discardFile(layout.expiresIn)
             } else {
-                try FileSystem.makeDirectories(layout.trees)
-                try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn)
+                try FileSystem.makeDirectories(layout.trees, mode: RepositoryLayout.folderMode)
+                try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn, mode: RepositoryLayout.fileMode)
             }
         }
         if let expires { return expires }
@@ -239,7 +239,7 @@ package struct Publisher: Sendable {
         // Small for the devices, quick for the publisher (see `ZstdFrames.fileIndex`).
         let compressed = try ZstdFrames.fileIndex(FileIndex(entries: entries).encode())
         let scratch = layout.temporary(name + ".files.json.zst")
-        try FileSystem.write(compressed, to: scratch)
+        try FileSystem.write(compressed, to: scratch, mode: RepositoryLayout.fileMode)
         let sha256 = SHA256.hash(compressed).hex
         return (.init(url: layout.fileIndexURL(sha256: sha256), sha256: sha256, size: Int64(compressed.count)), scratch)
     }
@@ -318,7 +318,7 @@ package struct Publisher: Sendable {
             FileSystem.discardFile(scratch)
             return
         }
-        try FileSystem.makeDirectories(FileSystem.parentPath(path))
+        try FileSystem.makeDirectories(FileSystem.parentPath(path), mode: RepositoryLayout.folderMode)
         try FileSystem.rename(scratch, to: path)
     }
 
@@ -341,6 +341,6 @@ package struct Publisher: Sendable {
     /// when it is an old version published again.
     private func recordVersion(_ version: String, id: String) throws {
         let versions = try versionLog(id).filter { $0 != version } + [version]
-        try FileSystem.writeAtomically(Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id))
+        try FileSystem.writeAtomically(Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id), mode: RepositoryLayout.fileMode)
     }
 }

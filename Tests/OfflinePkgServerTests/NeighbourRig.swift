@@ -75,7 +75,6 @@ final class NeighbourRig: @unchecked Sendable {
             "--route", "http://app.neighbour.test/", "--runtime", try scratch.write(rules, to: "rules.json"), "--quiet",
         ]).checked("publish")
         // The repository is the publisher's, readable by all; the root is the shell user's alone.
-        _ = try shell("chmod -R a+rX '\(scratch.path("repo"))'")
         try scratch.makeDirectory("root")
         try LocalUser.shell.own(root)
         try LocalUser.shell.run([OfflinePkgBinary.path, "sync", scratch.path("repo/manifest.json"), "--root", root, "--quiet"])

@@ -121,7 +121,7 @@ package final class RuntimeStore: Sendable {
     /// commits it or removes it.
     package func temporaryFile() throws -> (path: String, descriptor: FileDescriptor) {
         let path = layout.runtimeTemporaryFile("\(getpid())-\(UInt64.random(in: 0...UInt64.max))")
-        return (path, try FileDescriptor.open(path, O_RDWR | O_CREAT | O_EXCL, mode: 0o600))
+        return (path, try FileDescriptor.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600))
     }
 
     /// Makes the received body at `temporary` (fsynced by the caller) the stored answer `head` (whose
@@ -166,7 +166,7 @@ package final class RuntimeStore: Sendable {
         let path = layout.runtimeEntry(key: key)
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let bytes = Array(try JSONEncoder().encode(head))
-        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
         do {
             try fd.closeAfter { try $0.writeAll(bytes, path: temporary) }
             try FileSystem.rename(temporary, to: path)

@@ -13,10 +13,12 @@ extension SyncEngine {
         var sameSource: Bool
     }
 
-    /// Begin: leftovers of a crashed sync go (staging is garbage: only a lock holder writes there), the
-    /// content store catches up (a root in the older layout gets the current one, the last one-package sync's
-    /// new content is taken in), then the state and the active record are read.
+    /// Begin: an open root of an older offlinepkg is made its user's alone (`RootModes`), leftovers of a
+    /// crashed sync go (staging is garbage: only a lock holder writes there), the content store catches
+    /// up (a root in the older layout gets the current one, the last one-package sync's new content is
+    /// taken in), then the state and the active record are read.
     func begin() throws -> Start {
+        RootModes.tighten(layout)
         try clearStaging()
         StrayTemporaries.remove(in: layout)
         PackageInstaller.contentStore(layout).catchUp()
