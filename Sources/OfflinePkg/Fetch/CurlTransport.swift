@@ -59,7 +59,8 @@ private final class CurlTransfer: @unchecked Sendable {
         self.onBody = onBody
     }
 
-    var urlText: String { request.url.absoluteString }
+    /// The URL as errors name it: never its userinfo (SPEC §15), which would reach logs and `state.json`.
+    var urlText: String { ManifestLocation.withoutUserinfo(request.url) }
     var isFile: Bool { request.url.isFileURL }
 
     func perform() -> Result<TransferResponseHead, Error> {

@@ -25,7 +25,7 @@ extension SyncEngine {
         let state = try SyncState.load(layout)
         return Start(
             state: state, record: try ActiveRecord.load(layout), inputs: evaluationInputs(),
-            sameSource: state.manifestURL == manifestURL.absoluteString)
+            sameSource: state.manifestURL == source)
     }
 
     /// `--min-interval`: no request when the last successful check is young and nothing local changed.
@@ -60,7 +60,7 @@ extension SyncEngine {
         FailPoint.afterManifest.hit()
         let unchanged =
             start.sameSource && checked.sha256 == state.acceptedManifestSHA256 && state.evaluatedInputs == start.inputs
-        state.accept(AcceptedManifest(sequence: manifest.sequence, sha256: checked.sha256), from: manifestURL.absoluteString)
+        state.accept(AcceptedManifest(sequence: manifest.sequence, sha256: checked.sha256), from: source)
         state.lastCheck = now()
         if checked.signatureFromNetwork, let signature = checked.signature {
             try FileSystem.writeAtomically(signature, to: layout.storedSignature)

@@ -20,6 +20,9 @@ package struct SyncEngine: Sendable {
     package var transport: any Transport
     package var now: @Sendable () -> Date = { Date() }
 
+    /// The manifest URL as the root keeps and reports it: without userinfo (SPEC §15).
+    var source: String { ManifestLocation.withoutUserinfo(manifestURL) }
+
     package init(layout: CacheLayout, manifestURL: URL, options: Updater.Options, transport: any Transport) {
         self.layout = layout
         self.manifestURL = manifestURL
@@ -70,7 +73,7 @@ package struct SyncEngine: Sendable {
     package func plan() async throws -> SyncPlan {
         let state = (try? SyncState.load(layout)) ?? SyncState()
         let record = (try? ActiveRecord.load(layout)) ?? .empty
-        let source = manifestURL.absoluteString
+        let source = self.source
         let (_, manifest) = try await checkAndAccept(state: state, sameSource: state.manifestURL == source)
         // A root without a device ID gets one at its first real sync; until then rollout is judged with
         // a throwaway ID, which is what that first sync will do with its new one.
@@ -173,7 +176,7 @@ package struct SyncEngine: Sendable {
         let fetcher = ManifestFetcher(
             transport: transport, retry: options.retry, limits: options.retrievalLimits, deadline: options.manifestDeadline,
             caBundle: options.caBundle)
-        options.events?(.checking(manifestURL: manifestURL.absoluteString))
+        options.events?(.checking(manifestURL: source))
         let response = try await fetcher.fetchManifest(
             manifestURL, etag: stored?.etag, lastModified: stored?.lastModified, uncached: uncached)
         var requests = 1
@@ -212,7 +215,7 @@ package struct SyncEngine: Sendable {
         guard let signature else { return false }
         return
             (try? SignatureVerifier.verify(
-                message: bytes, signature: signature, keys: options.trustedKeys, source: manifestURL.absoluteString)) != nil
+                message: bytes, signature: signature, keys: options.trustedKeys, source: source)) != nil
     }
 
     /// What the stored manifest was judged with: a change of either re-evaluates it after a 304.
@@ -223,7 +226,6 @@ package struct SyncEngine: Sendable {
 
     private func accept(_ checked: CheckedManifest, state: SyncState) throws -> Manifest {
         let (bytes, signature) = (checked.bytes, checked.signature)
-        let source = manifestURL.absoluteString
         if !options.trustedKeys.isEmpty {
             guard let signature else {
                 throw OfflinePkgError.signatureRefused(
