@@ -60,7 +60,7 @@ private final class CurlTransfer: @unchecked Sendable {
     }
 
     /// The URL as errors name it: never its userinfo (SPEC §15), which would reach logs and `state.json`.
-    var urlText: String { ManifestLocation.withoutUserinfo(request.url) }
+    var urlText: String { Userinfo.removed(from: request.url) }
     var isFile: Bool { request.url.isFileURL }
 
     func perform() -> Result<TransferResponseHead, Error> {

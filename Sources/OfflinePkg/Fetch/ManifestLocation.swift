@@ -17,23 +17,6 @@ public enum ManifestLocation {
         return URL(fileURLWithPath: text).standardizedFileURL
     }
 
-    /// `url` as text without its userinfo (`https://reader:secret@repo.example.com/` as
-    /// `https://repo.example.com/`): what a root keeps, reports and prints of a URL (SPEC §15), so no
-    /// password sits in `state.json` or a log. The transfer itself still sends it.
-    package static func withoutUserinfo(_ url: URL) -> String {
-        guard url.user != nil || url.password != nil, var components = URLComponents(url: url, resolvingAgainstBaseURL: true)
-        else { return url.absoluteString }
-        components.user = nil
-        components.password = nil
-        return components.string ?? url.absoluteString
-    }
-
-    /// The same for URL text (a state written before userinfo was left out); text that is not a URL as it is.
-    package static func withoutUserinfo(_ text: String) -> String {
-        guard text.contains("@"), let url = URL(string: text) else { return text }
-        return withoutUserinfo(url)
-    }
-
     /// An archive or delta URL of the manifest, resolved against the manifest's own URL.
     package static func resolve(_ reference: String, against manifest: URL) throws -> URL {
         guard let url = URL(string: reference, relativeTo: manifest)?.absoluteURL,

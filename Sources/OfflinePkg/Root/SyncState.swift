@@ -40,11 +40,11 @@ package struct SyncState: Codable, Sendable, Equatable {
     /// A state written before URLs were kept without userinfo (SPEC §15): its URLs as they are kept now,
     /// each channel's history kept (the highest sequence, where two URLs become one).
     private mutating func forgetUserinfo() {
-        manifestURL = manifestURL.map(ManifestLocation.withoutUserinfo)
+        manifestURL = manifestURL.map { Userinfo.removed(from: $0) }
         guard let kept = channels, kept.keys.contains(where: { $0.contains("@") }) else { return }
         var merged = [String: AcceptedManifest]()
         for (url, record) in kept {
-            let key = ManifestLocation.withoutUserinfo(url)
+            let key = Userinfo.removed(from: url)
             if let other = merged[key], other.sequence >= record.sequence { continue }
             merged[key] = record
         }

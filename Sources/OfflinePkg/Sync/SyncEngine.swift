@@ -21,7 +21,7 @@ package struct SyncEngine: Sendable {
     package var now: @Sendable () -> Date = { Date() }
 
     /// The manifest URL as the root keeps and reports it: without userinfo (SPEC §15).
-    var source: String { ManifestLocation.withoutUserinfo(manifestURL) }
+    var source: String { Userinfo.removed(from: manifestURL) }
 
     package init(layout: CacheLayout, manifestURL: URL, options: Updater.Options, transport: any Transport) {
         self.layout = layout
