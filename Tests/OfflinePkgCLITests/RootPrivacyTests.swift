@@ -109,6 +109,28 @@ struct RootPrivacyTests {
         #expect(device.openToOthers().isEmpty)
     }
 
+    /// A folder (or a link to one) that another user made at the root's path beforehand, in a folder
+    /// both may write: the shell's user must not keep its files in it, nor serve from it.
+    @Test func aRootAnotherUserMadeIsRefused() throws {
+        let device = try Device()
+        let shared = try device.scratch.makeDirectory("shared")
+        chmod(shared, 0o1777)
+        let planted = try LocalUser.hostile.run(["/bin/sh", "-c", "mkdir -m 777 '\(shared)/root' '\(shared)/elsewhere' && ln -s '\(shared)/elsewhere' '\(shared)/link'"])
+        try #require(planted.status == 0, "\(planted.stderr)")
+        for name in ["root", "link"] {
+            let sync = try LocalUser.shell.run([
+                OfflinePkgBinary.path, "sync", device.scratch.path("repo/manifest.json"), "--root", shared + "/" + name, "--quiet",
+            ])
+            #expect(sync.status != 0 && sync.stderr.contains("owned by uid"), "\(name): \(sync.status) \(sync.stderr)")
+            let serve = try LocalUser.shell.run([OfflinePkgBinary.path, "serve", "--root", shared + "/" + name, "--port", "0"], timeout: 10)
+            #expect(serve.status != 0 && serve.stdout.isEmpty, "\(name): serve \(serve.stdout)")
+        }
+        for folder in ["root", "elsewhere"] {
+            let left = (try? FileManager.default.contentsOfDirectory(atPath: shared + "/" + folder)) ?? []
+            #expect(left.isEmpty, "the shell's user wrote into opk-b's \(folder): \(left)")
+        }
+    }
+
     @Test func aTLSKeyAnotherUserOwnsOrCanReadIsRefused() throws {
         let device = try Device()
         try device.sync()

@@ -16,6 +16,20 @@ package enum RootModes {
         tighten(Array(layout.root.utf8))
     }
 
+    /// Refuses a root that another user owns (root excepted, and root may use any): a folder someone else
+    /// made at the root's path beforehand — in a shared folder such as /tmp, or a link there — would let
+    /// them read, replace or plant links among everything this user keeps in it, and feed `serve` their
+    /// own files. `path` is the root with its links resolved.
+    package static func checkOwner(_ path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        let me = geteuid()
+        guard me != 0, info.st_uid != me, info.st_uid != 0 else { return }
+        let owner = getpwuid(info.st_uid).map { " (\(String(cString: $0.pointee.pw_name)))" } ?? ""
+        throw OfflinePkgError.unavailable(
+            "cache root \(path) is owned by uid \(info.st_uid)\(owner), not by this user (uid \(me)): refused, a cache root is its user's alone")
+    }
+
     private static func tighten(_ path: [UInt8]) {
         FileSystem.withCPath(path) { cPath in
             var info = stat()

@@ -22,7 +22,9 @@ public struct CacheRoot: Sendable {
         try FileSystem.makeDirectories(root.path)
         // libarchive's secure-symlink check walks the whole target path: resolve the root's own links,
         // as PackageStore does.
-        self.init(layout: CacheLayout(root: try FileSystem.realPath(root.path)), launchesBeforeRevert: launchesBeforeRevert)
+        let resolved = try FileSystem.realPath(root.path)
+        try RootModes.checkOwner(resolved)
+        self.init(layout: CacheLayout(root: resolved), launchesBeforeRevert: launchesBeforeRevert)
     }
 
     /// The root `store` reads, written from this process: each switch made here reaches `store` at once.
