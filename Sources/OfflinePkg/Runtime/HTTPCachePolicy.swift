@@ -58,10 +58,20 @@ package enum HTTPCachePolicy {
     /// lowercased, in the order received), or nil when it carries none: the part of a stored answer's
     /// key that keeps one credential's answers from every other (SPEC §15).
     package static func credentialHash(_ request: [(name: String, value: String)]) -> String? {
-        let credentials = request.filter { isCredential($0.name.lowercased()) }
-        guard !credentials.isEmpty else { return nil }
+        // Asked on every hit: the common request without a credential costs a length test per field,
+        // no lowercased copy of each name.
+        guard request.contains(where: { isCredentialName($0.name) }) else { return nil }
+        let credentials = request.filter { isCredentialName($0.name) }
         let text = credentials.map { "\($0.name.lowercased()): \($0.value)" }.joined(separator: "\n")
         return SHA256.hash(Array(text.utf8)).hex
+    }
+
+    /// `isCredential` for a name in any case, without a lowercased copy: ASCII letters only, so `| 0x20`
+    /// folds exactly the uppercase ones.
+    private static func isCredentialName(_ name: String) -> Bool {
+        let count = name.utf8.count
+        guard count == 6 || count == 13 else { return false }
+        return name.utf8.elementsEqual(count == 6 ? "cookie".utf8 : "authorization".utf8) { $0 | 0x20 == $1 }
     }
 
     /// Response fields never stored nor answered from the store: `Set-Cookie` gives one client its
@@ -152,8 +162,14 @@ package enum HTTPCachePolicy {
         fields.first { $0.name.lowercased() == name }?.value
     }
 
-    /// The request's value for each varying name, "" when absent; several fields of one name joined.
+    /// The request's value for each varying name, "" when absent; several fields of one name joined. A
+    /// credential's value (an answer that varies on `Authorization` or `Cookie`) is kept as its hash: the
+    /// head files that hold these values never hold a token or a session (SPEC §15).
     package static func varyValues(_ names: [String], request: [(name: String, value: String)]) -> [String] {
-        names.map { name in request.filter { $0.name.lowercased() == name }.map(\.value).joined(separator: ", ") }
+        names.map { name in
+            let value = request.filter { $0.name.lowercased() == name }.map(\.value).joined(separator: ", ")
+            guard isCredential(name), !value.isEmpty else { return value }
+            return "sha256:" + SHA256.hash(Array(value.utf8)).hex
+        }
     }
 }

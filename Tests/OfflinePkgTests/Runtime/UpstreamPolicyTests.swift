@@ -60,6 +60,11 @@ import Testing
         #expect(HTTPCachePolicy.refusal(status: 200, fields: privateAnswer, requestFields: []) == "private")
         #expect(HTTPCachePolicy.refusal(status: 302, fields: ok, requestFields: [], separate: true) == "status 302")
         #expect(HTTPCachePolicy.storable([("Set-Cookie", "s=1"), ("set-cookie2", "x"), ("ETag", "\"e\"")]).map(\.name) == ["ETag"])
+        // An answer that varies on a credential keys by it without writing it into its head.
+        let alicesValues = HTTPCachePolicy.varyValues(["accept", "cookie"], request: [("Cookie", "s=alice"), ("Accept", "*/*")])
+        #expect(alicesValues[0] == "*/*" && !alicesValues[1].contains("alice") && !alicesValues[1].isEmpty)
+        #expect(alicesValues != HTTPCachePolicy.varyValues(["accept", "cookie"], request: [("Cookie", "s=bob"), ("Accept", "*/*")]))
+        #expect(HTTPCachePolicy.varyValues(["cookie"], request: []) == [""])
     }
 
     @Test func credentialsIsValidatedAndPublished() throws {
