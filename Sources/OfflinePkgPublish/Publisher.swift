@@ -160,7 +160,8 @@ package struct Publisher: Sendable {
             // The immutable copy first: a device that finds `.minisig` out of step with the manifest
             // fetches this one (docs/protocol.md#signatures).
             try FileSystem.makeDirectories(layout.signatures, mode: RepositoryLayout.folderMode)
-            try FileSystem.writeAtomically(signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(bytes).hex), mode: RepositoryLayout.fileMode)
+            try FileSystem.writeAtomically(
+                signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(bytes).hex), mode: RepositoryLayout.fileMode)
         }
         try FileSystem.writeAtomically(bytes, to: layout.manifest, mode: RepositoryLayout.fileMode)
         if let signature {
@@ -180,7 +181,8 @@ package struct Publisher: Sendable {
                 FileSystem.discardFile(layout.expiresIn)
             } else {
                 try FileSystem.makeDirectories(layout.trees, mode: RepositoryLayout.folderMode)
-                try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn, mode: RepositoryLayout.fileMode)
+                try FileSystem.writeAtomically(
+                    Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn, mode: RepositoryLayout.fileMode)
             }
         }
         if let expires { return expires }
@@ -341,6 +343,7 @@ package struct Publisher: Sendable {
     /// when it is an old version published again.
     private func recordVersion(_ version: String, id: String) throws {
         let versions = try versionLog(id).filter { $0 != version } + [version]
-        try FileSystem.writeAtomically(Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id), mode: RepositoryLayout.fileMode)
+        try FileSystem.writeAtomically(
+            Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id), mode: RepositoryLayout.fileMode)
     }
 }

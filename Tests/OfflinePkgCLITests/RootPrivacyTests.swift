@@ -39,8 +39,10 @@ struct RootPrivacyTests {
         }
 
         func sync() throws {
-            try LocalUser.shell.run([OfflinePkgBinary.path, "sync", scratch.path("repo/manifest.json"), "--root", root, "--quiet"])
-                .checked("sync as nobody")
+            try LocalUser.shell.run([
+                OfflinePkgBinary.path, "sync", scratch.path("repo/manifest.json"), "--root", root, "--quiet",
+            ])
+            .checked("sync as nobody")
         }
 
         /// Every path below the root (the root included) whose mode gives its group or others anything.
@@ -50,7 +52,9 @@ struct RootPrivacyTests {
                 var info = stat()
                 guard lstat(path, &info) == 0 else { return }
                 let type = info.st_mode & S_IFMT
-                if type != S_IFLNK && info.st_mode & 0o077 != 0 { open.append("\(String(info.st_mode & 0o777, radix: 8)) \(path)") }
+                if type != S_IFLNK && info.st_mode & 0o077 != 0 {
+                    open.append("\(String(info.st_mode & 0o777, radix: 8)) \(path)")
+                }
                 if type == S_IFDIR {
                     for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] { walk(path + "/" + name) }
                 }
@@ -65,7 +69,8 @@ struct RootPrivacyTests {
         try device.sync()
         // serve --tls makes the key and certificate, and one answer is stored in the runtime cache.
         let serve = try LocalUser.shell.start([
-            OfflinePkgBinary.path, "serve", "--root", device.root, "--port", "0", "--tls", "--resolve", "\(device.apiHost):127.0.0.1",
+            OfflinePkgBinary.path, "serve", "--root", device.root, "--port", "0", "--tls", "--resolve",
+            "\(device.apiHost):127.0.0.1",
         ])
         let url = try #require(serve.firstLine(timeout: 10), "serve --tls as nobody: \(serve.stderr)")
         let stored = try run("curl", ["-sSk", "-H", "Host: \(device.apiHost)", url + "v1/me.json"])
@@ -78,7 +83,9 @@ struct RootPrivacyTests {
         let open = device.openToOthers()
         #expect(open.isEmpty, "readable by others: \(open.prefix(20).joined(separator: "\n"))")
         for target in ["", "/state.json", "/manifest.json", "/tls/key.pem", "/runtime/entries", "/trees"] {
-            let read = try LocalUser.hostile.run(["/bin/sh", "-c", "ls -la '\(device.root + target)' && cat '\(device.root + target)'"])
+            let read = try LocalUser.hostile.run([
+                "/bin/sh", "-c", "ls -la '\(device.root + target)' && cat '\(device.root + target)'",
+            ])
             #expect(read.status != 0 && read.stdout.isEmpty, "opk-b read \(target): \(read.stdout.prefix(300))")
         }
     }
@@ -88,7 +95,9 @@ struct RootPrivacyTests {
     @Test func aPublishedRepositoryStaysReadableByEveryUser() throws {
         let device = try Device()
         try device.publish("2")
-        let read = try LocalUser.hostile.run(["/bin/sh", "-c", "find '\(device.scratch.path("repo"))' -type f -exec cat {} + > /dev/null"])
+        let read = try LocalUser.hostile.run([
+            "/bin/sh", "-c", "find '\(device.scratch.path("repo"))' -type f -exec cat {} + > /dev/null",
+        ])
         #expect(read.status == 0, "opk-b cannot read the repository: \(read.stderr)")
         // The device syncs it as another user, from the file system.
         try device.sync()
@@ -115,14 +124,19 @@ struct RootPrivacyTests {
         let device = try Device()
         let shared = try device.scratch.makeDirectory("shared")
         chmod(shared, 0o1777)
-        let planted = try LocalUser.hostile.run(["/bin/sh", "-c", "mkdir -m 777 '\(shared)/root' '\(shared)/elsewhere' && ln -s '\(shared)/elsewhere' '\(shared)/link'"])
+        let planted = try LocalUser.hostile.run([
+            "/bin/sh", "-c",
+            "mkdir -m 777 '\(shared)/root' '\(shared)/elsewhere' && ln -s '\(shared)/elsewhere' '\(shared)/link'",
+        ])
         try #require(planted.status == 0, "\(planted.stderr)")
         for name in ["root", "link"] {
             let sync = try LocalUser.shell.run([
-                OfflinePkgBinary.path, "sync", device.scratch.path("repo/manifest.json"), "--root", shared + "/" + name, "--quiet",
+                OfflinePkgBinary.path, "sync", device.scratch.path("repo/manifest.json"), "--root", shared + "/" + name,
+                "--quiet",
             ])
             #expect(sync.status != 0 && sync.stderr.contains("owned by uid"), "\(name): \(sync.status) \(sync.stderr)")
-            let serve = try LocalUser.shell.run([OfflinePkgBinary.path, "serve", "--root", shared + "/" + name, "--port", "0"], timeout: 10)
+            let serve = try LocalUser.shell.run(
+                [OfflinePkgBinary.path, "serve", "--root", shared + "/" + name, "--port", "0"], timeout: 10)
             #expect(serve.status != 0 && serve.stdout.isEmpty, "\(name): serve \(serve.stdout)")
         }
         for folder in ["root", "elsewhere"] {
@@ -142,7 +156,8 @@ struct RootPrivacyTests {
 
         // Readable by others: a key anyone could have copied is no secret.
         chmod(key, 0o644)
-        let readable = try LocalUser.shell.run([OfflinePkgBinary.path, "serve", "--root", device.root, "--port", "0", "--tls"], timeout: 10)
+        let readable = try LocalUser.shell.run(
+            [OfflinePkgBinary.path, "serve", "--root", device.root, "--port", "0", "--tls"], timeout: 10)
         #expect(readable.status != 0 && readable.stdout.isEmpty, "serve used a 0644 key: \(readable.stdout)")
         #expect(readable.stderr.contains("tls/key.pem") && readable.stderr.contains("0644"), "\(readable.stderr)")
 
@@ -168,9 +183,13 @@ struct RootPrivacyTests {
         let insecure = try OfflinePkgBinary.run(["sync", remote, "--root", device.scratch.path("r1"), "--insecure"])
         #expect(insecure.status == 0 && insecure.stderr.contains("warning"), "\(insecure.stderr)")
         // Loopback, a file and --quiet: the warning alone, then nothing.
-        let loopback = try OfflinePkgBinary.run(["sync", repo.url("repo/manifest.json").absoluteString, "--root", device.scratch.path("r2")])
+        let loopback = try OfflinePkgBinary.run([
+            "sync", repo.url("repo/manifest.json").absoluteString, "--root", device.scratch.path("r2"),
+        ])
         #expect(loopback.status == 0 && loopback.stderr.contains("warning: the manifest is not signed"), "\(loopback.stderr)")
-        let quiet = try OfflinePkgBinary.run(["sync", device.scratch.path("repo/manifest.json"), "--root", device.scratch.path("r3"), "--quiet"])
+        let quiet = try OfflinePkgBinary.run([
+            "sync", device.scratch.path("repo/manifest.json"), "--root", device.scratch.path("r3"), "--quiet",
+        ])
         #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
     }
 
@@ -197,12 +216,14 @@ struct RootPrivacyTests {
     func aRuleForALiteralPrivateAddressIsRefusedWithTheManifest(prefix: String) throws {
         let scratch = try TemporaryDirectory()
         try scratch.write("<title>x</title>", to: "site/index.html")
-        let rules = try scratch.write("{\"rules\": [{\"prefix\": \"\(prefix)\", \"strategy\": \"cache-first\"}]}", to: "rules.json")
+        let rules = try scratch.write(
+            "{\"rules\": [{\"prefix\": \"\(prefix)\", \"strategy\": \"cache-first\"}]}", to: "rules.json")
         let publish = try OfflinePkgBinary.run([
             "publish", scratch.path("site"), "--repo", scratch.path("repo"), "--id", "a", "--version", "1", "--route",
             "https://m.example.com/", "--runtime", rules, "--quiet",
         ])
-        #expect(publish.status == 4 && publish.stderr.contains("rules[0].prefix"), "\(prefix): \(publish.status) \(publish.stderr)")
+        #expect(
+            publish.status == 4 && publish.stderr.contains("rules[0].prefix"), "\(prefix): \(publish.status) \(publish.stderr)")
 
         // A device refuses it too, in a manifest that did not come through publish.
         try OfflinePkgBinary.run([
@@ -210,7 +231,8 @@ struct RootPrivacyTests {
             "https://m.example.com/", "--quiet",
         ]).checked("publish")
         let manifest = scratch.path("repo/manifest.json")
-        var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: manifest))) as? [String: Any])
+        var object = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: manifest))) as? [String: Any])
         object["runtime"] = ["rules": [["prefix": prefix, "strategy": "cache-first"]]]
         try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: manifest))
         let sync = try OfflinePkgBinary.run(["sync", manifest, "--root", scratch.path("root"), "--quiet"])

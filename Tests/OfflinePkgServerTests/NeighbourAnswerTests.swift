@@ -58,7 +58,10 @@ struct NeighbourAnswerTests {
         // Four requests sharing one upstream transfer: one cookie, for the one that caused it.
         let url = rig.serve!.url.absoluteString + "v1/cookie-slow"
         let together = try LocalUser.shell.run(
-            ["/usr/bin/curl", "-sS", "--parallel", "--parallel-immediate", "-D", "-", "-o", "/dev/null", "-H", "Host: \(rig.apiHost)"]
+            [
+                "/usr/bin/curl", "-sS", "--parallel", "--parallel-immediate", "-D", "-", "-o", "/dev/null", "-H",
+                "Host: \(rig.apiHost)",
+            ]
                 + [url, url, url, url], timeout: 30)
         let cookies = together.stdout.lowercased().components(separatedBy: "\r\nset-cookie:").count - 1
         #expect(cookies == 1, "\(together.stdout)")
@@ -73,7 +76,8 @@ struct NeighbourAnswerTests {
             for _ in 0..<2 {
                 let reply = try rig.request(path)
                 #expect(
-                    reply.reply.status == 302 && reply.reply.headers["location"] == "http://\(target):\(rig.service.port)/internal",
+                    reply.reply.status == 302
+                        && reply.reply.headers["location"] == "http://\(target):\(rig.service.port)/internal",
                     "\(reply.raw)")
                 #expect(!reply.reply.body.contains("internal secret") && !reply.reply.cacheStatus.contains("hit"))
             }

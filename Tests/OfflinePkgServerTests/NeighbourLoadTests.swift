@@ -20,7 +20,8 @@ struct NeighbourLoadTests {
                 "-H", "Host: \(rig.apiHost)", "-w", "%{http_code} %{size_download}\\n",
             ] + urls.flatMap { ["-o", "/dev/null", $0] }, timeout: 60)
         let lines = result.stdout.split(separator: "\n")
-        #expect(lines.count == 17 && lines.allSatisfy { $0 == "200 \(NeighbourRig.slowSize)" }, "\(result.stdout) \(result.stderr)")
+        #expect(
+            lines.count == 17 && lines.allSatisfy { $0 == "200 \(NeighbourRig.slowSize)" }, "\(result.stdout) \(result.stderr)")
         // The most transfers the upstream saw at once: each request's span is [end - duration, end].
         let spans = rig.received("/slow/", count: 17).map { ($0.end - $0.duration, $0.end) }
         #expect(spans.count == 17)

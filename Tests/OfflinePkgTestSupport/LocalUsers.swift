@@ -24,7 +24,8 @@ public enum LocalUser: String, Sendable, CaseIterable {
         if let entry = getpwnam(name) { return (entry.pointee.pw_uid, entry.pointee.pw_gid) }
         guard self == .hostile else { throw TestSupportError("user \(name) does not exist") }
         // Another test may make it at the same moment: "already exists" (9) is as good as made.
-        let made = try OfflinePkgTestSupport.run("useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+        let made = try OfflinePkgTestSupport.run(
+            "useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
         guard made.status == 0 || made.status == 9 else { throw TestSupportError("useradd \(name): \(made.stderr)") }
         guard let entry = getpwnam(name) else { throw TestSupportError("user \(name) missing after useradd") }
         return (entry.pointee.pw_uid, entry.pointee.pw_gid)

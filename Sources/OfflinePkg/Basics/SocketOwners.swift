@@ -21,7 +21,8 @@ package final class SocketOwners: Sendable {
         diag = csystemshims_sock_diag_open()
         if diag < 0 && access("/proc/net/tcp", R_OK) != 0 {
             throw OfflinePkgError.unavailable(
-                "cannot tell which user a loopback connection comes from: no NETLINK_SOCK_DIAG (\(Errno.current)) and no /proc/net/tcp")
+                "cannot tell which user a loopback connection comes from: no NETLINK_SOCK_DIAG (\(Errno.current)) and no /proc/net/tcp"
+            )
         }
     }
 
@@ -85,7 +86,9 @@ package final class SocketOwners: Sendable {
                 return hex(v4.sin_addr.s_addr, width: 8) + ":" + hex(UInt32(UInt16(bigEndian: v4.sin_port)), width: 4)
             case AF_INET6:
                 let v6 = raw.load(as: sockaddr_in6.self)
-                let words = withUnsafeBytes(of: v6.sin6_addr) { bytes in (0..<4).map { bytes.load(fromByteOffset: $0 * 4, as: UInt32.self) } }
+                let words = withUnsafeBytes(of: v6.sin6_addr) { bytes in
+                    (0..<4).map { bytes.load(fromByteOffset: $0 * 4, as: UInt32.self) }
+                }
                 return words.map { hex($0, width: 8) }.joined() + ":" + hex(UInt32(UInt16(bigEndian: v6.sin6_port)), width: 4)
             default:
                 return nil

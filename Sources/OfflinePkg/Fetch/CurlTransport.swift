@@ -243,7 +243,9 @@ private final class CurlTransfer: @unchecked Sendable {
     /// cut the transfer off).
     func error(for code: CURLcode) -> OfflinePkgError {
         if code == CURLE_ABORTED_BY_CALLBACK, let cutOff { return .slowRetrieval(url: urlText, protection: cutOff) }
-        if code == CURLE_COULDNT_CONNECT, let refusedAddress { return .transfer(url: urlText, failure: .privateAddress(refusedAddress)) }
+        if code == CURLE_COULDNT_CONNECT, let refusedAddress {
+            return .transfer(url: urlText, failure: .privateAddress(refusedAddress))
+        }
         return .transfer(url: urlText, failure: Self.failure(for: code))
     }
 

@@ -64,7 +64,8 @@ package enum PrivateAddress {
             guard contains(v6: bytes) else { return nil }
             var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
             var copy = v6.sin6_addr
-            return inet_ntop(AF_INET6, &copy, &text, socklen_t(text.count)) != nil ? "[" + String(cString: text) + "]" : "an IPv6 address"
+            return inet_ntop(AF_INET6, &copy, &text, socklen_t(text.count)) != nil
+                ? "[" + String(cString: text) + "]" : "an IPv6 address"
         default:
             return nil
         }

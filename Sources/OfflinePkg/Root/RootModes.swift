@@ -27,7 +27,8 @@ package enum RootModes {
         guard me != 0, info.st_uid != me, info.st_uid != 0 else { return }
         let owner = getpwuid(info.st_uid).map { " (\(String(cString: $0.pointee.pw_name)))" } ?? ""
         throw OfflinePkgError.unavailable(
-            "cache root \(path) is owned by uid \(info.st_uid)\(owner), not by this user (uid \(me)): refused, a cache root is its user's alone")
+            "cache root \(path) is owned by uid \(info.st_uid)\(owner), not by this user (uid \(me)): refused, a cache root is its user's alone"
+        )
     }
 
     private static func tighten(_ path: [UInt8]) {

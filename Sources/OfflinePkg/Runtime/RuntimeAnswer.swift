@@ -54,7 +54,9 @@ package struct RuntimeAnswer: Sendable {
 
     /// A short plain-text answer of the cache's own (a 502, 503 or 504) saying why.
     static func refusal(status: Int, cacheStatus: String, reason: String, retryAfter: Int? = nil) -> RuntimeAnswer {
-        var fields: [(name: String, value: String)] = [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")]
+        var fields: [(name: String, value: String)] = [
+            ("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store"),
+        ]
         if let retryAfter { fields.append(("Retry-After", String(retryAfter))) }
         return RuntimeAnswer(status: status, fields: fields, body: .data(Data((reason + "\n").utf8)), cacheStatus: cacheStatus)
     }

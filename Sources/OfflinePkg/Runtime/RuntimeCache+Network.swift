@@ -80,7 +80,8 @@ extension RuntimeCache {
             backgroundRunning.subtract(1, ordering: .relaxed)
             return false
         }
-        let refresh = RuntimeRequest(url: request.url, method: "GET", fields: Self.refreshFields(of: stored.head, request: request.fields))
+        let refresh = RuntimeRequest(
+            url: request.url, method: "GET", fields: Self.refreshFields(of: stored.head, request: request.fields))
         Task.detached {
             defer { self.backgroundRunning.subtract(1, ordering: .relaxed) }
             do {

@@ -142,7 +142,9 @@ package final class RuntimeStream: @unchecked Sendable {
     private func take(into buffer: UnsafeMutableRawBufferPointer) -> ReadResult? {
         if cancelled { return .failed }
         if let current = prefix, current.read < current.length {
-            let count = pread(current.descriptor, buffer.baseAddress, min(buffer.count, Int(current.length - current.read)), off_t(current.read))
+            let count = pread(
+                current.descriptor, buffer.baseAddress, min(buffer.count, Int(current.length - current.read)), off_t(current.read)
+            )
             guard count > 0 else { return .failed }
             prefix?.read += Int64(count)
             return .bytes(count)

@@ -101,7 +101,9 @@ final class UpstreamReceiver: @unchecked Sendable {
             // Commits touch the disk: on a thread of their own, never on the cooperative pool.
             decision.resolve(
                 await resultOf {
-                    .renewed(try await runBlocking { try store.renew(stored, notModified: head.fields, at: Date()) }, setCookies: setCookies)
+                    .renewed(
+                        try await runBlocking { try store.renew(stored, notModified: head.fields, at: Date()) },
+                        setCookies: setCookies)
                 })
         case .storing(let sink, _):
             let fields = HTTPCachePolicy.endToEnd(head.fields)

@@ -35,7 +35,10 @@ final class UpstreamSlots: Sendable {
     /// A slot, now or when one frees up (first come, first served); false when the queue is full or
     /// the wait ran out. A true must be paired with one `release()`.
     func acquire() async -> Bool {
-        enum Outcome { case granted, full, queued(UInt64) }
+        enum Outcome {
+            case granted, full
+            case queued(UInt64)
+        }
         let now = state.withLock { state -> Bool in
             guard state.running < limit && state.waiters.isEmpty else { return false }
             state.running += 1

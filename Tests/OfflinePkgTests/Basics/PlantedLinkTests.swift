@@ -46,7 +46,8 @@ import Glibc
         let layout = CacheLayout(root: victim.scratch.path("root"))
         try FileSystem.makeDirectories(layout.tls)
         victim.plant(at: layout.tlsKey + ".tmp-\(getpid())")
-        let certificate = try LoopbackCertificate.prepare(layout: layout, for: ActiveSet(generation: 0, sequence: 0, activatedAt: Date(), packages: []))
+        let certificate = try LoopbackCertificate.prepare(
+            layout: layout, for: ActiveSet(generation: 0, sequence: 0, activatedAt: Date(), packages: []))
         #expect(victim.isUntouched, "the key's temporary wrote through a planted link")
         var info = stat()
         #expect(lstat(layout.tlsKey, &info) == 0 && info.st_mode & S_IFMT == S_IFREG, "key.pem is not a plain file")

@@ -42,7 +42,8 @@ import Glibc
             }
             let bound = withUnsafeMutablePointer(to: &storage) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                    bind(listener, pointer, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, pointer, &length) == 0
+                    bind(listener, pointer, length) == 0 && listen(listener, 4) == 0
+                        && getsockname(listener, pointer, &length) == 0
                 }
             }
             guard bound else { throw TestSupportError("listen on loopback: \(errno)") }
@@ -67,9 +68,13 @@ import Glibc
         var peer = sockaddr_storage()
         var local = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = withUnsafeMutablePointer(to: &peer) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(connection.accepted, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &peer) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(connection.accepted, $0, &length) }
+        }
         length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(connection.accepted, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(connection.accepted, $0, &length) }
+        }
         #expect(SocketOwners.ownerFromProc(peer: peer, local: local) == geteuid())
     }
 

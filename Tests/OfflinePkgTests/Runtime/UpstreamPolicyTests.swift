@@ -40,7 +40,8 @@ import Testing
         let request: [(name: String, value: String)] = [
             ("Accept-Language", "de"), ("X-Probe", "attacker"), ("Authorization", "Bearer a"), ("Cookie", "s=1"),
         ]
-        #expect(RuntimeCache.refreshFields(of: head, request: request).map { "\($0.name): \($0.value)" } == ["accept-language: fr"])
+        #expect(
+            RuntimeCache.refreshFields(of: head, request: request).map { "\($0.name): \($0.value)" } == ["accept-language: fr"])
         head.credential = HTTPCachePolicy.credentialHash(request)
         #expect(
             RuntimeCache.refreshFields(of: head, request: request).map { "\($0.name): \($0.value)" }
@@ -51,19 +52,24 @@ import Testing
         let alice = HTTPCachePolicy.credentialHash([("Authorization", "Bearer alice")])
         #expect(alice != nil && alice == HTTPCachePolicy.credentialHash([("authorization", "Bearer alice"), ("Accept", "*/*")]))
         #expect(alice != HTTPCachePolicy.credentialHash([("Authorization", "Bearer alice"), ("Cookie", "a=1")]))
-        #expect(HTTPCachePolicy.credentialHash([("Cookie", "a=1"), ("Cookie", "b=2")]) != HTTPCachePolicy.credentialHash([("Cookie", "a=1")]))
+        #expect(
+            HTTPCachePolicy.credentialHash([("Cookie", "a=1"), ("Cookie", "b=2")])
+                != HTTPCachePolicy.credentialHash([("Cookie", "a=1")]))
         #expect(HTTPCachePolicy.credentialHash([("Accept", "*/*")]) == nil)
         let ok: [(name: String, value: String)] = [("Content-Type", "application/json")]
-        #expect(HTTPCachePolicy.refusal(status: 200, fields: ok, requestFields: [("Cookie", "s=1")]) == "a credential in the request")
+        #expect(
+            HTTPCachePolicy.refusal(status: 200, fields: ok, requestFields: [("Cookie", "s=1")]) == "a credential in the request")
         #expect(HTTPCachePolicy.refusal(status: 200, fields: ok, requestFields: [("Cookie", "s=1")], separate: true) == nil)
         let privateAnswer: [(name: String, value: String)] = [("Cache-Control", "max-age=60, PRIVATE")]
         #expect(HTTPCachePolicy.refusal(status: 200, fields: privateAnswer, requestFields: []) == "private")
         #expect(HTTPCachePolicy.refusal(status: 302, fields: ok, requestFields: [], separate: true) == "status 302")
-        #expect(HTTPCachePolicy.storable([("Set-Cookie", "s=1"), ("set-cookie2", "x"), ("ETag", "\"e\"")]).map(\.name) == ["ETag"])
+        #expect(
+            HTTPCachePolicy.storable([("Set-Cookie", "s=1"), ("set-cookie2", "x"), ("ETag", "\"e\"")]).map(\.name) == ["ETag"])
         // An answer that varies on a credential keys by it without writing it into its head.
         let alicesValues = HTTPCachePolicy.varyValues(["accept", "cookie"], request: [("Cookie", "s=alice"), ("Accept", "*/*")])
         #expect(alicesValues[0] == "*/*" && !alicesValues[1].contains("alice") && !alicesValues[1].isEmpty)
-        #expect(alicesValues != HTTPCachePolicy.varyValues(["accept", "cookie"], request: [("Cookie", "s=bob"), ("Accept", "*/*")]))
+        #expect(
+            alicesValues != HTTPCachePolicy.varyValues(["accept", "cookie"], request: [("Cookie", "s=bob"), ("Accept", "*/*")]))
         #expect(HTTPCachePolicy.varyValues(["cookie"], request: []) == [""])
     }
 
@@ -74,11 +80,16 @@ import Testing
         let rule = try #require(separate.runtime?.rules.first)
         #expect(rule.separatesCredentials)
         #expect(separate.runtime?.jsonObject["rules"].map { "\($0)" }?.contains("separate") == true)
-        #expect(try RuntimeRulesTests.parse(["rules": [["prefix": "https://a.example.com/", "strategy": "cache-first", "credentials": "none"]]])
+        #expect(
+            try RuntimeRulesTests.parse([
+                "rules": [["prefix": "https://a.example.com/", "strategy": "cache-first", "credentials": "none"]]
+            ])
             .runtime?.rules.first?.separatesCredentials == false)
         for value in ["shared", true, 1] as [Any] {
             #expect {
-                _ = try RuntimeRulesTests.parse(["rules": [["prefix": "https://a.example.com/", "strategy": "cache-first", "credentials": value]]])
+                _ = try RuntimeRulesTests.parse([
+                    "rules": [["prefix": "https://a.example.com/", "strategy": "cache-first", "credentials": value]]
+                ])
             } throws: { error in
                 guard case OfflinePkgError.invalidManifest(_, let field, _) = error else { return false }
                 return field == "runtime.rules[0].credentials"
