@@ -145,7 +145,7 @@ enum SyncCommand {
         return OfflinePkgCommand.ExitStatus.success
     }
 
-    /// SPEC §15, "unsigned over cleartext": without a trusted key nothing vouches for the manifest but the
+    /// docs/protocol.md#neighbours-on-the-device, unsigned over cleartext: without a trusted key nothing vouches for the manifest but the
     /// channel it came over. Over plain http from another host, anyone on the network path (a café's
     /// Wi-Fi, a captive portal) could hand the device any package: refused unless `--insecure`. Over
     /// https, from a file or from this machine it is taken, with a warning.

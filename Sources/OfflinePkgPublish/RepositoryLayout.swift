@@ -26,7 +26,7 @@ package struct RepositoryLayout: Sendable {
     package let root: String
 
     /// A repository is what a web server serves, often as another user than the publisher: its folders
-    /// and files are readable by all, where a device's cache root is its user's alone (SPEC §15, and
+    /// and files are readable by all, where a device's cache root is its user's alone (docs/protocol.md#neighbours-on-the-device, and
     /// `FileSystem`'s private defaults).
     package static let folderMode: mode_t = 0o755
     package static let fileMode: mode_t = 0o644

@@ -26,7 +26,7 @@ final class ConnectionAcceptor: Sendable {
     private let held: Mutex<Held>
     private let deadlines: ConnectionDeadlines
     private let spreading: Spreading
-    /// Whose connections are served (SPEC §15); checked once per connection, here, before a lane.
+    /// Whose connections are served (docs/protocol.md#neighbours-on-the-device); checked once per connection, here, before a lane.
     private let admission: PeerAdmission?
 
     /// Which lanes take new connections: the first `quietLanes` while they hold fewer than `past` each

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 extension LoopbackServer {
-    /// Who may talk to the server (SPEC §15, "serve answers its own user"). A loopback port is open to
+    /// Who may talk to the server (docs/protocol.md#neighbours-on-the-device). A loopback port is open to
     /// every process of the device, other users' and other apps' among them (Android gives each app a
     /// uid of its own): a connection whose other end belongs to another user than the server's, and
     /// not to root, is closed before a byte is read, unless `users` names its user.

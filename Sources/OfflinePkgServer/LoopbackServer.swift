@@ -58,7 +58,7 @@ public final class LoopbackServer: Sendable {
     /// answered as if made to this origin (`https://m.example.com`), for a web view that cannot map
     /// names to loopback. With `runtime`, a request no package answers goes to the runtime cache when a
     /// rule covers its URL. `admission`: whose connections are served besides this process's user and
-    /// root (SPEC §15); every other is closed unanswered.
+    /// root (docs/protocol.md#neighbours-on-the-device); every other is closed unanswered.
     public init(
         store: PackageStore, host: String = "127.0.0.1", port: UInt16 = 0, threadModel: ThreadModel = .standard,
         limits: Limits = .init(), tls: Bool = false, origin: URL? = nil, runtime: RuntimeCache? = nil,
@@ -182,7 +182,7 @@ public final class LoopbackServer: Sendable {
     /// The certificate `serve --tls` presents now (nil for plain HTTP).
     package var certificate: LoopbackCertificate? { state.withLock { $0.certificate } }
 
-    /// Connections of another user closed unanswered (SPEC §15; tests, diagnostics).
+    /// Connections of another user closed unanswered (docs/protocol.md#neighbours-on-the-device; tests, diagnostics).
     package var connectionsRefused: Int { state.withLock { $0.peers?.refusedCount.load(ordering: .relaxed) ?? 0 } }
 
     /// Connections closed for missing the header or keep-alive deadline (tests, diagnostics).

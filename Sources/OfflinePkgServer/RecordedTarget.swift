@@ -8,7 +8,7 @@ import Glibc
 /// The request target of a connection's current request as the client sent it, kept when its first line
 /// came in (MHD's URI log callback, `requestBegan`). MHD then cuts the query off the target it hands
 /// the access handler, in place, and splits the query at `&` and `=`: what is kept here is the only
-/// whole copy. The runtime cache forwards the query as it came (SPEC §15); `RequestChecks` tells a
+/// whole copy. The runtime cache forwards the query as it came (docs/protocol.md#neighbours-on-the-device); `RequestChecks` tells a
 /// query's end from a NUL byte inside the target by the length kept here.
 final class RecordedTarget: Sendable {
     /// Bytes of the target up to its first NUL (all of it, for a target without one).

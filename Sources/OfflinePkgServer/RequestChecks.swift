@@ -7,7 +7,7 @@ import OfflinePkg
 /// host[:port], and a target holding NUL or control bytes. Each would otherwise be resolved as some
 /// other URL than the client meant (the first `Host` wins, `t.example/media` is glued into the path,
 /// the path is cut at the NUL). A request that fails them is never answered from a package nor
-/// forwarded upstream, whatever its method (SPEC §15).
+/// forwarded upstream, whatever its method (docs/protocol.md#neighbours-on-the-device).
 enum RequestChecks {
     /// Why the request must be refused, or nil.
     static func problem(_ connection: OpaquePointer, target: UnsafePointer<CChar>, version: UnsafePointer<CChar>?) -> String? {

@@ -98,7 +98,7 @@ final class RuntimeCacheResponder: Sendable {
 
     /// Starts passing a request of another method than GET and HEAD to the network, when a rule covers
     /// its URL: the body is streamed to the upstream request through a pipe as MHD hands it over. A
-    /// request that fails SPEC §10's checks is never forwarded (SPEC §15): it is left to the access
+    /// request that fails the loopback server's checks is never forwarded (docs/protocol.md#neighbours-on-the-device): it is left to the access
     /// handler's last call, which answers 400.
     func beginPassThrough(
         _ connection: OpaquePointer, target: UnsafePointer<CChar>, method: UnsafePointer<CChar>, version: UnsafePointer<CChar>?

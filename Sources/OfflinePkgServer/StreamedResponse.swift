@@ -4,7 +4,7 @@ import OfflinePkg
 import Synchronization
 
 /// The MHD response for an answer the runtime cache does not store: its body is read from the upstream
-/// transfer as it arrives (`RuntimeStream`), never from a file (SPEC §15). MHD asks for the next bytes
+/// transfer as it arrives (`RuntimeStream`), never from a file (docs/protocol.md#neighbours-on-the-device). MHD asks for the next bytes
 /// whenever the socket has room; with none there yet the connection is suspended, and the transfer
 /// resumes it when more come, so a lane's thread never waits on the network. In the
 /// thread-per-connection model, where MHD cannot suspend, the connection's own thread waits instead.

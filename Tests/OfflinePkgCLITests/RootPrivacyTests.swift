@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §15, "Files": what the shell's user keeps in its root is its own. The root is made and used by
+/// docs/protocol.md#neighbours-on-the-device, files: what the shell's user keeps in its root is its own. The root is made and used by
 /// `nobody`, and a second user (`opk-b`) tries to read it.
 @Suite(.enabled(if: LocalUser.available, "needs root to act as two users"))
 struct RootPrivacyTests {

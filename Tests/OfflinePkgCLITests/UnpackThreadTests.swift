@@ -25,7 +25,7 @@ struct UnpackThreadTests {
         #expect(creators.count >= 2, "threads that created the tree's files: \(creators.sorted())")
     }
 
-    /// A tree file is created 0400 (read-only, its user's alone: SPEC §15) in its `openat`, with no
+    /// A tree file is created 0400 (read-only, its user's alone: docs/protocol.md#neighbours-on-the-device) in its `openat`, with no
     /// `fchmod` after, under the usual umasks and under one that keeps everything private.
     @Test(arguments: ["022", "077"])
     func treeFilesAreBornReadOnly(umask: String) throws {

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §15 against the pages of the shell's own user: a page that carries no credential, or
+/// docs/protocol.md#neighbours-on-the-device against the pages of the shell's own user: a page that carries no credential, or
 /// another one, and a page that tries to steer what the device fetches and sends upstream.
 @Suite(.enabled(if: LocalUser.available, "needs root to run serve as an unprivileged user"))
 struct NeighbourAnswerTests {

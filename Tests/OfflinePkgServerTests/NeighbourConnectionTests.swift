@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §15, "serve answers its own user": `serve` runs as the shell's user and a second, hostile user
+/// docs/protocol.md#neighbours-on-the-device: `serve` runs as the shell's user and a second, hostile user
 /// of the device connects to its loopback port. The kernel says whose socket the other end is.
 @Suite(.enabled(if: LocalUser.available, "needs root to act as two users"))
 struct NeighbourConnectionTests {

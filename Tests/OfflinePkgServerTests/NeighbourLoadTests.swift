@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §15, "Bounded": a page cannot make the device run any number of upstream transfers at once,
+/// docs/protocol.md#neighbours-on-the-device, bounded: a page cannot make the device run any number of upstream transfers at once,
 /// nor fill its disk with an answer that will not be kept.
 @Suite(.enabled(if: LocalUser.available, "needs root to run serve as an unprivileged user"))
 struct NeighbourLoadTests {

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §15 as the world will meet it: `offlinepkg serve` running as the shell's unprivileged user
+/// docs/protocol.md#neighbours-on-the-device as the world will meet it: `offlinepkg serve` running as the shell's unprivileged user
 /// (`nobody`) on a root that user owns, a real nginx as the upstream API — it answers per
 /// `Authorization`, sets cookies, redirects to a loopback and to an "any address" server, and logs
 /// every header that matters — a second nginx standing for an internal service that nothing may

@@ -24,7 +24,7 @@ package enum FileSystem {
     }
 
     /// Creates `path` and any missing parents, private to this user by default: everything a cache root
-    /// holds is (SPEC §15). The publisher passes 0755 for a repository that a web server serves.
+    /// holds is (docs/protocol.md#neighbours-on-the-device). The publisher passes 0755 for a repository that a web server serves.
     package static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws {
         if isDirectory(path) { return }
         let parent = parentPath(path)
@@ -71,7 +71,7 @@ package enum FileSystem {
     /// file, the rename is atomic, but after a crash the file may be the old one, or empty).
     ///
     /// The temporary's name is predictable (the writer's pid), so it is created new, `O_EXCL |
-    /// O_NOFOLLOW` (SPEC §15): whatever is at that name — one a killed writer of the same pid left, or a
+    /// O_NOFOLLOW` (docs/protocol.md#neighbours-on-the-device): whatever is at that name — one a killed writer of the same pid left, or a
     /// symlink someone planted to make this write another file — is unlinked, never written through.
     package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o600, durable: Bool = true) throws {
         let temporary = path + temporarySuffix + String(getpid())
@@ -225,7 +225,7 @@ package enum FileSystem {
     /// itself: Linux lets a process move a folder to another parent only with write permission on that
     /// folder (its `..` changes), so a tree's top folder stays writable until it is in place (`seal`).
     /// The files need nothing: the unpacker creates them 0400, so a finished tree is read-only without a walk.
-    /// Read-only, and this user's alone, like everything in a cache root (SPEC §15).
+    /// Read-only, and this user's alone, like everything in a cache root (docs/protocol.md#neighbours-on-the-device).
     package static func makeFoldersReadOnly(_ folders: some Sequence<PackagePath>, under root: String) throws {
         for folder in folders where chmod(root + "/" + folder.string, 0o500) != 0 {
             throw OfflinePkgError.io(path: root + "/" + folder.string, operation: "chmod", Errno.current)

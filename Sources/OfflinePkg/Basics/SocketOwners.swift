@@ -4,8 +4,7 @@ internal import CSystemShims
 import Glibc
 #endif
 
-/// Whose socket the other end of an accepted loopback TCP connection is (SPEC §15, "serve answers its
-/// own user"). TCP carries no credentials, but both ends of a loopback connection are sockets of this
+/// Whose socket the other end of an accepted loopback TCP connection is (docs/protocol.md#neighbours-on-the-device). TCP carries no credentials, but both ends of a loopback connection are sockets of this
 /// machine, and the kernel knows who made each: its socket diagnostics (`NETLINK_SOCK_DIAG`, what `ss
 /// -e` shows) look one up by its addresses; where that is missing, `/proc/net/tcp` and `tcp6` list the
 /// same. A socket's owner is the user that created it and never changes, so one look per connection,

@@ -33,7 +33,7 @@ public enum TransferFailure: Sendable, Equatable, CustomStringConvertible {
     /// A URL the transport cannot use.
     case invalidURL
     /// The host turned out to be a loopback, link-local, private or unique-local address, which the
-    /// runtime cache does not reach unless the device allows it (SPEC §15); `address` is the one refused.
+    /// runtime cache does not reach unless the device allows it (docs/protocol.md#neighbours-on-the-device); `address` is the one refused.
     case privateAddress(String)
     /// Anything else libcurl reported (including "could not start"); `detail` says what.
     case other(detail: String)

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A URL's `user:password@` part, which a root never keeps, reports or prints (SPEC §15): no password
+/// A URL's `user:password@` part, which a root never keeps, reports or prints (docs/protocol.md#neighbours-on-the-device): no password
 /// may sit in `state.json`, a status or a log. The transfer itself still sends it.
 package enum Userinfo {
     /// `url` as text without its userinfo (`https://reader:secret@repo.example.com/` as

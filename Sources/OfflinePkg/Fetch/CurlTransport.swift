@@ -59,7 +59,7 @@ private final class CurlTransfer: @unchecked Sendable {
         self.onBody = onBody
     }
 
-    /// The URL as errors name it: never its userinfo (SPEC §15), which would reach logs and `state.json`.
+    /// The URL as errors name it: never its userinfo (docs/protocol.md#neighbours-on-the-device), which would reach logs and `state.json`.
     var urlText: String { Userinfo.removed(from: request.url) }
     var isFile: Bool { request.url.isFileURL }
 

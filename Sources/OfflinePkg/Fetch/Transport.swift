@@ -68,7 +68,7 @@ package struct TransferRequest: Sendable {
     /// `HOST:PORT:ADDRESS` pins, as curl's `--resolve` (libcurl's `CURLOPT_RESOLVE`).
     package var resolve: [String] = []
     /// Whether a redirect is followed (never https to http). The runtime cache passes a 3xx back to the
-    /// page as received instead (SPEC §15).
+    /// page as received instead (docs/protocol.md#neighbours-on-the-device).
     package var followsRedirects = true
     /// Refuse to connect to a loopback, link-local or private address (`PrivateAddress`), checked on
     /// the address each connection is made to, so no name that resolves there (or re-resolves there

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// Addresses the runtime cache never reaches on a page's behalf (SPEC §15, "where upstreams may be"):
+/// Addresses the runtime cache never reaches on a page's behalf (docs/protocol.md#neighbours-on-the-device):
 /// this machine (loopback, `0.0.0.0`, which Linux connects to the machine itself), link-local (the
 /// cloud metadata service at 169.254.169.254), the private ranges of RFC 1918, carrier-grade NAT
 /// (100.64/10), unique-local and site-local IPv6, and IPv4 addresses written as IPv6 (mapped,

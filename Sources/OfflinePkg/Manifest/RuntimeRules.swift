@@ -38,7 +38,7 @@ package struct RuntimeRule: Sendable, Equatable {
     package var timeout: Double
     /// Whether answers to requests that carry a credential (`Authorization`, `Cookie`) or that are
     /// marked `Cache-Control: private` are stored, each under a hash of the request's credential
-    /// (`"credentials": "separate"`), or never (the default), as a shared cache must (SPEC §15).
+    /// (`"credentials": "separate"`), or never (the default), as a shared cache must (docs/protocol.md#neighbours-on-the-device).
     package var separatesCredentials: Bool
 
     package static let defaultMaxAge = 3600
@@ -104,7 +104,7 @@ extension RuntimeConfiguration {
             guard let key = LookupURL.key(prefix), prefix.hasSuffix("/") else {
                 throw fail("\(at).prefix", "\"\(prefix)\" is not an absolute http or https URL prefix ending in /")
             }
-            // SPEC §15: a page must not make the device fetch its own or its network's services.
+            // docs/protocol.md#neighbours-on-the-device: a page must not make the device fetch its own or its network's services.
             let authority = key[..<(key.firstIndex(of: "/") ?? key.endIndex)]
             let host =
                 authority.hasPrefix("[")

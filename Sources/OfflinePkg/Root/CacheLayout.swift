@@ -4,7 +4,7 @@ import Foundation
 /// path of the root's layout itself. (Inside a tree it was handed, the unpacker and `DeltaApplier`
 /// join package paths to the tree's folder; `file(_:inTree:)` is that join for everyone else.)
 ///
-/// Everything below the root is its user's alone (SPEC §15): folders 0700, files 0600, installed
+/// Everything below the root is its user's alone (docs/protocol.md#neighbours-on-the-device): folders 0700, files 0600, installed
 /// trees 0500 and 0400 (`RootModes` tightens a root an older build left open).
 ///
 ///     root/

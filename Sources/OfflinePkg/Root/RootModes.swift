@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// A cache root is its user's alone (SPEC §15): folders 0700 (0500 once read-only), files 0600 (0400),
+/// A cache root is its user's alone (docs/protocol.md#neighbours-on-the-device): folders 0700 (0500 once read-only), files 0600 (0400),
 /// made so by `FileSystem`'s defaults and the tree writer. An older offlinepkg made roots 0755 with 0644
 /// files, which let every user of the device list them, read the stored API answers and manifest, and
 /// test which URLs were cached: at its next sync such a root is tightened, once.

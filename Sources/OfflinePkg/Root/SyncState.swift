@@ -37,7 +37,7 @@ package struct SyncState: Codable, Sendable, Equatable {
         return state
     }
 
-    /// A state written before URLs were kept without userinfo (SPEC §15): its URLs as they are kept now,
+    /// A state written before URLs were kept without userinfo (docs/protocol.md#neighbours-on-the-device): its URLs as they are kept now,
     /// each channel's history kept (the highest sequence, where two URLs become one).
     private mutating func forgetUserinfo() {
         manifestURL = manifestURL.map { Userinfo.removed(from: $0) }

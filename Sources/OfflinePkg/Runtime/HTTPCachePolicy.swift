@@ -16,7 +16,7 @@ package enum HTTPCachePolicy {
         "accept-encoding", "expect", "cache-status",
     ]
 
-    /// Request fields a shared cache never passes upstream (SPEC §15), whatever their case: how the
+    /// Request fields a shared cache never passes upstream (docs/protocol.md#neighbours-on-the-device), whatever their case: how the
     /// request reached the device (`Forwarded`, `X-Forwarded-*`, `Via`, `Proxy-*`), which no page may
     /// claim; the client addresses other proxies vouch for (`X-Real-IP`, `True-Client-IP`, ...); and the
     /// overrides some servers and frameworks honour of the URL (`X-Original-URL`, `X-Rewrite-URL`,
@@ -48,7 +48,7 @@ package enum HTTPCachePolicy {
             }
     }
 
-    /// The request fields that carry a credential (SPEC §15): an answer to a request with one is
+    /// The request fields that carry a credential (docs/protocol.md#neighbours-on-the-device): an answer to a request with one is
     /// stored only by a rule that keeps answers per credential.
     package static func isCredential(_ lowercasedName: String) -> Bool {
         lowercasedName == "authorization" || lowercasedName == "cookie"
@@ -56,7 +56,7 @@ package enum HTTPCachePolicy {
 
     /// A hash of the request's credentials (every `Authorization` and `Cookie` field, names
     /// lowercased, in the order received), or nil when it carries none: the part of a stored answer's
-    /// key that keeps one credential's answers from every other (SPEC §15).
+    /// key that keeps one credential's answers from every other (docs/protocol.md#neighbours-on-the-device).
     package static func credentialHash(_ request: [(name: String, value: String)]) -> String? {
         // Asked on every hit: the common request without a credential costs a length test per field,
         // no lowercased copy of each name.
@@ -75,7 +75,7 @@ package enum HTTPCachePolicy {
     }
 
     /// Response fields never stored nor answered from the store: `Set-Cookie` gives one client its
-    /// session, and goes only to the request whose answer carried it (SPEC §15).
+    /// session, and goes only to the request whose answer carried it (docs/protocol.md#neighbours-on-the-device).
     package static func isPerClient(_ lowercasedName: String) -> Bool {
         lowercasedName == "set-cookie" || lowercasedName == "set-cookie2"
     }
@@ -127,7 +127,7 @@ package enum HTTPCachePolicy {
     }
 
     /// Why a response to a GET may not be stored (RFC 9111 §3), or nil when it may. `separate`: the
-    /// rule keeps answers per credential (SPEC §15); without it, an answer to a request that carries
+    /// rule keeps answers per credential (docs/protocol.md#neighbours-on-the-device); without it, an answer to a request that carries
     /// a credential, or one marked `private`, is for that client alone and never stored (RFC 9111
     /// §3.5 and §5.2.2.7, as a shared cache: other users' and other pages' requests come here too).
     package static func refusal(
@@ -164,7 +164,7 @@ package enum HTTPCachePolicy {
 
     /// The request's value for each varying name, "" when absent; several fields of one name joined. A
     /// credential's value (an answer that varies on `Authorization` or `Cookie`) is kept as its hash: the
-    /// head files that hold these values never hold a token or a session (SPEC §15).
+    /// head files that hold these values never hold a token or a session (docs/protocol.md#neighbours-on-the-device).
     package static func varyValues(_ names: [String], request: [(name: String, value: String)]) -> [String] {
         names.map { name in
             let value = request.filter { $0.name.lowercased() == name }.map(\.value).joined(separator: ", ")

@@ -4,7 +4,7 @@ import Synchronization
 /// What one upstream request came to.
 enum FetchOutcome: Sendable {
     /// A 200 that is now the stored answer; `setCookies`: the answer's `Set-Cookie` fields, for the
-    /// request that caused it alone (SPEC §15).
+    /// request that caused it alone (docs/protocol.md#neighbours-on-the-device).
     case stored(StoredAnswer, setCookies: [(name: String, value: String)])
     /// A 304 that renewed the stored answer.
     case renewed(StoredAnswer, setCookies: [(name: String, value: String)])
@@ -153,7 +153,7 @@ extension RuntimeCache {
     }
 
     /// Whether `url`'s host and port are pinned with `--resolve` (an explicit choice of address, which
-    /// may be a private one: SPEC §15).
+    /// may be a private one: docs/protocol.md#neighbours-on-the-device).
     static func isPinned(_ url: URL, _ pins: [String]) -> Bool {
         guard let host = url.host?.lowercased() else { return false }
         let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)

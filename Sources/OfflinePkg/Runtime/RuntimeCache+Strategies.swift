@@ -9,7 +9,7 @@ extension RuntimeCache {
         }
         let rule = route.rule
         let upstream = route.upstream
-        // SPEC §15: a request with a credential is answered from the store only by a rule that keeps
+        // docs/protocol.md#neighbours-on-the-device: a request with a credential is answered from the store only by a rule that keeps
         // answers per credential, and then only with its own credential's.
         let credential = HTTPCachePolicy.credentialHash(request.fields)
         if credential != nil && !rule.separatesCredentials {

@@ -1,9 +1,9 @@
 import Foundation
 
-/// What goes upstream (SPEC §15, "what is checked is what is sent"): the URL the rule was matched on,
+/// What goes upstream (docs/protocol.md#neighbours-on-the-device): the URL the rule was matched on,
 /// and only the request fields a shared cache may pass on.
 extension RuntimeCache {
-    /// The URL fetched upstream, rebuilt from the normalised key the rule matched (SPEC §7's: host
+    /// The URL fetched upstream, rebuilt from the normalised key the rule matched (docs/protocol.md#lookups: host
     /// lowercased, default port dropped, userinfo gone, path decoded with its dot-segments resolved)
     /// with the rule's scheme — a shell asks the loopback server over http for an https API — the path
     /// percent-encoded again, and the request's query as it came; never a fragment. So a target the

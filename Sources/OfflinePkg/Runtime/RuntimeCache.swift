@@ -22,9 +22,9 @@ public final class RuntimeCache: Sendable {
         public var connectTimeout: TimeInterval
         /// An upstream transfer with no byte for this long is aborted.
         public var stallTimeout: TimeInterval
-        /// Upstream transfers running at once at most (SPEC §15); more wait their turn, or get a 503.
+        /// Upstream transfers running at once at most (docs/protocol.md#neighbours-on-the-device); more wait their turn, or get a 503.
         public var upstreamTransfers: Int
-        /// Reach upstream hosts that resolve to a loopback, link-local or private address (SPEC §15),
+        /// Reach upstream hosts that resolve to a loopback, link-local or private address (docs/protocol.md#neighbours-on-the-device),
         /// which are refused otherwise (a 502) unless pinned with `resolve`.
         public var allowPrivateUpstream: Bool
 
@@ -97,7 +97,7 @@ public final class RuntimeCache: Sendable {
     /// Writes the counters counted so far to `runtime/stats.json` now (before a process exits).
     package func flushStatistics() { statistics.flush() }
 
-    /// Counts a connection of another user that `serve` closed unanswered (SPEC §15): `status` reports
+    /// Counts a connection of another user that `serve` closed unanswered (docs/protocol.md#neighbours-on-the-device): `status` reports
     /// it with the runtime cache's counters.
     package func countRefusedConnection() { statistics.count { $0.refusedConnections += 1 } }
 

@@ -16,7 +16,7 @@ package struct RuntimeEntryHead: Codable, Sendable, Equatable {
     /// The body's file name in `runtime/bodies/`, and its size.
     package var body: String
     package var size: Int64
-    /// For a rule that keeps answers per credential (SPEC §15): the hash of the request's `Authorization`
+    /// For a rule that keeps answers per credential (docs/protocol.md#neighbours-on-the-device): the hash of the request's `Authorization`
     /// and `Cookie` fields (`HTTPCachePolicy.credentialHash`); nil for an answer to a request without.
     package var credential: String?
     /// The store's format: nil for a head written before answers were kept per credential, which may

@@ -25,11 +25,11 @@ public struct RuntimeCounters: Sendable, Codable, Equatable {
     public var passedThrough = 0
     /// 504s: nothing stored and the network not to be used or not reachable.
     public var gatewayTimeouts = 0
-    /// Connections to `serve` from another user's socket, closed unanswered (SPEC §15).
+    /// Connections to `serve` from another user's socket, closed unanswered (docs/protocol.md#neighbours-on-the-device).
     public var refusedConnections = 0
-    /// 502s: an upstream that turned out to be a loopback, link-local or private address (SPEC §15).
+    /// 502s: an upstream that turned out to be a loopback, link-local or private address (docs/protocol.md#neighbours-on-the-device).
     public var refusedUpstreams = 0
-    /// 503s: every upstream transfer slot taken and the queue for them full or too slow (SPEC §15).
+    /// 503s: every upstream transfer slot taken and the queue for them full or too slow (docs/protocol.md#neighbours-on-the-device).
     public var busy = 0
 
     public init() {}

@@ -5,8 +5,7 @@ import Glibc
 #endif
 
 /// The body of an answer that will not be stored, passed from the upstream transfer to the client as
-/// it arrives (SPEC §15, "an answer that will not be stored is streamed through, never written whole to
-/// disk"): at most `capacity` bytes wait in memory; past that the transfer's thread waits for the
+/// it arrives (docs/protocol.md#neighbours-on-the-device): at most `capacity` bytes wait in memory; past that the transfer's thread waits for the
 /// client to read, so a slow client slows the upstream instead of filling the device.
 ///
 /// An answer that was to be stored and turned out too large mid-way starts with what was already

@@ -8,7 +8,7 @@ import Glibc
 /// Receives one upstream answer for `RuntimeCache.fetch` and decides, when its head arrives, where the
 /// body goes: into a temporary file to be stored (and into memory while small enough for the hot
 /// set), or, for an answer that will not be stored, straight through to the client (`RuntimeStream`),
-/// never whole onto the disk (SPEC §15). An answer that was to be stored and grows past the largest
+/// never whole onto the disk (docs/protocol.md#neighbours-on-the-device). An answer that was to be stored and grows past the largest
 /// body stored turns into a streamed one mid-way, the part already received read back first.
 ///
 /// The outcome is known at the head for a streamed answer, at the end for a stored one; the transfer

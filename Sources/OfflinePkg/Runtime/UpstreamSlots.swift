@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// The bound on upstream transfers (SPEC §15, "Bounded"): at most `limit` run at once, whatever a page
+/// The bound on upstream transfers (docs/protocol.md#neighbours-on-the-device): at most `limit` run at once, whatever a page
 /// asks for; a request past it waits its turn in a queue of at most `queueLimit`, for at most `wait`,
 /// and otherwise gets a 503. Each transfer runs on a thread of its own (`CurlTransport`), so this is
 /// also the bound on those threads and on the upstream connections.

@@ -20,7 +20,7 @@ package struct SyncEngine: Sendable {
     package var transport: any Transport
     package var now: @Sendable () -> Date = { Date() }
 
-    /// The manifest URL as the root keeps and reports it: without userinfo (SPEC §15).
+    /// The manifest URL as the root keeps and reports it: without userinfo (docs/protocol.md#neighbours-on-the-device).
     var source: String { Userinfo.removed(from: manifestURL) }
 
     package init(layout: CacheLayout, manifestURL: URL, options: Updater.Options, transport: any Transport) {

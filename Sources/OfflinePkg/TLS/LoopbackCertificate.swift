@@ -107,7 +107,7 @@ package struct LoopbackCertificate: Sendable {
         return try loadOrMakeKey(path)
     }
 
-    /// The key file's text, when it is this user's alone (SPEC §15): a key another user owns (who could
+    /// The key file's text, when it is this user's alone (docs/protocol.md#neighbours-on-the-device): a key another user owns (who could
     /// swap it for one they know) or can read (who could copy it) would let them pose as every route of
     /// the certificate to the shell; such a key is refused, not used. Opened without following a link.
     private static func readOwnKey(_ path: String) throws -> String {

@@ -82,7 +82,7 @@ package final class TreeWriter {
     }
 
     /// Creates the file `path` (relative, clean), open for writing. It is born 0400 — read-only, and the
-    /// user's alone (SPEC §15) — when the umask keeps that bit (the descriptor is writable all the same):
+    /// user's alone (docs/protocol.md#neighbours-on-the-device) — when the umask keeps that bit (the descriptor is writable all the same):
     /// one `fchmod` a file fewer; under a umask that would clear it, it is created 0600 and set 0400 by
     /// `NewFile.close`.
     package func create(_ path: String) throws -> NewFile {

@@ -8,7 +8,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC §15, "temporary files are created O_EXCL|O_NOFOLLOW": a symlink planted where offlinepkg will
+/// docs/protocol.md#neighbours-on-the-device, temporary files created O_EXCL|O_NOFOLLOW: a symlink planted where offlinepkg will
 /// write a temporary (its name is the target's plus the writer's pid, which anyone can guess) must
 /// never make it write through the link. Each writer of secrets or state is tried with a link at
 /// its own temporary name, this process's pid.

@@ -28,7 +28,7 @@ struct ReaderLeaseTests {
 
     /// A root its user may read but not write (made read-only, or on a read-only mount) still answers
     /// lookups from what is there. The reader is the root's own user: a root is its user's alone
-    /// (SPEC §15), so another user's reads it not at all (`RootPrivacyTests`).
+    /// (docs/protocol.md#neighbours-on-the-device), so another user's reads it not at all (`RootPrivacyTests`).
     @Test(.enabled(if: LocalUser.available, "needs root to act as nobody"))
     func aUserWhoCannotWriteTheRootCanStillLookUp() throws {
         let scratch = try TemporaryDirectory()

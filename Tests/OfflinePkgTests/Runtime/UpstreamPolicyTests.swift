@@ -4,7 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 
-/// SPEC §15's rules for what the runtime cache sends upstream and keeps, one by one. (The same,
+/// docs/protocol.md#neighbours-on-the-device's rules for what the runtime cache sends upstream and keeps, one by one. (The same,
 /// attacked through `serve`: `NeighbourAnswerTests`.)
 @Suite struct UpstreamPolicyTests {
     static let rule = RuntimeRule(prefix: "https://api.example.com/v1/", strategy: .cacheFirst)
