@@ -10,16 +10,17 @@ extension RuntimeCache {
     /// rule matched as `/v1/x` (`/admin/%2e%2e/v1/x`, `//v1/./x`) is fetched as `/v1/x`, and no userinfo
     /// becomes an `Authorization` upstream. Nil for a URL that has no key.
     static func upstreamURL(_ url: String, rule: RuntimeRule) -> String? {
-        LookupURL.withKey(url) { upstreamURL(key: $0, url: url, rule: rule) }
+        LookupURL.withKey(url) { upstreamURL(key: $0, url: url, scheme: scheme(of: rule)) }
     }
 
-    /// The same from `url`'s key, already computed.
-    static func upstreamURL(key: LookupURL.Key, url: String, rule: RuntimeRule) -> String? {
-        guard let separator = rule.prefix.range(of: "://") else { return nil }
-        var text = rule.prefix[..<separator.lowerBound].lowercased() + "://"
+    /// The same from `url`'s key, already computed, and the rule's scheme (`scheme(of:)`). On every hit:
+    /// bytes scanned as bytes, never as `Character`s.
+    static func upstreamURL(key: LookupURL.Key, url: String, scheme: String) -> String {
         let bytes = key.bytes
-        text += String(decoding: bytes[..<key.pathStart], as: UTF8.self)
         let path = bytes[key.pathStart...]
+        var text = scheme
+        text.reserveCapacity(scheme.utf8.count + bytes.count + 16)
+        text += String(decoding: bytes[..<key.pathStart], as: UTF8.self)
         if path.allSatisfy(isPathByte) {
             text += String(decoding: path, as: UTF8.self)
         } else {
@@ -31,20 +32,27 @@ extension RuntimeCache {
                 }
             }
         }
-        var rest = Substring(url)
-        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
-        if let mark = rest.firstIndex(of: "?") { text += rest[mark...] }
+        // The query: from the first "?" to a "#" (a "?" after the "#" belongs to the fragment).
+        let utf8 = url.utf8
+        let hash = utf8.firstIndex(of: UInt8(ascii: "#")) ?? utf8.endIndex
+        if let mark = utf8[..<hash].firstIndex(of: UInt8(ascii: "?")) { text += Substring(utf8[mark..<hash]) }
         return text
     }
 
+    /// `https://` or `http://`, as the rule's prefix names it (lowercased).
+    static func scheme(of rule: RuntimeRule) -> String {
+        rule.prefix.utf8.first.map { $0 | 0x20 } == UInt8(ascii: "h") && rule.prefix.utf8.dropFirst(4).first.map { $0 | 0x20 } == UInt8(ascii: "s")
+            ? "https://" : "http://"
+    }
+
     /// Whether a decoded path byte stands as it is in a URL: RFC 3986's unreserved characters,
-    /// sub-delims, `:`, `@` and `/`. Any other (`%`, `?`, `#`, spaces, controls, non-ASCII) is
+    /// sub-delims, `:`, `@` and `/`. Any other (`%`, `?`, `#`, `"`, space, controls, non-ASCII) is
     /// percent-encoded.
     private static func isPathByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            true
-        default: "-._~!$&'()*+,;=:@/".utf8.contains(byte)
+        // ! $ & ' ( ) * + , - . / 0-9 : ; = @ A-Z _ a-z ~
+        case 0x21, 0x24, 0x26...0x3b, 0x3d, 0x40...0x5a, 0x5f, 0x61...0x7a, 0x7e: true
+        default: false
         }
     }
 

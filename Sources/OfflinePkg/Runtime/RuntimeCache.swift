@@ -62,17 +62,19 @@ public final class RuntimeCache: Sendable {
             prefixes = Self.prefixes(configuration)
         }
 
-        static func prefixes(_ configuration: RuntimeConfiguration?) -> [(key: String, rule: RuntimeRule)] {
-            (configuration?.rules ?? []).compactMap { rule in LookupURL.key(rule.prefix).map { ($0, rule) } }
-                .sorted { $0.key.utf8.count > $1.key.utf8.count }
+        static func prefixes(_ configuration: RuntimeConfiguration?) -> [(key: [UInt8], rule: RuntimeRule, scheme: String)] {
+            (configuration?.rules ?? []).compactMap { rule in
+                LookupURL.key(rule.prefix).map { (Array($0.utf8), rule, RuntimeCache.scheme(of: rule)) }
+            }
+            .sorted { $0.key.count > $1.key.count }
         }
 
         var identity: [Int] = [-1]
         var configuration: RuntimeConfiguration? {
             didSet { prefixes = Self.prefixes(configuration) }
         }
-        /// Each rule with its prefix's lookup key, longest first: the first that matches wins.
-        var prefixes: [(key: String, rule: RuntimeRule)] = []
+        /// Each rule with its prefix's lookup key and its scheme, longest first: the first that matches wins.
+        var prefixes: [(key: [UInt8], rule: RuntimeRule, scheme: String)] = []
         var checked = ContinuousClock.now - .seconds(10)
     }
 
@@ -133,10 +135,11 @@ public final class RuntimeCache: Sendable {
         guard !prefixes.isEmpty else { return nil }
         return LookupURL.withKey(url) { key -> RuntimeRoute? in
             let matched = prefixes.first { prefix in
-                prefix.key.utf8.count <= key.bytes.count && prefix.key.utf8.elementsEqual(key.bytes.prefix(prefix.key.utf8.count))
+                prefix.key.count <= key.bytes.count
+                    && prefix.key.withUnsafeBytes { memcmp($0.baseAddress!, key.bytes.baseAddress!, $0.count) == 0 }
             }
-            guard let rule = matched?.rule, let upstream = Self.upstreamURL(key: key, url: url, rule: rule) else { return nil }
-            return RuntimeRoute(rule: rule, upstream: upstream)
+            guard let matched else { return nil }
+            return RuntimeRoute(rule: matched.rule, upstream: Self.upstreamURL(key: key, url: url, scheme: matched.scheme))
         }
     }
 
