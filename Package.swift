@@ -32,6 +32,8 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         // Imported by the publisher only (ZstdFrames.swift writes the chunked layout's frames).
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        // Imported by the reports collector only (OfflinePkgReports): a host never links SQLite.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
         .target(name: "CSystemShims"),
         // The URL normaliser's sixteen-byte scans (SSE2, or two 64-bit words elsewhere): header only.
@@ -40,16 +42,22 @@ let package = Package(
         // The publisher (archives, manifest editing, signing, deltas): the CLI links it, a host never does.
         .target(name: "OfflinePkgPublish", dependencies: ["OfflinePkg", "CZstd"]),
         .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),
-        .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgServer"]),
+        // The reports collector (`reports serve/import/show`, docs/protocol.md#install-reports): publisher-side, on SQLite and the
+        // server's HTTP machinery; the CLI links it, a host never does.
+        .target(name: "OfflinePkgReports", dependencies: ["OfflinePkg", "OfflinePkgServer", "CSQLite"]),
+        .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgServer", "OfflinePkgReports"]),
         .executableTarget(name: "offlinepkg", dependencies: ["OfflinePkgCLI"], linkerSettings: staticSwiftRuntime),
         // `PackageStore.resolve` timed in process, for Benchmarks/bench's `resolve` row: public API only.
         .executableTarget(name: "ResolveBenchmark", dependencies: ["OfflinePkg"], path: "Benchmarks/Resolve"),
 
-        .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg"], path: "Tests/OfflinePkgTestSupport"),
+        // The test kit: temporary roots, real servers (nginx, a fault server), fixtures, and the command line
+        // run in process (`InProcessCLI`) or as the binary.
+        .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg", "OfflinePkgCLI"], path: "Tests/OfflinePkgTestSupport"),
         .testTarget(name: "OfflinePkgTests", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgPublishTests", dependencies: ["OfflinePkgPublish", "OfflinePkg", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgCLITests", dependencies: ["OfflinePkgCLI", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgServerTests", dependencies: ["OfflinePkgServer", "OfflinePkg", "OfflinePkgTestSupport"]),
+        .testTarget(name: "OfflinePkgReportsTests", dependencies: ["OfflinePkgReports", "OfflinePkg", "OfflinePkgTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -5,22 +5,30 @@ import OfflinePkg
 import Glibc
 #endif
 
-/// What a command needs from the outside world (the environment, how to write), passed in rather than
-/// reached for, so a test can run a command in process with its own environment. `Output` always
-/// writes to the process's stdout and stderr, so a test that reads a command's output runs the binary.
-struct CLIContext: Sendable {
-    var environment: [String: String]
-    var output: Output
+/// What a command needs from the outside world, passed in rather than reached for: the environment,
+/// where it writes, and the clock and network (`World`). `live()` is the process's; a test runs a
+/// command in process with its own (`OfflinePkgCommand.run(_:context:)`), reading what it wrote.
+package struct CLIContext: Sendable {
+    package var environment: [String: String]
+    package var output: Output
+    package var world: World
+
+    package init(environment: [String: String], output: Output, world: World = .live) {
+        self.environment = environment
+        self.output = output
+        self.world = world
+    }
 
     static func live() -> CLIContext {
         let environment = ProcessInfo.processInfo.environment
         return CLIContext(
             environment: environment,
-            output: Output(stderrIsTerminal: isatty(2) == 1, journal: Output.stderrIsJournal(environment["JOURNAL_STREAM"])))
+            output: Output(
+                sink: .process, stderrIsTerminal: isatty(2) == 1, journal: Output.stderrIsJournal(environment["JOURNAL_STREAM"])))
     }
 
-    /// The cache root: `--root`, else the defaults of man/offlinepkg.1 (FILES).
-    func root(_ arguments: ParsedArguments) -> String {
+    /// The cache root's path: `--root`, else the defaults of man/offlinepkg.1 (FILES).
+    func rootPath(_ arguments: ParsedArguments) -> String {
         arguments.value("root") ?? CacheLayout.defaultRoot(environment: environment)
     }
 
@@ -31,13 +39,13 @@ struct CLIContext: Sendable {
 
     /// The cache root opened for writing (`gc`, `rollback`, `verify`): no lookup index, no reader lease.
     func openRoot(_ arguments: ParsedArguments) throws -> CacheRoot {
-        try CacheRoot(root: URL(fileURLWithPath: existingRoot(arguments)))
+        try CacheRoot(creating: existingRoot(arguments), world: world)
     }
 
     /// The cache root for every command but `sync`, which alone may create one (man/offlinepkg.1): a mistyped
     /// `--root` must fail, not answer from a new, empty root.
     func existingRoot(_ arguments: ParsedArguments) throws -> String {
-        let root = root(arguments)
+        let root = rootPath(arguments)
         var info = stat()
         guard stat(root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw OfflinePkgError.unavailable("no cache root at \(root)")
@@ -47,10 +55,17 @@ struct CLIContext: Sendable {
 }
 
 /// Where a command writes: results on stdout, progress and errors on stderr.
-struct Output: Sendable {
+package struct Output: Sendable {
+    var sink: OutputSink
     var stderrIsTerminal: Bool
     /// stderr is systemd's journal stream: each line starts with its sd-daemon priority (`<3>` ...).
     var journal = false
+
+    package init(sink: OutputSink, stderrIsTerminal: Bool = false, journal: Bool = false) {
+        self.sink = sink
+        self.stderrIsTerminal = stderrIsTerminal
+        self.journal = journal
+    }
 
     /// sd-daemon(3) priorities for the journal.
     enum Priority: Int {
@@ -60,7 +75,7 @@ struct Output: Sendable {
     }
 
     func print(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        sink.standardOutput(text + "\n")
     }
 
     func error(_ text: String) { log(text, .error) }
@@ -74,7 +89,7 @@ struct Output: Sendable {
             journal
             ? text.split(separator: "\n", omittingEmptySubsequences: false).map { "<\(priority.rawValue)>\($0)" }
                 .joined(separator: "\n") : text
-        FileHandle.standardError.write(Data((lines + "\n").utf8))
+        sink.standardError(lines + "\n")
     }
 
     /// Whether `JOURNAL_STREAM` (`<device>:<inode>`, set by systemd for a unit's output) names the file
@@ -94,4 +109,20 @@ struct Output: Sendable {
         // Encoding the CLI's own plain structs cannot fail.
         print(String(decoding: try! encoder.encode(value), as: UTF8.self))
     }
+}
+
+/// The two streams a command writes to: the process's stdout and stderr, or a test's buffers.
+package struct OutputSink: Sendable {
+    package var standardOutput: @Sendable (String) -> Void
+    package var standardError: @Sendable (String) -> Void
+
+    package init(standardOutput: @escaping @Sendable (String) -> Void, standardError: @escaping @Sendable (String) -> Void) {
+        self.standardOutput = standardOutput
+        self.standardError = standardError
+    }
+
+    /// The process's own stdout and stderr.
+    static let process = OutputSink(
+        standardOutput: { FileHandle.standardOutput.write(Data($0.utf8)) },
+        standardError: { FileHandle.standardError.write(Data($0.utf8)) })
 }

@@ -123,6 +123,8 @@ extension CommandSpec {
         if parsed.positionals.count < required.count {
             throw UsageError("\(name) needs \(required.joined(separator: " "))")
         }
+        // `<name>...`, last: one or more.
+        if self.arguments.last?.hasSuffix("...") == true { return parsed }
         if parsed.positionals.count > self.arguments.count {
             throw UsageError(
                 "\(name) takes \(self.arguments.isEmpty ? "no arguments" : self.arguments.joined(separator: " ")), got \"\(parsed.positionals[self.arguments.count])\""

@@ -16,28 +16,42 @@ package enum OfflinePkgCommand {
     static let commands: [CommandSpec] = [
         SyncCommand.spec, StatusCommand.spec, LookupCommand.spec, VerifyCommand.spec, GCCommand.spec,
         RollbackCommand.spec, ServeCommand.spec, PublishCommand.spec, KeygenCommand.spec, HistoryCommand.spec,
-        PromoteCommand.spec,
+        PromoteCommand.spec, ReportsCommand.serve, ReportsCommand.importing, ReportsCommand.show,
     ]
+
+    /// Commands named by two words (`reports serve`): the group's first word.
+    static let groups: Set<String> = ["reports"]
 
     /// Runs the command line `arguments` (without the program name) and returns the exit status.
     package static func main(_ arguments: [String]) async -> Int32 {
         await run(arguments, context: .live())
     }
 
-    static func run(_ arguments: [String], context: CLIContext) async -> Int32 {
-        guard let name = arguments.first, !["-h", "--help", "help"].contains(name) else {
+    package static func run(_ arguments: [String], context: CLIContext) async -> Int32 {
+        guard let first = arguments.first, !["-h", "--help", "help"].contains(first) else {
             context.output.print(overview)
             return arguments.isEmpty ? ExitStatus.usage : ExitStatus.success
         }
-        if name == "--version" {
+        if first == "--version" {
             context.output.print("offlinepkg \(OfflinePkgVersion.current)")
             return ExitStatus.success
+        }
+        var name = first
+        var words = 1
+        if groups.contains(name) {
+            guard arguments.count > 1, !arguments[1].hasPrefix("-") else {
+                let members = commands.filter { $0.name.hasPrefix(name + " ") }.map(\.name)
+                context.output.error("offlinepkg: \(name) needs one of: \(members.joined(separator: ", "))\n\n\(overview)")
+                return ExitStatus.usage
+            }
+            name += " " + arguments[1]
+            words = 2
         }
         guard let command = commands.first(where: { $0.name == name }) else {
             context.output.error("offlinepkg: unknown command \"\(name)\"\n\n\(overview)")
             return ExitStatus.usage
         }
-        let rest = Array(arguments.dropFirst())
+        let rest = Array(arguments.dropFirst(words))
         if rest.contains("--help") || rest.contains("-h") {
             context.output.print(command.help)
             return ExitStatus.success
@@ -88,7 +102,7 @@ package enum OfflinePkgCommand {
     static var overview: String {
         var lines = ["usage: offlinepkg <command> [options]", "", "commands:"]
         for command in commands {
-            lines.append("  " + command.name.padding(toLength: 10, withPad: " ", startingAt: 0) + command.summary)
+            lines.append("  " + command.name.padding(toLength: 15, withPad: " ", startingAt: 0) + command.summary)
         }
         lines.append("")
         lines.append("`offlinepkg <command> --help` shows a command's options.")

@@ -9,6 +9,7 @@ final class ProgressReporter: Sendable {
 
     private let style: Style
     private let output: Output
+    private let clock: WallClock
     private let state = Mutex<State>(State())
 
     private struct State {
@@ -18,9 +19,10 @@ final class ProgressReporter: Sendable {
         var lastLineMarks: [String: Int] = [:]
     }
 
-    init(style: Style, output: Output) {
+    init(style: Style, output: Output, clock: WallClock) {
         self.style = style
         self.output = output
+        self.clock = clock
     }
 
     func handle(_ event: SyncEvent) {
@@ -39,6 +41,8 @@ final class ProgressReporter: Sendable {
             line("delta for \(id) \(version) failed, fetching the full archive: \(error)", .warning)
         case .filesFailed(let id, let version, let error):
             line("file-level update of \(id) \(version) failed, fetching a delta or the full archive: \(error)", .warning)
+        case .indexDeltaFailed(let id, let version, let error):
+            line("file-index delta of \(id) \(version) refused, fetching the full file index: \(error)", .warning)
         case .contentDamaged(let path, let problem): line("damaged held content \(path): \(problem)", .warning)
         case .installed(let id, let version): line("installed \(id) \(version)")
         case .heldBack(let id, let version, let reason): line("held back \(id) \(version): \(reason)")
@@ -49,6 +53,9 @@ final class ProgressReporter: Sendable {
         case .retryingUncached(let reason):
             line("\(reason); fetching the manifest again past any cache", .warning)
         case .activated(let generation): line("activated set \(generation)")
+        case .reportsSent(let events): line("sent \(events) install report(s)")
+        case .reportsNotSent(let events, let reason):
+            line("install reports not sent, \(events) kept for the next sync: \(reason)", .warning)
         }
     }
 
@@ -58,7 +65,7 @@ final class ProgressReporter: Sendable {
     }
 
     private func progress(id: String, received: Int64, total: Int64) {
-        let now = Date()
+        let now = clock.now()
         let draw: String? = state.withLock { state in
             state.received[id] = received
             switch style {
@@ -89,18 +96,9 @@ final class ProgressReporter: Sendable {
         if style == .bars { output.errorRaw("\r\u{1B}[K") }
     }
 
-    static func format(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024 && unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
-    }
+    static func format(_ bytes: Int64) -> String { ByteCount.text(bytes) }
 }
 
 extension Output {
-    func errorRaw(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
+    func errorRaw(_ text: String) { sink.standardError(text) }
 }

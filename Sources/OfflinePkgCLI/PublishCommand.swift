@@ -36,6 +36,9 @@ enum PublishCommand {
             .init(
                 name: "runtime", value: "FILE",
                 help: "set the manifest's runtime-cache rules from a JSON file (kept by later publishes without it)"),
+            .init(
+                name: "reports", value: "URL",
+                help: "devices POST install reports to URL (kept by later publishes); none stops them"),
             .json, .quiet,
         ],
         summary: "pack a site folder into a repository: archive, deltas, manifest (sequence + 1), signature",
@@ -60,7 +63,7 @@ enum PublishCommand {
             entry: arguments.value("entry") ?? "index.html", fallback: arguments.value("fallback"),
             deltaCount: try arguments.integer("deltas", in: 0...100) ?? 3,
             rollout: try arguments.integer("rollout", in: 0...100), minShellVersion: arguments.value("min-shell-version"),
-            format: format, expires: try arguments.value("expires").map(expiry))
+            format: format, expires: try arguments.value("expires").map { try expiry($0, now: context.world.clock.now()) })
         request.expiresIn = try arguments.value("expires-in").map(duration)
         request.notes = arguments.value("notes")
         request.mandatory = arguments.flag("mandatory")
@@ -73,14 +76,16 @@ enum PublishCommand {
             request.layout = layout
         }
         if let path = arguments.value("runtime") { request.runtime = try runtimeRules(path) }
+        if let reports = arguments.value("reports") { request.reports = reports == "none" ? .remove : .set(reports) }
 
         // SIGINT and SIGTERM end a publish where it stands, even if our parent left them ignored: nothing
         // has a published name before the last stage, and the next publish clears `.tmp/`.
         for number in [SIGINT, SIGTERM] { signal(number, SIG_DFL) }
-        let signer = try self.signer(arguments.value("sign-key"))
+        let signer = try self.signer(arguments.value("sign-key"), clock: context.world.clock)
         let quiet = arguments.flag("quiet")
-        let progress = PublishProgress(style: quiet ? .none : (context.output.stderrIsTerminal ? .bars : .lines), output: context.output)
-        let report = try Publisher(repository: URL(fileURLWithPath: repo)).publish(
+        let progress = PublishProgress(
+            style: quiet ? .none : (context.output.stderrIsTerminal ? .bars : .lines), output: context.output, clock: context.world.clock)
+        let report = try Publisher(repository: URL(fileURLWithPath: repo), clock: context.world.clock).publish(
             request, signer: signer,
             waiting: { if !quiet { context.output.info("waiting for another publish to \(repo) to finish") } },
             events: { progress.handle($0) })
@@ -126,12 +131,12 @@ enum PublishCommand {
     }
 
     /// A `--sign-key` file as a signer of manifest bytes.
-    static func signer(_ keyPath: String?) throws -> (([UInt8]) throws -> [UInt8])? {
+    static func signer(_ keyPath: String?, clock: WallClock) throws -> (([UInt8]) throws -> [UInt8])? {
         guard let keyPath else { return nil }
         let key = try SigningKey(contentsOfFile: keyPath)
         return { message in
             // minisign's own default trusted comment shape.
-            try key.sign(message, trustedComment: "timestamp:\(Int(Date().timeIntervalSince1970))\tfile:manifest.json")
+            try key.sign(message, trustedComment: "timestamp:\(Int(clock.now().timeIntervalSince1970))\tfile:manifest.json")
         }
     }
 
@@ -146,11 +151,11 @@ enum PublishCommand {
     }
 
     /// `30d`, `12h`, `90m` from now, or an RFC 3339 time.
-    static func expiry(_ text: String) throws -> Date {
+    static func expiry(_ text: String, now: Date) throws -> Date {
         if let date = RFC3339.parse(text) { return date }
         let units: [Character: Double] = ["d": 86_400, "h": 3_600, "m": 60]
         if let unit = text.last.flatMap({ units[$0] }), let count = Double(text.dropLast()), count > 0 {
-            return Date().addingTimeInterval(count * unit)
+            return now.addingTimeInterval(count * unit)
         }
         throw UsageError("--expires takes a duration such as 30d, 12h or 90m, or an RFC 3339 time, got \"\(text)\"")
     }

@@ -8,11 +8,13 @@ import Synchronization
 final class PublishProgress: Sendable {
     private let style: ProgressReporter.Style
     private let output: Output
+    private let clock: WallClock
     private let lastDraw = Mutex<(time: Date, quarter: Int)>((.distantPast, 0))
 
-    init(style: ProgressReporter.Style, output: Output) {
+    init(style: ProgressReporter.Style, output: Output, clock: WallClock) {
         self.style = style
         self.output = output
+        self.clock = clock
     }
 
     func handle(_ event: PublishEvent) {
@@ -29,7 +31,7 @@ final class PublishProgress: Sendable {
     }
 
     private func packing(done: Int64, total: Int64) {
-        let now = Date()
+        let now = clock.now()
         let text: String? = lastDraw.withLock { last in
             switch style {
             case .bars:

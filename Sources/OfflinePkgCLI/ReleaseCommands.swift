@@ -14,7 +14,7 @@ enum HistoryCommand {
         guard FileManager.default.fileExists(atPath: repo + "/manifest.json") else {
             throw OfflinePkgError.unavailable("no repository at \(repo): it has no manifest.json")
         }
-        let packages = try Publisher(repository: URL(fileURLWithPath: repo)).history()
+        let packages = try Publisher(repository: URL(fileURLWithPath: repo), clock: context.world.clock).history()
         if arguments.flag("json") {
             context.output.json(["packages": packages])
             return OfflinePkgCommand.ExitStatus.success
@@ -59,9 +59,9 @@ enum PromoteCommand {
             values[name] = value
         }
         let quiet = arguments.flag("quiet")
-        let report = try Publisher(repository: URL(fileURLWithPath: values["to"]!)).promote(
+        let report = try Publisher(repository: URL(fileURLWithPath: values["to"]!), clock: context.world.clock).promote(
             id: values["id"]!, version: values["version"]!, from: URL(fileURLWithPath: values["from"]!),
-            signer: try PublishCommand.signer(arguments.value("sign-key")),
+            signer: try PublishCommand.signer(arguments.value("sign-key"), clock: context.world.clock),
             waiting: { if !quiet { context.output.info("waiting for another publish to \(values["to"]!) to finish") } })
         if arguments.flag("json") {
             context.output.json(report)

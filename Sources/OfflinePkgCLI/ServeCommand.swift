@@ -73,7 +73,7 @@ enum ServeCommand {
         // A root this user may read but not write still serves its packages, without a runtime cache.
         var runtime: RuntimeCache?
         do {
-            runtime = try RuntimeCache(root: URL(fileURLWithPath: store.layout.root), options: runtimeOptions)
+            runtime = try RuntimeCache(layout: store.layout, options: runtimeOptions, world: context.world)
         } catch {
             context.output.error("warning: no runtime cache (URLs outside packages answer 404): \(error)")
         }
@@ -160,7 +160,7 @@ enum ServeCommand {
 
 /// SIGINT and SIGTERM, ignored from the moment this is made and taken by dispatch sources, so no
 /// handler runs in signal context and none that arrives before `wait()` is lost.
-private final class TerminationSignals: @unchecked Sendable {
+final class TerminationSignals: @unchecked Sendable {
     // Guarded by `lock`.
     private let lock = NSLock()
     private var fired = false

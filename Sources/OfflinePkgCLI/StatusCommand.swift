@@ -43,6 +43,12 @@ enum StatusCommand {
                     + changes.map { "\($0.id) \($0.to ?? "removed")\($0.via.map { " via \($0)" } ?? "")\($0.bytes.map { ", \(ProgressReporter.format($0))" } ?? "")" }
                     .joined(separator: "; "))
         }
+        if let reports = status.reports {
+            var line = "reports: \(reports.events) event(s) queued, \(reports.bytes) bytes, for \(reports.url ?? "nowhere (reports off)")"
+            if let sent = reports.lastSent { line += "; last sent \(RFC3339.format(sent))" }
+            if let failure = reports.lastFailure { line += "; last send failed \(RFC3339.format(failure.time)): \(failure.message)" }
+            lines.append(line)
+        }
         if status.consecutiveFailures > 0 { lines.append("consecutive failures: \(status.consecutiveFailures)") }
         if let error = status.lastError {
             lines.append("last error: \(RFC3339.format(error.time)) exit \(error.exitStatus): \(error.message)")

@@ -28,7 +28,10 @@ enum SyncCommand {
                 name: "manifest-deadline", value: "S",
                 help: "the manifest, and the signature, must each arrive within S seconds (default 60)"),
             .wait,
-            .init(name: "ca-bundle", value: "FILE", help: "trust these certificate authorities (PEM) for https"),
+            .init(
+                name: "cacert", value: "FILE",
+                help: "trust these certificate authorities (PEM) for https instead of the system's (a private CA)"),
+            .init(name: "ca-bundle", value: "FILE", help: "the same as --cacert (its older name)"),
             .init(
                 name: "dry-run", value: nil,
                 help: "fetch and verify the manifest, print what a sync would fetch and switch; change nothing"),
@@ -36,17 +39,32 @@ enum SyncCommand {
             .init(
                 name: "insecure", value: nil,
                 help: "take an unsigned manifest over cleartext http from a host other than loopback (refused otherwise)"),
+            .init(
+                name: "no-reports", value: nil,
+                help: "record and send no install reports, and drop those queued (also OFFLINEPKG_REPORTS=0)"),
             .json, .quiet,
         ],
         summary: "fetch the manifest, download what changed, verify it, switch the active set atomically",
         run: run)
 
+    /// `--cacert FILE` (or `--ca-bundle`): a readable file, checked before any request, so a typo is a
+    /// usage error and not every https transfer failing on its certificate.
+    static func certificateAuthorities(_ arguments: ParsedArguments) throws -> String? {
+        guard let path = arguments.value("cacert") ?? arguments.value("ca-bundle") else { return nil }
+        guard access(path, R_OK) == 0, !FileSystem.isDirectory(path) else {
+            throw UsageError("--cacert: \(path) is not a readable file of certificate authorities (PEM)")
+        }
+        return path
+    }
+
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let root = context.root(arguments)
+        let path = context.rootPath(arguments)
         let dryRun = arguments.flag("dry-run")
+        // The root as it is, not made here: where a sync that never started, or was interrupted, is noted.
+        let found = CacheRoot(layout: CacheLayout(root: path), world: context.world)
         // SIGINT/SIGTERM end the sync with one line and 130/143; the active set stays as it was.
         let interruption = Interruption()
-        let work = Task { try await sync(arguments, context, root: root, dryRun: dryRun) }
+        let work = Task { try await sync(arguments, context, root: found, dryRun: dryRun) }
         interruption.onSignal { work.cancel() }
         do {
             let status = try await work.value
@@ -57,7 +75,7 @@ enum SyncCommand {
             if let signal = interruption.received {
                 let name = signal == SIGINT ? "SIGINT" : "SIGTERM"
                 let message = "interrupted by \(name); the active set is unchanged, the next sync resumes"
-                if !dryRun { Updater.recordFailure(root: root, exitStatus: 128 + signal, message: message) }
+                if !dryRun { found.recordFailure(exitStatus: 128 + signal, message: message) }
                 context.output.error("offlinepkg sync: \(message)")
                 if arguments.flag("json") {
                     context.output.json(OfflinePkgCommand.JSONFailure(error: message, exitStatus: 128 + signal))
@@ -68,7 +86,7 @@ enum SyncCommand {
         }
     }
 
-    private static func sync(_ arguments: ParsedArguments, _ context: CLIContext, root: String, dryRun: Bool) async throws
+    private static func sync(_ arguments: ParsedArguments, _ context: CLIContext, root found: CacheRoot, dryRun: Bool) async throws
         -> Int32
     {
         let manifestURL = try ManifestLocation.url(from: arguments.positionals[0])
@@ -78,7 +96,7 @@ enum SyncCommand {
             do {
                 return try body()
             } catch let error as OfflinePkgError where !dryRun && error.category != .usage {
-                Updater.recordFailure(root: root, exitStatus: error.category.exitStatus, message: "\(error)")
+                found.recordFailure(error)
                 throw error
             }
         }
@@ -108,19 +126,23 @@ enum SyncCommand {
         // changes stdout only.
         let style: ProgressReporter.Style =
             arguments.flag("quiet") ? .none : (context.output.stderrIsTerminal ? .bars : .lines)
-        let reporter = ProgressReporter(style: style, output: context.output)
+        let reporter = ProgressReporter(style: style, output: context.output, clock: context.world.clock)
         var options = Updater.Options(
             trustedKeys: keys, minInterval: try arguments.seconds("min-interval") ?? 0,
             jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: shellVersion,
             stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"),
-            caBundle: arguments.value("ca-bundle"),
+            caBundle: try certificateAuthorities(arguments),
             events: { reporter.handle($0) })
         options.minimumRate = Int64(try arguments.integer("min-rate", in: 0...(1 << 40)) ?? 1024)
         options.minimumRateWindow = try arguments.seconds("min-rate-window") ?? 30
         options.manifestDeadline = try arguments.seconds("manifest-deadline") ?? 60
         if let limit = try arguments.integer("keep-history", in: 1...100_000) { options.historyLimit = limit }
+        options.reports = try reportsEnabled(arguments, context)
         if dryRun {
-            let plan = try await Updater.planOnce(root: root, manifestURL: manifestURL, options: options)
+            // The same stages as a sync up to its plan, nothing written: the root need not exist.
+            let path = found.layout.root
+            let root = CacheRoot(layout: CacheLayout(root: (try? FileSystem.realPath(path)) ?? path), world: context.world)
+            let plan = try await Updater(root: root, manifestURL: manifestURL, options: options).plan()
             reporter.finish()
             if arguments.flag("json") {
                 context.output.json(plan)
@@ -134,14 +156,24 @@ enum SyncCommand {
         }
         // This process reads nothing from the root: no PackageStore, no lookup index, no reader lease. The
         // same `Updater.sync()` as a host's, so the same events (`.failed` included).
-        let updater = Updater(root: try CacheRoot(root: URL(fileURLWithPath: root)), manifestURL: manifestURL, options: options)
-        let report = try await updater.sync()
+        let root = try CacheRoot(creating: found.layout.root, world: context.world)
+        let updater = Updater(root: root, manifestURL: manifestURL, options: options)
+        let report: SyncReport
+        do {
+            report = try await updater.sync()
+        } catch {
+            // The failure is reported too; its send ends (or gives up) before the process does.
+            await updater.reportsSent()
+            throw error
+        }
         reporter.finish()
         if arguments.flag("json") {
             context.output.json(report)
         } else if !arguments.flag("quiet") {
             context.output.print(summary(report))
         }
+        // Printed first: the result never waits on the collector; the process ends when the send has.
+        await updater.reportsSent()
         return OfflinePkgCommand.ExitStatus.success
     }
 
@@ -170,6 +202,17 @@ enum SyncCommand {
         return inet_pton(AF_INET, name, &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
     }
 
+    /// `--no-reports`, or `OFFLINEPKG_REPORTS` set to `0` (or `off`, `false`, `no`): reports off.
+    static func reportsEnabled(_ arguments: ParsedArguments, _ context: CLIContext) throws -> Bool {
+        if arguments.flag("no-reports") { return false }
+        guard let value = context.environment["OFFLINEPKG_REPORTS"]?.lowercased(), !value.isEmpty else { return true }
+        switch value {
+        case "0", "off", "false", "no": return false
+        case "1", "on", "true", "yes": return true
+        default: throw UsageError("OFFLINEPKG_REPORTS takes 0 (reports off) or 1, got \"\(value)\"")
+        }
+    }
+
     static func summary(_ plan: SyncPlan) -> String {
         var lines = [
             plan.wouldActivate
@@ -177,7 +220,7 @@ enum SyncCommand {
                 : "up to date: sequence \(plan.sequence) asks for nothing new"
         ]
         for step in plan.steps {
-            let what = step.to.map { "\(step.from ?? "-") -> \($0) via \(step.via ?? "cache")" } ?? "\(step.from ?? "-") -> removed"
+            let what = step.to.map { "\(step.from ?? "-") -> \($0) via \(step.via ?? .cache)" } ?? "\(step.from ?? "-") -> removed"
             lines.append(
                 "  \(step.id) \(what)\(step.bytes > 0 ? " (\(ProgressReporter.format(step.bytes)))" : "")"
                     + (step.mandatory == true ? " mandatory" : "") + (step.notes.map { ": \($0)" } ?? ""))

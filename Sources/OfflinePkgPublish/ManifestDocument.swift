@@ -53,6 +53,11 @@ package struct ManifestDocument {
         object["runtime"] = runtime.jsonObject
     }
 
+    /// Sets or (nil) removes the `reports` object (docs/protocol.md#install-reports); a publish that names neither keeps it.
+    package mutating func setReports(_ url: String?) {
+        object["reports"] = url.map { ["url": $0] }
+    }
+
     package mutating func setSequence(_ sequence: Int) {
         object["sequence"] = sequence
         if object["format"] == nil { object["format"] = Manifest.supportedFormat }

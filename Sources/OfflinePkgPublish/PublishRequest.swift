@@ -33,6 +33,8 @@ package struct PublishRequest: Sendable, Equatable {
     package var requireEntry: Bool = false
     /// The manifest's `runtime` object (docs/protocol.md#the-runtime-object); nil keeps the manifest's own.
     package var runtime: RuntimeConfiguration? = nil
+    /// The manifest's `reports` URL (docs/protocol.md#install-reports): set, removed, or (nil) kept as the manifest has it.
+    package var reports: ReportsChange? = nil
 
     package init(
         site: String, id: String, version: String, routes: [String], entry: String = "index.html",
@@ -96,10 +98,21 @@ package struct PublishRequest: Sendable, Equatable {
         if let expiresIn, expiresIn < 0 || !expiresIn.isFinite {
             throw OfflinePkgError.invalidArgument("the expiry duration must be positive")
         }
+        if case .set(let url) = reports, let problem = ManifestRules.reportsURLProblem(url) {
+            throw OfflinePkgError.invalidArgument("reports URL \"\(url)\" \(problem)")
+        }
         if let minShellVersion, let problem = ManifestRules.shellVersionProblem(minShellVersion) {
             throw OfflinePkgError.invalidArgument("minimum shell version \"\(minShellVersion)\" \(problem)")
         }
     }
+}
+
+/// What a publish does to the manifest's `reports` object (docs/protocol.md#install-reports).
+package enum ReportsChange: Sendable, Equatable {
+    /// Devices send their install reports to this URL, from this publish on.
+    case set(String)
+    /// Devices send none from this publish on (`--reports none`).
+    case remove
 }
 
 /// What a `publish` wrote.

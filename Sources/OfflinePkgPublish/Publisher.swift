@@ -16,10 +16,13 @@ import Glibc
 /// two CI steps) run one after the other and neither loses the other's package.
 package struct Publisher: Sendable {
     package let layout: RepositoryLayout
+    /// The time a publish is dated with and an expiry is counted from.
+    package let clock: WallClock
 
     /// A repository folder; created if missing.
-    package init(repository: URL) {
+    package init(repository: URL, clock: WallClock = .system) {
         layout = RepositoryLayout(root: repository.path)
+        self.clock = clock
     }
 
     /// Publishes `request`. `signer` turns the manifest bytes into a `manifest.json.minisig`; without
@@ -65,9 +68,10 @@ package struct Publisher: Sendable {
         let archive = try describe(scratch, url: archiveURL, sha256: archiveHash)
         var fileIndex: PublishReport.WrittenFile?
         if let ranges {
-            let (written, path) = try writeFileIndex(files: files, ranges: ranges, name: "\(request.id)-\(request.version)")
+            let (written, path, entries) = try writeFileIndex(files: files, ranges: ranges, name: "\(request.id)-\(request.version)")
             fileIndex = written
             pending.append((path, written.url))
+            pending += try writeFileIndexDeltas(request, entries: entries, index: written)
         }
 
         // Deltas from the versions published before this one, newest first.
@@ -100,7 +104,7 @@ package struct Publisher: Sendable {
         let release = try writeRelease(
             ManifestDocument.json(entry), id: request.id, version: request.version, index: TreeIndexFile.encode(files),
             document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events,
-            runtime: request.runtime)
+            runtime: request.runtime, reports: request.reports)
         return PublishReport(
             id: request.id, version: request.version, sequence: release.sequence, archive: archive, fileIndex: fileIndex, tree: tree,
             files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished, signed: release.signed,
@@ -128,7 +132,8 @@ package struct Publisher: Sendable {
     package func writeRelease(
         _ entry: [String: Any], id: String, version: String, index: [UInt8], document: ManifestDocument,
         expires: Date?, expiresIn: TimeInterval?, signer: (([UInt8]) throws -> [UInt8])?,
-        events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil
+        events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil,
+        reports: ReportsChange? = nil
     ) throws -> (sequence: Int, signed: Bool) {
         var document = document
         try FileSystem.makeDirectories(layout.packageTrees(id), mode: RepositoryLayout.folderMode)
@@ -142,16 +147,22 @@ package struct Publisher: Sendable {
         document.setExpires(try expiry(expires: expires, expiresIn: expiresIn))
         // The runtime object stays as the manifest has it unless this publish names one.
         if let runtime { document.setRuntime(runtime) }
+        // So does the reports URL: set by `--reports URL`, removed by `--reports none`.
+        switch reports {
+        case .set(let url): document.setReports(url)
+        case .remove: document.setReports(nil)
+        case nil: break
+        }
         let bytes = try document.encoded()
         // The result must be a manifest this build's devices accept — expired, they would refuse it all.
         let written = try Manifest(parsing: bytes, source: layout.manifest)
-        if let expires = written.expires, expires <= Date() {
+        if let expires = written.expires, expires <= clock.now() {
             throw OfflinePkgError.publishRefused(
                 reason: "the manifest expired at \(RFC3339.format(expires)); devices would refuse it: pass --expires (e.g. 30d)")
         }
         try PublishHistory.append(
             .init(
-                version: version, publishedAt: Date(), sequence: sequence, notes: entry["notes"] as? String,
+                version: version, publishedAt: clock.now(), sequence: sequence, notes: entry["notes"] as? String,
                 mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
                 entry: String(decoding: try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]), as: UTF8.self)),
             to: layout.publishHistory(id: id))
@@ -189,7 +200,7 @@ package struct Publisher: Sendable {
         let remembered = (try? FileSystem.read(layout.expiresIn, limit: 64)).flatMap {
             TimeInterval(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         }
-        return remembered.flatMap { $0 > 0 ? Date().addingTimeInterval($0) : nil }
+        return remembered.flatMap { $0 > 0 ? clock.now().addingTimeInterval($0) : nil }
     }
 
     // MARK: Stages
@@ -232,7 +243,7 @@ package struct Publisher: Sendable {
     /// `files/<sha256 of the compressed bytes>.json.zst`.
     private func writeFileIndex(
         files: [PackagePath: TreeFile], ranges: [(path: PackagePath, offset: Int64, length: Int64)], name: String
-    ) throws -> (PublishReport.WrittenFile, path: String) {
+    ) throws -> (PublishReport.WrittenFile, path: String, entries: [FileIndex.Entry]) {
         let entries = ranges.sorted { $0.path < $1.path }.map { range in
             FileIndex.Entry(
                 path: range.path, sha256: files[range.path]!.sha256, size: files[range.path]!.size, offset: range.offset,
@@ -243,7 +254,37 @@ package struct Publisher: Sendable {
         let scratch = layout.temporary(name + ".files.json.zst")
         try FileSystem.write(compressed, to: scratch, mode: RepositoryLayout.fileMode)
         let sha256 = SHA256.hash(compressed).hex
-        return (.init(url: layout.fileIndexURL(sha256: sha256), sha256: sha256, size: Int64(compressed.count)), scratch)
+        return (.init(url: layout.fileIndexURL(sha256: sha256), sha256: sha256, size: Int64(compressed.count)), scratch, entries)
+    }
+
+    /// Index deltas kept per release: from the trees of this many versions published before it.
+    /// A delta is a few hundred bytes for a few changed files, so many versions cost the repository little,
+    /// and a device that many versions behind pays for the files that changed, not for the whole index.
+    package static let fileIndexDeltaCount = 32
+
+    /// File-index deltas (`FileIndexDelta`) into `index` from the trees of the versions published before,
+    /// newest first, each in a scratch file with its URL; one whose tree equals the new one is not
+    /// needed, and one as large as the index is not worth it.
+    private func writeFileIndexDeltas(
+        _ request: PublishRequest, entries: [FileIndex.Entry], index: PublishReport.WrittenFile
+    ) throws -> [(scratch: String, url: String)] {
+        var written = [(scratch: String, url: String)]()
+        var trees = Set<String>()
+        for from in try versionLog(request.id).filter({ $0 != request.version }).suffix(Self.fileIndexDeltaCount).reversed() {
+            let path = layout.treeIndex(id: request.id, version: from)
+            guard FileSystem.exists(path) else { continue }
+            let old = try TreeIndexFile.decode(FileSystem.read(path, limit: FileIndex.maximumSize), path: path)
+            let tree = TreeHash.compute(old)
+            guard trees.insert(tree).inserted else { continue }
+            let delta = FileIndexDelta(from: tree, old: old, new: entries, index: index.sha256)
+            if delta.files.isEmpty && delta.delete.isEmpty { continue }
+            let compressed = try ZstdFrames.fileIndex(delta.encode())
+            guard Int64(compressed.count) < index.size else { continue }
+            let scratch = layout.temporary("\(request.id)-\(request.version)-from-\(tree.prefix(16)).json.zst")
+            try FileSystem.write(compressed, to: scratch)
+            written.append((scratch, layout.fileIndexDeltaURL(fromTree: tree, index: index.sha256)))
+        }
+        return written
     }
 
     /// A version is published once. The same content again is allowed (to change routes or rollout, or

@@ -31,7 +31,7 @@ struct CacheRootTests {
     ]
 
     @Test(arguments: cases)
-    func syncUsesTheRootTheEnvironmentNames(_ rootCase: Case) throws {
+    func syncUsesTheRootTheEnvironmentNames(_ rootCase: Case) async throws {
         let scratch = try TemporaryDirectory()
         func place(_ text: String) -> String {
             ["ROOT", "XDG", "HOME"].reduce(text) { text, name in
@@ -41,14 +41,14 @@ struct CacheRootTests {
         var environment = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
         for (name, value) in rootCase.variables { environment[name] = place(value) }
         let manifest = Fixtures.url("demo-repo/manifest.json").path
-        try OfflinePkgBinary.run(["sync", manifest, "--quiet"] + rootCase.arguments.map(place), environment: environment)
+        try await InProcessCLI.run(["sync", manifest, "--quiet"] + rootCase.arguments.map(place), environment: environment)
             .checked("offlinepkg sync")
         let expected = place(rootCase.expected)
         #expect(FileManager.default.fileExists(atPath: expected + "/active.json"), "no active set in \(expected)")
         // No other candidate was touched.
         let others = ["root", "xdg/offlinepkg", "home/.local/share/offlinepkg"].map(scratch.path).filter { $0 != expected }
         for other in others { #expect(!FileManager.default.fileExists(atPath: other + "/active.json"), "\(other) was used") }
-        let status = try OfflinePkgBinary.run(["status", "--json"] + rootCase.arguments.map(place), environment: environment)
+        let status = try await InProcessCLI.run(["status", "--json"] + rootCase.arguments.map(place), environment: environment)
             .checked("offlinepkg status")
         let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
         #expect(object?["root"] as? String == expected)

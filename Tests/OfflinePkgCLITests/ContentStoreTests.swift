@@ -39,8 +39,8 @@ struct ContentStoreTests {
         #expect(chmod(path, 0o444) == 0)
     }
 
-    static func status(_ root: String) throws -> [String: Any] {
-        let result = try OfflinePkgBinary.run(["status", "--root", root, "--json"]).checked("status")
+    static func status(_ root: String) async throws -> [String: Any] {
+        let result = try await InProcessCLI.run(["status", "--root", root, "--json"]).checked("status")
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
 
@@ -61,7 +61,12 @@ struct ContentStoreTests {
         }
 
         @discardableResult
-        func sync(_ environment: [String: String]? = nil) throws -> ProcessResult {
+        func sync() async -> ProcessResult {
+            await InProcessCLI.run(["sync", manifest, "--root", root.path, "--quiet"])
+        }
+
+        /// A sync in a process of its own, with `environment` (a fail point that kills it).
+        func syncInAProcess(_ environment: [String: String]) throws -> ProcessResult {
             try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"], environment: environment)
         }
 
@@ -73,19 +78,19 @@ struct ContentStoreTests {
         /// Publishes and syncs `a 2`: a new page and a new `vendor/lib0.js`, the other 7 files as in 1;
         /// then syncs once more, which takes in the new content that a sync of one package leaves to the
         /// next run (`ContentStore.takeInPendingTrees`).
-        func updateTwoFilesOfA() throws -> (files: [SiteFile], tree: String) {
+        func updateTwoFilesOfA() async throws -> (files: [SiteFile], tree: String) {
             var files = [SiteFile("index.html", "a 2")] + ContentStoreTests.vendor
             files[1] = SiteFile("vendor/lib0.js", "lib0 of 2")
             try repo.add("a", "2", routes: ["https://a.example.com/"], files: files)
             try repo.publish()
-            try sync().checked("sync 2")
-            try sync().checked("the sync after sync 2")
+            try await sync().checked("sync 2")
+            try await sync().checked("the sync after sync 2")
             return (files, try tree("a", "2"))
         }
 
         /// The bytes of the file `lookup` answers `url` with.
-        func lookup(_ url: String) throws -> [UInt8] {
-            let result = try OfflinePkgBinary.run(["lookup", url, "--root", root.path]).checked("lookup \(url)")
+        func lookup(_ url: String) async throws -> [UInt8] {
+            let result = try await InProcessCLI.run(["lookup", url, "--root", root.path]).checked("lookup \(url)")
             return try FileSystem.read(String(result.stdout.dropLast()), limit: 1 << 20)
         }
     }
@@ -98,23 +103,23 @@ struct ContentStoreTests {
         let root: TemporaryDirectory
         var layout: CacheLayout { CacheLayout(root: root.path) }
 
-        init() throws {
+        init() async throws {
             repo = try TestRepository()
             try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")] + ContentStoreTests.vendor)
             try repo.publish()
             nginx = try NginxServer(documentRoot: repo.path)
             root = try TemporaryDirectory(prefix: "offlinepkg-content")
-            try sync("sync 1")
+            try await sync("sync 1")
         }
 
-        func sync(_ what: String) throws {
-            try OfflinePkgBinary.run(["sync", nginx.url("manifest.json").absoluteString, "--root", root.path, "--quiet"]).checked(what)
+        func sync(_ what: String) async throws {
+            try await InProcessCLI.run(["sync", nginx.url("manifest.json").absoluteString, "--root", root.path, "--quiet"]).checked(what)
         }
     }
 
-    @Test func twoPackagesSharingFilesStoreThemOnce() throws {
+    @Test func twoPackagesSharingFilesStoreThemOnce() async throws {
         let device = try Device()
-        try device.sync().checked("sync")
+        try await device.sync().checked("sync")
         let a = try device.tree("a", "1")
         let b = try device.tree("b", "1")
         for file in Self.vendor {
@@ -129,21 +134,21 @@ struct ContentStoreTests {
         // Each package's own page is held too, alone.
         #expect(Self.inode(a + "/index.html").links == 2 && Self.inode(a + "/index.html").ino != Self.inode(b + "/index.html").ino)
         // The lookup path answers each package's files through its own tree.
-        #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))
-        #expect(try device.lookup("https://b.example.com/vendor/lib3.js") == Self.vendor[3].contents)
+        await #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))
+        await #expect(try device.lookup("https://b.example.com/vendor/lib3.js") == Self.vendor[3].contents)
         // status counts the held files once: 8 shared, 2 pages.
-        let content = try #require(try Self.status(device.root.path)["content"] as? [String: Any])
+        let content = try await #require(try Self.status(device.root.path)["content"] as? [String: Any])
         #expect(content["files"] as? Int == 10)
         #expect(content["bytes"] as? Int == 8 * 40_000 + 6)
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+        try await InProcessCLI.run(["verify", "--root", device.root.path]).checked("verify")
     }
 
     /// A root in the older layout holds its content in 256 folders (`content/<2 hex>/<sha256>`): the next
     /// sync moves each held file to its new name as the same inode, finishes a move that a kill left with
     /// both names, and links the update's unchanged files to the moved content rather than copy them.
-    @Test func aRootWithTheOldContentLayoutIsMovedAndItsContentStaysShared() throws {
+    @Test func aRootWithTheOldContentLayoutIsMovedAndItsContentStaysShared() async throws {
         let device = try Device()
-        try device.sync().checked("sync")
+        try await device.sync().checked("sync")
         let layout = device.layout
         var inodes = [String: UInt]()
         for sha256 in Self.held(layout) {
@@ -159,10 +164,10 @@ struct ContentStoreTests {
         for shard in FileSystem.contents(of: layout.content) where shard.utf8.count == 1 { rmdir(layout.contentShard(shard)) }
         #expect(FileSystem.contents(of: layout.content).filter { $0.utf8.count == 1 } == [String(both.prefix(1))])
         // Until it is moved, status and verify read the old layout too, each file once.
-        let before = try #require(try Self.status(device.root.path)["content"] as? [String: Any])
+        let before = try await #require(try Self.status(device.root.path)["content"] as? [String: Any])
         #expect(before["files"] as? Int == 10)
 
-        let (two, second) = try device.updateTwoFilesOfA()
+        let (two, second) = try await device.updateTwoFilesOfA()
         #expect(!FileSystem.contents(of: layout.content).contains { $0.utf8.count == 2 }, "an old folder is left")
         for (sha256, ino) in inodes {
             let held = Self.inode(layout.content(sha256: sha256))
@@ -178,19 +183,19 @@ struct ContentStoreTests {
             }
         }
         // Counted once each: the file that had two names too.
-        let content = try #require(try Self.status(device.root.path)["content"] as? [String: Any])
+        let content = try await #require(try Self.status(device.root.path)["content"] as? [String: Any])
         #expect(content["files"] as? Int == 12)
         #expect(content["bytes"] as? Int == 8 * 40_000 + 6 + 3 + 9)
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+        try await InProcessCLI.run(["verify", "--root", device.root.path]).checked("verify")
     }
 
     /// A package whose new files cannot be taken into content/ (here a folder stands at one file's
     /// content name, as a full disk would refuse a shard's growth) fails alone: the other package's
     /// verified tree is installed all the same, nothing of the failed one stays in staging or content/,
     /// and the next sync fetches only the package that failed.
-    @Test func aPackageWhoseContentCannotBeTakenInFailsAloneAndTheOtherIsKept() throws {
+    @Test func aPackageWhoseContentCannotBeTakenInFailsAloneAndTheOtherIsKept() async throws {
         let device = try Device()
-        try device.sync().checked("sync 1")
+        try await device.sync().checked("sync 1")
         try device.repo.add("a", "2", routes: ["https://a.example.com/"], files: [SiteFile("index.html", "a 2")] + Self.vendor)
         let blocked = SiteFile("extra.js", "b's new file")
         try device.repo.add("b", "2", routes: ["https://b.example.com/"], files: [SiteFile("index.html", "b 2"), blocked] + Self.vendor)
@@ -198,28 +203,28 @@ struct ContentStoreTests {
         let obstacle = device.layout.content(sha256: SHA256.hash(blocked.contents).hex)
         try FileSystem.makeDirectories(obstacle)
 
-        let failed = try OfflinePkgBinary.run(["sync", device.manifest, "--root", device.root.path])
+        let failed = await InProcessCLI.run(["sync", device.manifest, "--root", device.root.path])
         #expect(failed.status != 0, "\(failed.stderr)")
         #expect(failed.stderr.contains("failed b:") && !failed.stderr.contains("failed a:"), "\(failed.stderr)")
         // a's version 2 is installed (not active: the release is incomplete), b's is not.
         #expect(FileSystem.isDirectory(try device.tree("a", "2")))
         #expect(!FileSystem.exists(try device.tree("b", "2")))
-        #expect(try device.lookup("https://b.example.com/") == Array("b 1".utf8))
+        await #expect(try device.lookup("https://b.example.com/") == Array("b 1".utf8))
         #expect(FileSystem.contents(of: device.layout.staging).isEmpty, "\(FileSystem.contents(of: device.layout.staging))")
         // Whatever b's take-in linked before the failure is linked by no tree now: never trusted, and
         // collected by the next sync that succeeds (checked below).
         #expect(!ContentStore(layout: device.layout).contains(sha256: SHA256.hash(Array("b 2".utf8)).hex))
 
         try FileSystem.removeTree(obstacle)
-        let next = try OfflinePkgBinary.run(["sync", device.manifest, "--root", device.root.path]).checked("sync 3")
+        let next = try await InProcessCLI.run(["sync", device.manifest, "--root", device.root.path]).checked("sync 3")
         #expect(next.stderr.contains("fetching b 2") && !next.stderr.contains("fetching a"), "\(next.stderr)")
-        #expect(try device.lookup("https://b.example.com/extra.js") == blocked.contents)
-        #expect(try device.lookup("https://a.example.com/") == Array("a 2".utf8))
+        await #expect(try device.lookup("https://b.example.com/extra.js") == blocked.contents)
+        await #expect(try device.lookup("https://a.example.com/") == Array("a 2".utf8))
         for sha256 in Self.held(device.layout) {
             #expect(Self.inode(device.layout.content(sha256: sha256)).links > 1, "\(sha256) is an orphan")
         }
-        try ContentUsageTests.expectFigureMatchesAWalk(device.root, "after the sync that installed b")
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+        try await ContentUsageTests.expectFigureMatchesAWalk(device.root, "after the sync that installed b")
+        try await InProcessCLI.run(["verify", "--root", device.root.path]).checked("verify")
     }
 
     /// A sync of one package installs its tree without taking its new content in (a directory entry a
@@ -228,7 +233,7 @@ struct ContentStoreTests {
     /// that another of the tree's files repeats is already one inode with it; after it every file is its
     /// held content's inode, the list is gone, the figure is a walk's, and a later version shares the
     /// content. (A dry run counts listed content as held: FileFetchTests.theDryRunAndStatusShowTheWay….)
-    @Test func aSinglePackagesNewContentIsTakenInByTheNextRun() throws {
+    @Test func aSinglePackagesNewContentIsTakenInByTheNextRun() async throws {
         let repo = try TestRepository()
         let copy = SiteFile("copy-of-lib0.js", bytes: Self.vendor[0].contents)
         try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1"), copy] + Self.vendor)
@@ -237,9 +242,9 @@ struct ContentStoreTests {
         let root = try TemporaryDirectory(prefix: "offlinepkg-content")
         let layout = CacheLayout(root: root.path)
         let manifest = nginx.url("manifest.json").absoluteString
-        let sync = { (what: String) in try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"]).checked(what) }
-        let lookup = { (url: String) in try OfflinePkgBinary.run(["lookup", url, "--root", root.path]).checked("lookup").stdout }
-        try sync("sync 1")
+        let sync = { (what: String) in try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--quiet"]).checked(what) }
+        let lookup = { (url: String) in try await InProcessCLI.run(["lookup", url, "--root", root.path]).checked("lookup").stdout }
+        try await sync("sync 1")
         let published = try CrashSafetyTests.published(repo)
         let one = layout.tree(id: "home", version: "1", treeHash: try #require(published["home"]).tree)
         let list = layout.pendingContent(ofTree: one)
@@ -248,23 +253,23 @@ struct ContentStoreTests {
         #expect(listed == Set(files.map { SHA256.hash($0.contents).hex }), "the list names each new content once")
         #expect(Self.held(layout).isEmpty, "\(Self.held(layout))")
         #expect(Self.inode(one + "/" + copy.path).ino == Self.inode(one + "/vendor/lib0.js").ino, "a repeated file is its own inode")
-        #expect(try FileSystem.read(String(lookup("https://m.example.com/vendor/lib3.js").dropLast()), limit: 1 << 20) == Self.vendor[3].contents)
-        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify with content pending")
+        await #expect(try FileSystem.read(String(lookup("https://m.example.com/vendor/lib3.js").dropLast()), limit: 1 << 20) == Self.vendor[3].contents)
+        try await InProcessCLI.run(["verify", "--root", root.path]).checked("verify with content pending")
 
-        try sync("the sync after")
+        try await sync("the sync after")
         #expect(!FileSystem.exists(list))
         for file in files {
             let held = Self.inode(layout.content(sha256: SHA256.hash(file.contents).hex))
             #expect(held.ino != 0 && held.ino == Self.inode(one + "/" + file.path).ino, "\(file.path) is not its held content")
         }
         #expect(Self.inode(layout.content(sha256: SHA256.hash(copy.contents).hex)).links == 3)
-        try ContentUsageTests.expectFigureMatchesAWalk(root, "after the take-in")
-        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the take-in")
+        try await ContentUsageTests.expectFigureMatchesAWalk(root, "after the take-in")
+        try await InProcessCLI.run(["verify", "--root", root.path]).checked("verify after the take-in")
 
         // Version 2 shares the vendor files with 1, through content/.
         try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")] + Self.vendor)
         try repo.publish()
-        try sync("sync 2")
+        try await sync("sync 2")
         let two = layout.tree(id: "home", version: "2", treeHash: try #require(try CrashSafetyTests.published(repo)["home"]).tree)
         for file in Self.vendor { #expect(Self.inode(two + "/" + file.path).ino == Self.inode(one + "/" + file.path).ino, "\(file.path)") }
         #expect(Set(try String(contentsOfFile: layout.pendingContent(ofTree: two), encoding: .utf8).split(separator: "\n"))
@@ -275,8 +280,8 @@ struct ContentStoreTests {
     /// tree links) is replaced by the tree's file, and with the figure left open, the take-in's close
     /// walks and collects the other orphans rather than count them (the sync's own close would then
     /// count them, closed, for good).
-    @Test func theTakeInReplacesAnOrphanAndCollectsTheOthersAKillLeft() throws {
-        let device = try OnePackageDevice()
+    @Test func theTakeInReplacesAnOrphanAndCollectsTheOthersAKillLeft() async throws {
+        let device = try await OnePackageDevice()
         let (layout, root) = (device.layout, device.root)
         let page = layout.content(sha256: SHA256.hash(Array("home 1".utf8)).hex)
         let stray = layout.content(sha256: SHA256.hash(Array("left by a kill".utf8)).hex)
@@ -286,38 +291,38 @@ struct ContentStoreTests {
         }
         try FileSystem.writeAtomically(Array(#"{"files":2,"bytes":19,"open":"killed"}"#.utf8), to: layout.contentUsage)
 
-        try device.sync("the sync after")
+        try await device.sync("the sync after")
         let tree = layout.tree(id: "home", version: "1", treeHash: try #require(try CrashSafetyTests.published(device.repo)["home"]).tree)
         #expect(Self.inode(page).ino == Self.inode(tree + "/index.html").ino, "the orphan was not replaced")
         #expect(try FileSystem.read(page) == Array("home 1".utf8))
         #expect(!FileSystem.exists(stray), "the other orphan is still held")
         for sha256 in Self.held(layout) { #expect(Self.inode(layout.content(sha256: sha256)).links > 1, "\(sha256) is an orphan") }
         #expect(Self.held(layout).count == 9)
-        try ContentUsageTests.expectFigureMatchesAWalk(root, "after the take-in")
-        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify")
+        try await ContentUsageTests.expectFigureMatchesAWalk(root, "after the take-in")
+        try await InProcessCLI.run(["verify", "--root", root.path]).checked("verify")
     }
 
     /// A list whose tree is not installed (a kill between the list and the tree's rename, or a tree
     /// collected since) is dropped by the next run, as is a name no list has; `gc` takes content in too.
-    @Test func aPendingListWithoutItsTreeIsDroppedAndGCTakesContentIn() throws {
-        let device = try OnePackageDevice()
+    @Test func aPendingListWithoutItsTreeIsDroppedAndGCTakesContentIn() async throws {
+        let device = try await OnePackageDevice()
         let (layout, root) = (device.layout, device.root)
         let stray = layout.pendingContent(ofTree: layout.tree(id: "home", version: "0", treeHash: String(repeating: "0", count: 64)))
         try FileSystem.write(Array((SHA256.hash(Array("nothing".utf8)).hex + "\n").utf8), to: stray)
         try FileSystem.write(Array("x".utf8), to: layout.pendingContent + "/not a list")
-        try OfflinePkgBinary.run(["gc", "--root", root.path]).checked("gc")
+        try await InProcessCLI.run(["gc", "--root", root.path]).checked("gc")
         #expect(FileSystem.contents(of: layout.pendingContent).isEmpty, "\(FileSystem.contents(of: layout.pendingContent))")
         #expect(Self.held(layout).count == 9)
         for sha256 in Self.held(layout) { #expect(Self.inode(layout.content(sha256: sha256)).links == 2, "\(sha256)") }
-        try ContentUsageTests.expectFigureMatchesAWalk(root, "after gc")
+        try await ContentUsageTests.expectFigureMatchesAWalk(root, "after gc")
     }
 
-    @Test func anUpdateSharesItsUnchangedFilesAndGCRemovesExactlyWhatOnlyTheOldVersionUsed() throws {
+    @Test func anUpdateSharesItsUnchangedFilesAndGCRemovesExactlyWhatOnlyTheOldVersionUsed() async throws {
         let device = try Device()
-        try device.sync().checked("sync 1")
+        try await device.sync().checked("sync 1")
         let one = try device.tree("a", "1")
         // Version 2 changes 2 of the 9 files; version 3 changes another one.
-        let (two, second) = try device.updateTwoFilesOfA()
+        let (two, second) = try await device.updateTwoFilesOfA()
         for file in two {
             let shared = Self.inode(one + "/" + file.path).ino == Self.inode(second + "/" + file.path).ino
             #expect(shared == (file.path != "index.html" && file.path != "vendor/lib0.js"), "\(file.path)")
@@ -332,27 +337,27 @@ struct ContentStoreTests {
         three[2] = SiteFile("vendor/lib1.js", "lib1 of 3")
         try device.repo.add("a", "3", routes: ["https://a.example.com/"], files: three)
         try device.repo.publish()
-        try device.sync().checked("sync 3")
-        try device.sync().checked("the sync after sync 3")
+        try await device.sync().checked("sync 3")
+        try await device.sync().checked("the sync after sync 3")
         // Version 1 is neither active nor previous: gc (the sync's last stage) removed its tree, then
         // exactly the content no other tree links.
         #expect(!FileSystem.exists(one))
         let after = Self.held(device.layout)
         #expect(before.subtracting(after) == removable)
         #expect(after.subtracting(before) == [SHA256.hash(Array("lib1 of 3".utf8)).hex])
-        #expect(try device.lookup("https://a.example.com/vendor/lib1.js") == Array("lib1 of 3".utf8))
+        await #expect(try device.lookup("https://a.example.com/vendor/lib1.js") == Array("lib1 of 3".utf8))
         // No held file is left that no tree links.
         for sha256 in after { #expect(Self.inode(device.layout.content(sha256: sha256)).links > 1, "\(sha256) is an orphan") }
     }
 
-    @Test func verifyNamesADamagedContentFileAndEveryTreePathLinkingItAndRepairFixesIt() throws {
+    @Test func verifyNamesADamagedContentFileAndEveryTreePathLinkingItAndRepairFixesIt() async throws {
         let device = try Device()
-        try device.sync().checked("sync")
+        try await device.sync().checked("sync")
         let sha256 = SHA256.hash(Self.vendor[2].contents).hex
         let held = device.layout.content(sha256: sha256)
         try Self.overwrite(held, at: 100, with: [Self.vendor[2].contents[100] ^ 0xff])
 
-        let verify = try OfflinePkgBinary.run(["verify", "--root", device.root.path, "--json"])
+        let verify = await InProcessCLI.run(["verify", "--root", device.root.path, "--json"])
         #expect(verify.status == 4, "\(verify.stdout) \(verify.stderr)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(verify.stdout.utf8)) as? [String: Any])
         let damaged = try #require(report["damaged"] as? [[String: Any]])
@@ -365,9 +370,9 @@ struct ContentStoreTests {
         }
         #expect(damaged.count == 3, "\(damaged)")
 
-        let repair = try OfflinePkgBinary.run(["verify", "--repair", "--root", device.root.path])
+        let repair = await InProcessCLI.run(["verify", "--repair", "--root", device.root.path])
         #expect(repair.status == 0, "\(repair.stderr)")
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify after repair")
+        try await InProcessCLI.run(["verify", "--root", device.root.path]).checked("verify after repair")
         #expect(try FileHasher.sha256(ofFile: held) == sha256)
         // Both trees link the one sound inode again, and the damaged one is gone from every tree.
         let sound = Self.inode(held)
@@ -377,7 +382,7 @@ struct ContentStoreTests {
 
     @Test func repairGivenOnlyATreesEntryStillReplacesTheDamagedContentItLinks() async throws {
         let device = try Device()
-        try device.sync().checked("sync")
+        try await device.sync().checked("sync")
         let sha256 = SHA256.hash(Self.vendor[5].contents).hex
         let held = device.layout.content(sha256: sha256)
         try Self.overwrite(held, at: 0, with: [Self.vendor[5].contents[0] ^ 1])
@@ -391,29 +396,29 @@ struct ContentStoreTests {
         #expect(Self.inode(try device.tree("b", "1") + "/vendor/lib5.js").ino == Self.inode(held).ino)
     }
 
-    @Test func repairBringsBackDamagedContentThatOnlyThePreviousSetLinks() throws {
+    @Test func repairBringsBackDamagedContentThatOnlyThePreviousSetLinks() async throws {
         let device = try Device()
-        try device.sync().checked("sync 1")
+        try await device.sync().checked("sync 1")
         let one = try device.tree("a", "1")
         try device.repo.add("a", "2", routes: ["https://a.example.com/"], files: [SiteFile("index.html", "a 2")] + Self.vendor)
         try device.repo.publish()
-        try device.sync().checked("sync 2")
+        try await device.sync().checked("sync 2")
         let held = device.layout.content(sha256: SHA256.hash(Array("a 1".utf8)).hex)
         try Self.overwrite(held, at: 0, with: Array("a !".utf8))
 
-        let verify = try OfflinePkgBinary.run(["verify", "--root", device.root.path, "--json"])
+        let verify = await InProcessCLI.run(["verify", "--root", device.root.path, "--json"])
         #expect(verify.status == 4)
         #expect(verify.stdout.contains(one + "/index.html"), "\(verify.stdout)")
-        try OfflinePkgBinary.run(["verify", "--repair", "--root", device.root.path]).checked("repair")
+        try await InProcessCLI.run(["verify", "--repair", "--root", device.root.path]).checked("repair")
         #expect(try FileHasher.sha256(ofFile: held) == SHA256.hash(Array("a 1".utf8)).hex)
         #expect(Self.inode(one + "/index.html").ino == Self.inode(held).ino)
-        try OfflinePkgBinary.run(["rollback", "--root", device.root.path]).checked("rollback")
-        #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))
+        try await InProcessCLI.run(["rollback", "--root", device.root.path]).checked("rollback")
+        await #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))
     }
 
-    @Test func aRootFromBeforeTheContentStoreKeepsWorkingAndItsNextSyncLinksIntoContent() throws {
+    @Test func aRootFromBeforeTheContentStoreKeepsWorkingAndItsNextSyncLinksIntoContent() async throws {
         let device = try Device()
-        try device.sync().checked("sync")
+        try await device.sync().checked("sync")
         // What today's release leaves: trees of plain files, each its own inode, and no content/.
         for id in ["a", "b"] {
             let tree = try device.tree(id, "1")
@@ -434,22 +439,22 @@ struct ContentStoreTests {
         FileSystem.discardFile(device.layout.contentUsage)
         let one = try device.tree("a", "1")
         #expect(Self.inode(one + "/vendor/lib0.js").links == 1)
-        #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify of the old root")
+        await #expect(try device.lookup("https://a.example.com/") == Array("a 1".utf8))
+        try await InProcessCLI.run(["verify", "--root", device.root.path]).checked("verify of the old root")
 
-        let (two, second) = try device.updateTwoFilesOfA()
+        let (two, second) = try await device.updateTwoFilesOfA()
         for file in two {
             #expect(Self.inode(second + "/" + file.path).ino == Self.inode(device.layout.content(sha256: SHA256.hash(file.contents).hex)).ino)
         }
-        #expect(try device.lookup("https://a.example.com/vendor/lib0.js") == Array("lib0 of 2".utf8))
+        await #expect(try device.lookup("https://a.example.com/vendor/lib0.js") == Array("lib0 of 2".utf8))
         // gc handles both kinds: the old plain tree of a goes with version 3, content stays for the trees using it.
         try device.repo.add("a", "3", routes: ["https://a.example.com/"], files: two + [SiteFile("new.txt", "3")])
         try device.repo.publish()
-        try device.sync().checked("sync 3")
+        try await device.sync().checked("sync 3")
         let three = try device.tree("a", "3")
         #expect(!FileSystem.exists(one) && FileSystem.exists(three))
         #expect(Self.inode(device.layout.content(sha256: SHA256.hash(Self.vendor[1].contents).hex)).links == 3)
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify after the migration")
-        #expect(try device.lookup("https://b.example.com/vendor/lib1.js") == Self.vendor[1].contents)
+        try await InProcessCLI.run(["verify", "--root", device.root.path]).checked("verify after the migration")
+        await #expect(try device.lookup("https://b.example.com/vendor/lib1.js") == Self.vendor[1].contents)
     }
 }

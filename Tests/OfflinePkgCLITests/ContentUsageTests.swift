@@ -21,8 +21,8 @@ struct ContentUsageTests {
         return (files, bytes)
     }
 
-    static func statusFigure(_ root: String) throws -> (files: Int, bytes: Int64) {
-        let content = try #require(try ContentStoreTests.status(root)["content"] as? [String: Any])
+    static func statusFigure(_ root: String) async throws -> (files: Int, bytes: Int64) {
+        let content = try await #require(try ContentStoreTests.status(root)["content"] as? [String: Any])
         return (try #require(content["files"] as? Int), Int64(try #require(content["bytes"] as? Int)))
     }
 
@@ -32,10 +32,10 @@ struct ContentUsageTests {
         return try JSONSerialization.jsonObject(with: data) as? [String: Any]
     }
 
-    static func expectFigureMatchesAWalk(_ root: TemporaryDirectory, closed: Bool = true, _ what: String) throws {
+    static func expectFigureMatchesAWalk(_ root: TemporaryDirectory, closed: Bool = true, _ what: String) async throws {
         let layout = CacheLayout(root: root.path)
         let walk = walked(layout)
-        let shown = try statusFigure(root.path)
+        let shown = try await statusFigure(root.path)
         #expect(shown.files == walk.files && shown.bytes == walk.bytes, "\(what): status \(shown), walk \(walk)")
         if closed {
             let file = try #require(try figureFile(layout), "\(what): no content.json")
@@ -68,13 +68,13 @@ struct ContentUsageTests {
     /// Syncs on a root of about 2,000 held files that change one small package stat a few dozen held
     /// files, not 2,000 (the collection used to walk all of `content/`), and `status` stats none; the
     /// old version's own content still goes, and the figure stays that of a walk.
-    @Test func aSyncThatChangesLittleAndStatusDoNotStatEveryHeldFile() throws {
+    @Test func aSyncThatChangesLittleAndStatusDoNotStatEveryHeldFile() async throws {
         let count = 2000
         let device = try Self.device(bigFiles: count)
-        try device.sync().checked("sync 1")
-        try Self.expectFigureMatchesAWalk(device.root, "after the first sync")
+        try await device.sync().checked("sync 1")
+        try await Self.expectFigureMatchesAWalk(device.root, "after the first sync")
         try Self.publishSmall(device, 2)
-        try device.sync().checked("sync 2")
+        try await device.sync().checked("sync 2")
         try Self.publishSmall(device, 3)
         let held = ContentStoreTests.held(device.layout)
         #expect(held.count > count)
@@ -89,53 +89,53 @@ struct ContentUsageTests {
         for sha256 in ContentStoreTests.held(device.layout) {
             #expect(ContentStoreTests.inode(device.layout.content(sha256: sha256)).links > 1, "\(sha256) is an orphan")
         }
-        try Self.expectFigureMatchesAWalk(device.root, "after sync 3")
+        try await Self.expectFigureMatchesAWalk(device.root, "after sync 3")
         let status = try Strace.offlinepkg(["status", "--root", device.root.path, "--json"], trace: Strace.statCalls)
         #expect(status.result.status == 0, "\(status.result.stderr)")
         #expect(Self.heldFileCalls(status).isEmpty, "\(Self.heldFileCalls(status).prefix(5))")
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+        try await InProcessCLI.run(["verify", "--root", device.root.path]).checked("verify")
     }
 
     /// A root from a release that kept no figure: `status` walks (and is right), the next sync that
     /// changes content walks once and writes the figure, and from then on it is kept.
-    @Test func aRootWithoutAFigureGetsOneFromOneWalk() throws {
+    @Test func aRootWithoutAFigureGetsOneFromOneWalk() async throws {
         let device = try ContentStoreTests.Device()
-        try device.sync().checked("sync 1")
+        try await device.sync().checked("sync 1")
         FileSystem.discardFile(device.layout.contentUsage)
-        try Self.expectFigureMatchesAWalk(device.root, closed: false, "without content.json")
+        try await Self.expectFigureMatchesAWalk(device.root, closed: false, "without content.json")
         #expect(try Self.figureFile(device.layout) == nil, "status wrote content.json")
-        _ = try device.updateTwoFilesOfA()
-        try Self.expectFigureMatchesAWalk(device.root, "after the sync that walked")
+        _ = try await device.updateTwoFilesOfA()
+        try await Self.expectFigureMatchesAWalk(device.root, "after the sync that walked")
         try Self.publishSmall(device, 3)
-        try device.sync().checked("sync 3")
-        try Self.expectFigureMatchesAWalk(device.root, "after a counted sync")
+        try await device.sync().checked("sync 3")
+        try await Self.expectFigureMatchesAWalk(device.root, "after a counted sync")
         // `gc` walks whatever the figure says, and writes it afresh.
         FileSystem.discardFile(device.layout.contentUsage)
-        try OfflinePkgBinary.run(["gc", "--root", device.root.path]).checked("gc")
-        try Self.expectFigureMatchesAWalk(device.root, "after gc")
+        try await InProcessCLI.run(["gc", "--root", device.root.path]).checked("gc")
+        try await Self.expectFigureMatchesAWalk(device.root, "after gc")
     }
 
     /// `kill -9` while a sync takes content in, after its unpack, and after its switch: the figure is left open
     /// (never believed: `status` walks and is right), and the next sync closes it right.
     @Test(arguments: ["content-link", "after-unpack", "after-switch"])
-    func aKilledSyncLeavesTheFigureOpenAndTheNextSyncRight(_ failpoint: String) throws {
+    func aKilledSyncLeavesTheFigureOpenAndTheNextSyncRight(_ failpoint: String) async throws {
         let device = try ContentStoreTests.Device()
-        try device.sync().checked("sync 1")
+        try await device.sync().checked("sync 1")
         try Self.publishSmall(device, 2)
         if failpoint == "content-link" {
             // A sync of one package leaves its new content to the next sync's start: that one dies there.
-            try device.sync().checked("sync 2")
+            try await device.sync().checked("sync 2")
         }
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINEPKG_FAILPOINT"] = failpoint
-        let killed = try device.sync(environment)
+        let killed = try device.syncInAProcess(environment)
         #expect(killed.status == 128 + SIGKILL, "\(failpoint): \(killed.stderr)")
         #expect(try Self.figureFile(device.layout)?["open"] != nil, "\(failpoint): the figure is not open")
-        try Self.expectFigureMatchesAWalk(device.root, closed: false, "after the kill at \(failpoint)")
+        try await Self.expectFigureMatchesAWalk(device.root, closed: false, "after the kill at \(failpoint)")
         try Self.publishSmall(device, 3)
-        try device.sync().checked("sync after the kill")
-        try Self.expectFigureMatchesAWalk(device.root, "after the next sync")
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+        try await device.sync().checked("sync after the kill")
+        try await Self.expectFigureMatchesAWalk(device.root, "after the next sync")
+        try await InProcessCLI.run(["verify", "--root", device.root.path]).checked("verify")
     }
 
     /// `kill -9` in a collection right after it removed an unused tree, before the content only that
@@ -143,12 +143,12 @@ struct ContentUsageTests {
     /// it is gone. The figure was opened before the tree went, so the next collection walks `content/`,
     /// collects those orphans and closes the figure right; without that, a closed figure was believed
     /// and they stayed for good.
-    @Test func aCollectionKilledAfterRemovingATreeLeavesNoOrphanForGood() throws {
+    @Test func aCollectionKilledAfterRemovingATreeLeavesNoOrphanForGood() async throws {
         let device = try ContentStoreTests.Device()
-        try device.sync().checked("sync 1")
+        try await device.sync().checked("sync 1")
         let one = try device.tree("a", "1")
         try Self.publishSmall(device, 2)
-        try device.sync().checked("sync 2")
+        try await device.sync().checked("sync 2")
         try Self.publishSmall(device, 3)
         // A reader holding version 1 keeps it through sync 3's own collection (whose session, opened by
         // its inserts, would hide what this test is after); then the reader goes.
@@ -156,7 +156,7 @@ struct ContentUsageTests {
         let lease = open(device.layout.lease("reader-of-1"), O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         try #require(lease >= 0 && flock(lease, LOCK_EX) == 0)
         _ = Array((one + "\n").utf8).withUnsafeBytes { write(lease, $0.baseAddress, $0.count) }
-        try device.sync().checked("sync 3")
+        try await device.sync().checked("sync 3")
         #expect(FileSystem.exists(one), "version 1 collected while a reader held it")
         close(lease)
         var environment = ProcessInfo.processInfo.environment
@@ -167,45 +167,45 @@ struct ContentUsageTests {
         let orphans = { ContentStoreTests.held(device.layout).filter { ContentStoreTests.inode(device.layout.content(sha256: $0)).links == 1 } }
         #expect(!orphans().isEmpty, "the kill left no orphan: the fail point is not between the tree and its content")
         #expect(try Self.figureFile(device.layout)?["open"] != nil, "the figure is closed with orphans left uncounted")
-        try Self.expectFigureMatchesAWalk(device.root, closed: false, "after the kill")
+        try await Self.expectFigureMatchesAWalk(device.root, closed: false, "after the kill")
         // A sync's collection trusts a closed figure and looks only at the content of trees it removes
         // (`gc` would walk anyway): only the open figure makes it walk and find those orphans.
         try Self.publishSmall(device, 4)
-        try device.sync().checked("sync 4")
+        try await device.sync().checked("sync 4")
         #expect(orphans().isEmpty, "held files no tree links, left after the next collection: \(orphans())")
-        try Self.expectFigureMatchesAWalk(device.root, "after the next collection")
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify")
+        try await Self.expectFigureMatchesAWalk(device.root, "after the next collection")
+        try await InProcessCLI.run(["verify", "--root", device.root.path]).checked("verify")
     }
 
     /// A closed figure that is wrong (a release that did not keep it changed the root): `verify` names
     /// it, and `verify --repair` writes the walked one.
-    @Test func verifyNamesAWrongFigureAndRepairWritesTheRightOne() throws {
+    @Test func verifyNamesAWrongFigureAndRepairWritesTheRightOne() async throws {
         let device = try ContentStoreTests.Device()
-        try device.sync().checked("sync")
+        try await device.sync().checked("sync")
         try FileSystem.writeAtomically(Array(#"{"files":1,"bytes":2}"#.utf8), to: device.layout.contentUsage)
-        let verify = try OfflinePkgBinary.run(["verify", "--root", device.root.path])
+        let verify = await InProcessCLI.run(["verify", "--root", device.root.path])
         #expect(verify.status != 0)
         #expect(verify.stdout.contains("content.json") || verify.stderr.contains("content.json"), "\(verify)")
         #expect((verify.stdout + verify.stderr).contains("counts 1 files of 2 bytes"), "\(verify)")
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path, "--repair"]).checked("repair")
-        try Self.expectFigureMatchesAWalk(device.root, "after the repair")
-        try OfflinePkgBinary.run(["verify", "--root", device.root.path]).checked("verify after the repair")
+        try await InProcessCLI.run(["verify", "--root", device.root.path, "--repair"]).checked("repair")
+        try await Self.expectFigureMatchesAWalk(device.root, "after the repair")
+        try await InProcessCLI.run(["verify", "--root", device.root.path]).checked("verify after the repair")
     }
 
     /// A held file damaged in place that the next version shares: the sync's unpack hashes it before
     /// linking the new tree's file to it, drops it, says so, and keeps the sound bytes it just wrote.
-    @Test func damagedHeldContentIsNotLinkedIntoTheNextVersion() throws {
+    @Test func damagedHeldContentIsNotLinkedIntoTheNextVersion() async throws {
         let device = try ContentStoreTests.Device()
-        try device.sync().checked("sync 1")
+        try await device.sync().checked("sync 1")
         let lib3 = ContentStoreTests.vendor[3]
         let held = device.layout.content(sha256: SHA256.hash(lib3.contents).hex)
         try ContentStoreTests.overwrite(held, at: 10, with: Array("rot".utf8))
         try Self.publishSmall(device, 2)
-        let synced = try OfflinePkgBinary.run(["sync", device.manifest, "--root", device.root.path])
+        let synced = await InProcessCLI.run(["sync", device.manifest, "--root", device.root.path])
         #expect(synced.status == 0, "\(synced.stderr)")
         #expect(synced.stderr.contains("damaged held content \(held)"), "\(synced.stderr)")
-        #expect(try device.lookup("https://a.example.com/vendor/lib3.js") == lib3.contents)
+        await #expect(try device.lookup("https://a.example.com/vendor/lib3.js") == lib3.contents)
         #expect(try FileHasher.sha256(ofFile: held) == SHA256.hash(lib3.contents).hex)
-        try Self.expectFigureMatchesAWalk(device.root, "after the drop")
+        try await Self.expectFigureMatchesAWalk(device.root, "after the drop")
     }
 }

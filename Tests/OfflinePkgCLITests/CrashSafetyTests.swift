@@ -35,10 +35,10 @@ struct CrashSafetyTests {
 
     /// The release a root answers with, checked to be one release for every package: each lookup's file
     /// holds the version the lookup reports, and both packages report the same one.
-    static func servedRelease(root: String) throws -> String {
+    static func servedRelease(root: String) async throws -> String {
         var versions = [String: String]()
         for (id, url) in [("home", "https://m.example.com/"), ("docs", "https://m.example.com/docs/")] {
-            let result = try OfflinePkgBinary.run(["lookup", url, "--root", root, "--json"]).checked("lookup \(id)")
+            let result = try await InProcessCLI.run(["lookup", url, "--root", root, "--json"]).checked("lookup \(id)")
             let answer = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
             let version = try #require(answer["version"] as? String)
             #expect(answer["packageID"] as? String == id)
@@ -50,8 +50,8 @@ struct CrashSafetyTests {
     }
 
     /// What `status --json` says is active: generation, manifest sequence and each package's version.
-    static func activeSet(root: String) throws -> (generation: Int, sequence: Int, versions: [String: String]) {
-        let result = try OfflinePkgBinary.run(["status", "--root", root, "--json"]).checked("status")
+    static func activeSet(root: String) async throws -> (generation: Int, sequence: Int, versions: [String: String]) {
+        let result = try await InProcessCLI.run(["status", "--root", root, "--json"]).checked("status")
         let status = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         let active = try #require(status["active"] as? [String: Any])
         let packages = try #require(active["packages"] as? [[String: Any]])
@@ -72,7 +72,7 @@ struct CrashSafetyTests {
     /// flush may still run (`EarlyFlush`): nothing is active, staging is cleared, and the next sync
     /// installs it whole. The verified download was deleted when the archive had been read, so the next
     /// sync fetches the archive again: the documented cost of flushing beside the lanes (docs/design.md).
-    @Test func aFirstInstallKilledAfterItsUnpackIsInstalledByTheNextSync() throws {
+    @Test func aFirstInstallKilledAfterItsUnpackIsInstalledByTheNextSync() async throws {
         let repo = try TestRepository()
         try repo.add(
             "home", "1", routes: ["https://m.example.com/"],
@@ -85,30 +85,30 @@ struct CrashSafetyTests {
         environment["OFFLINEPKG_FAILPOINT"] = "after-unpack"
         let killed = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"], environment: environment)
         #expect(killed.status == 128 + SIGKILL, "expected SIGKILL after the unpack: \(killed.stderr)")
-        #expect(try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", root.path]).status == 1)
+        #expect(try await InProcessCLI.run(["lookup", "https://m.example.com/", "--root", root.path]).status == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: layout.downloads).isEmpty)
 
-        let next = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--json"]).checked("sync after the kill")
+        let next = try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--json"]).checked("sync after the kill")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(next.stdout.utf8)) as? [String: Any])
         let archive = try #require(try Self.published(repo)["home"])
         #expect(report["bytesFetched"] as? Int == Int(archive.size))
-        let lookup = try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", root.path]).checked("lookup")
+        let lookup = try await InProcessCLI.run(["lookup", "https://m.example.com/", "--root", root.path]).checked("lookup")
         #expect(try String(contentsOfFile: String(lookup.stdout.dropLast()), encoding: .utf8) == "home 1")
-        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the kill")
+        try await InProcessCLI.run(["verify", "--root", root.path]).checked("verify after the kill")
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.path("staging")).isEmpty)
     }
 
     @Test(arguments: [
         "after-manifest", "mid-download", "content-link", "after-unpack", "before-seal", "before-switch", "after-switch",
     ])
-    func killedAtAStageLeavesOneWholeSetAndTheNextSyncCompletes(_ failpoint: String) throws {
+    func killedAtAStageLeavesOneWholeSetAndTheNextSyncCompletes(_ failpoint: String) async throws {
         let repo = try TestRepository()
         try Self.publish(repo, "1")
         let nginx = try NginxServer(documentRoot: repo.path)
         let root = try TemporaryDirectory(prefix: "offlinepkg-crash")
         let layout = CacheLayout(root: root.path)
         let manifest = nginx.url("manifest.json").absoluteString
-        try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("first sync")
+        try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("first sync")
         try Self.publish(repo, "22", noise: failpoint == "mid-download" ? 600_000 : 0)
 
         var environment = ProcessInfo.processInfo.environment
@@ -118,9 +118,9 @@ struct CrashSafetyTests {
 
         // Lookups answer from one whole release, and status names that very release as active.
         let switched = failpoint == "after-switch"
-        let served = try Self.servedRelease(root: root.path)
+        let served = try await Self.servedRelease(root: root.path)
         #expect(served == (switched ? "22" : "1"))
-        let active = try Self.activeSet(root: root.path)
+        let active = try await Self.activeSet(root: root.path)
         #expect(active.generation == (switched ? 2 : 1) && active.sequence == (switched ? 2 : 1))
         #expect(active.versions == ["home": served, "docs": served])
 
@@ -140,17 +140,17 @@ struct CrashSafetyTests {
         }
         let rest = missing.reduce(Int64(0)) { $0 + $1.value.size - kept[$1.key]! }
 
-        let next = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--json"]).checked("sync after the crash")
+        let next = try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--json"]).checked("sync after the crash")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(next.stdout.utf8)) as? [String: Any])
         #expect(report["bytesFetched"] as? Int == Int(rest), "kept after the kill: \(kept), not installed: \(missing.keys)")
-        #expect(try Self.servedRelease(root: root.path) == "22")
-        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the crash")
+        await #expect(try Self.servedRelease(root: root.path) == "22")
+        try await InProcessCLI.run(["verify", "--root", root.path]).checked("verify after the crash")
         // No staging is left behind, and no download of an archive the active set already has.
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.path("staging")).isEmpty)
         // Content the killed sync linked in but no tree took is gone; every active file is held content,
         // once the run after has taken in what a sync of one package leaves pending (the killed sync
         // may have installed one of the two trees, and then the next installs only the other).
-        try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("the sync after")
+        try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("the sync after")
         for sha256 in ContentStoreTests.held(layout) {
             #expect(ContentStoreTests.inode(layout.content(sha256: sha256)).links > 1, "\(sha256) is held by no tree")
         }
@@ -171,14 +171,14 @@ struct CrashSafetyTests {
     /// all of it takes about 7 s). Each round starts a sync, waits until it has added bytes to what the
     /// previous rounds left in downloads/, lets it run a random moment more and kills it: four rounds take
     /// at most about 3 MB per archive, so every kill finds the download unfinished.
-    @Test func killedAtRandomMomentsOfASlowSync() throws {
+    @Test func killedAtRandomMomentsOfASlowSync() async throws {
         let repo = try TestRepository()
         try Self.publish(repo, "1")
         let nginx = try NginxServer(documentRoot: repo.path, limitRate: 500_000)
         let root = try TemporaryDirectory(prefix: "offlinepkg-crash")
         let layout = CacheLayout(root: root.path)
         let manifest = nginx.url("manifest.json").absoluteString
-        try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("first sync")
+        try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("first sync")
         try Self.publish(repo, "22", noise: 4_000_000)
         let archives = try Self.published(repo)
         let total = archives.values.reduce(Int64(0)) { $0 + $1.size }
@@ -192,7 +192,7 @@ struct CrashSafetyTests {
             let sync = try ChildProcess(OfflinePkgBinary.path, ["sync", manifest, "--root", root.path, "--quiet"])
             let deadline = Date().addingTimeInterval(20)
             while downloaded() <= kept && sync.isRunning && Date() < deadline { usleep(5_000) }
-            Thread.sleep(forTimeInterval: Double.random(in: 0.05...0.3))
+            usleep(UInt32(Double.random(in: 0.05...0.3) * 1_000_000))
             let killed = sync.kill()
             #expect(killed.status == 128 + SIGKILL, "round \(round): the sync was not killed mid-way: \(killed.stderr)")
             // The kill landed during the download: it left more bytes than before, and not all of them.
@@ -200,20 +200,20 @@ struct CrashSafetyTests {
             #expect(now > kept && now < total, "round \(round): \(now) of \(total) bytes on disk, \(kept) before")
             kept = now
             // The previous set, whole: every lookup answers from release 1, and status says so.
-            let served = try Self.servedRelease(root: root.path)
+            let served = try await Self.servedRelease(root: root.path)
             #expect(served == "1" || served == "22")
             #expect(served == "1", "round \(round): the set switched before the download ended")
-            let active = try Self.activeSet(root: root.path)
+            let active = try await Self.activeSet(root: root.path)
             #expect(active.generation == 1 && active.sequence == 1 && active.versions == ["home": served, "docs": served])
         }
         // The next sync finishes, fetching only what the kills left out.
-        let next = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--json"], timeout: 60)
+        let next = try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--json"])
             .checked("sync after the crashes")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(next.stdout.utf8)) as? [String: Any])
         #expect(report["bytesFetched"] as? Int == Int(total - kept))
-        #expect(try Self.servedRelease(root: root.path) == "22")
-        let active = try Self.activeSet(root: root.path)
+        await #expect(try Self.servedRelease(root: root.path) == "22")
+        let active = try await Self.activeSet(root: root.path)
         #expect(active.generation == 2 && active.versions == ["home": "22", "docs": "22"])
-        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the crashes")
+        try await InProcessCLI.run(["verify", "--root", root.path]).checked("verify after the crashes")
     }
 }

@@ -8,7 +8,7 @@ import Testing
 /// writeback counters (the `sync-writes` benchmark row measures those) depend on what else the machine does.
 @Suite("Disk writes")
 struct DiskWriteTests {
-    @Test func downloadsAreDeletedBeforeTheOneFlushOfASync() throws {
+    @Test func downloadsAreDeletedBeforeTheOneFlushOfASync() async throws {
         let repo = try Self.repository(["home", "docs", "lib", "img"], dataBytes: 200_000)
         let root = try TemporaryDirectory()
         let traced = try Strace.offlinepkg(
@@ -31,7 +31,7 @@ struct DiskWriteTests {
     /// writeback beside the creates, not after them): the flush starts once the archive has been read,
     /// and only after the download is deleted, so the download's pages are still dropped, not written.
     /// The commit's two flushes follow, and the tree is whole.
-    @Test func aFirstInstallOfOnePackageFlushesWhileItsFilesAreStillWritten() throws {
+    @Test func aFirstInstallOfOnePackageFlushesWhileItsFilesAreStillWritten() async throws {
         let repo = try TestRepository()
         // 2,000 files in 20 folders: the reader hands them over faster than two lanes create them.
         let files = (0..<2_000).map {
@@ -62,14 +62,14 @@ struct DiskWriteTests {
         let early = try #require(flushes.first)
         #expect(download < early, "the download was deleted after the first flush began")
         #expect(early < creates.last!, "the first flush began only after the last file was created")
-        try OfflinePkgBinary.run(["verify", "--root", root.path("root")]).checked("verify")
+        try await InProcessCLI.run(["verify", "--root", root.path("root")]).checked("verify")
     }
 
     /// A first install writes a file that the tree repeats once, although its flush starts while the
     /// lanes still write: each repeat is linked to the first copy as soon as it is written, before that
     /// flush can write it, not at staging. Counted as the `sync-writes` benchmark row counts: pages dirtied less
     /// those dropped before writeback (`/proc/PID/io` of a shell around the sync).
-    @Test func aFirstInstallWritesARepeatedFileOnce() throws {
+    @Test func aFirstInstallWritesARepeatedFileOnce() async throws {
         let repo = try TestRepository()
         let copy = try CrashSafetyTests.randomBytes(1 << 20)
         // Eight copies first, then 12 MiB of other bytes, all in one folder and so one lane, which writes
@@ -95,16 +95,16 @@ struct DiskWriteTests {
         // the records (a few hundred KiB) and for pages the kernel may write back on its own meanwhile
         // (once in a dozen runs, about 1 MiB more).
         #expect(written < (13 << 20) + (2 << 20), "written: \(written) bytes")
-        try OfflinePkgBinary.run(["verify", "--root", root.path("root")]).checked("verify")
+        try await InProcessCLI.run(["verify", "--root", root.path("root")]).checked("verify")
     }
 
     /// An update's unchanged file (here a 200 KB `data.bin`) is switched to the held inode as it is
     /// unpacked, before the sync's first flush, so the copy just written is dropped before it is written
     /// back: an update that changes 1 % of a tree writes about 1 % to the disk, not the whole tree.
-    @Test func anUpdatesUnchangedFilesAreLinkedToHeldContentBeforeTheFlush() throws {
+    @Test func anUpdatesUnchangedFilesAreLinkedToHeldContentBeforeTheFlush() async throws {
         let repo = try Self.repository(["home"], dataBytes: 200_000)
         let root = try TemporaryDirectory()
-        try OfflinePkgBinary.run(["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"]).checked(
+        try await InProcessCLI.run(["sync", "file://" + repo.manifestPath, "--root", root.path("root"), "--quiet"]).checked(
             "sync 1")
         try repo.add(
             "home", "2", routes: ["https://m.example.com/"],
@@ -123,20 +123,20 @@ struct DiskWriteTests {
         #expect(relinked.count == 1, "\(calls)")
         #expect(relinked.allSatisfy { $0 < firstFlush }, "the unchanged file was relinked after the flush: \(calls)")
         #expect(
-            try OfflinePkgBinary.run(["lookup", "https://m.example.com/data.bin", "--root", root.path("root")]).checked("lookup")
+            try await InProcessCLI.run(["lookup", "https://m.example.com/data.bin", "--root", root.path("root")]).checked("lookup")
                 .status == 0)
     }
 
     /// A timer's sync that the server answers 304 changes only times in state.json: it writes them
     /// without a flush, so a sync every few minutes costs a device's disk no fsync at all.
-    @Test func aNotModifiedSyncFlushesNothing() throws {
+    @Test func aNotModifiedSyncFlushesNothing() async throws {
         let repo = try Self.repository(["home"], dataBytes: 1_000)
         let nginx = try NginxServer(documentRoot: repo.path)
         let root = try TemporaryDirectory()
         let arguments = ["sync", nginx.url("manifest.json").absoluteString, "--root", root.path("root")]
-        try OfflinePkgBinary.run(arguments + ["--quiet"]).checked("sync 1")
+        try await InProcessCLI.run(arguments + ["--quiet"]).checked("sync 1")
         // The second run takes in the content the first one left pending (a ledger session, flushed).
-        try OfflinePkgBinary.run(arguments + ["--quiet"]).checked("sync 2")
+        try await InProcessCLI.run(arguments + ["--quiet"]).checked("sync 2")
         let traced = try Strace.offlinepkg(
             arguments, trace: "fsync,fdatasync,syncfs,sync_file_range,rename,renameat,renameat2", flags: ["-y"], timeout: 60)
         #expect(traced.result.status == 0, "\(traced.result.stderr)")
@@ -151,7 +151,7 @@ struct DiskWriteTests {
     /// written out at its close, before the sync deletes it: 2.00x the script's bytes in
     /// the `sync-writes` benchmark row), and nothing under `downloads/` is flushed (the resume point is a hint: its
     /// fsync and its folder's were two per package, 2,012 for a 1,000-package manifest).
-    @Test func aColdSyncNeitherTruncatesNorFlushesItsDownloads() throws {
+    @Test func aColdSyncNeitherTruncatesNorFlushesItsDownloads() async throws {
         let repo = try Self.repository(["home", "docs", "lib"], dataBytes: 100_000)
         let scratch = try TemporaryDirectory()
         let traced = try Strace.offlinepkg(
@@ -170,7 +170,7 @@ struct DiskWriteTests {
     /// docs/protocol.md#switching: the active set is switched by write, fsync, rename, fsync the folder. Without the last
     /// step a power loss can undo the rename while the sync already reported the switch. strace's `-y`
     /// names the file behind each descriptor, so the folder's fsync can be told from any other.
-    @Test func theActiveSetsRenameIsFlushedByAnFsyncOfTheRootFolder() throws {
+    @Test func theActiveSetsRenameIsFlushedByAnFsyncOfTheRootFolder() async throws {
         let repo = try TestRepository()
         try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")])
         try repo.publish()

@@ -7,7 +7,7 @@ import Testing
 /// docs/protocol.md#exit-statuses, through the real binary.
 @Suite("Exit statuses")
 struct ExitStatusTests {
-    @Test func aSecondSyncExitsThreeAndWaitWaits() throws {
+    @Test func aSecondSyncExitsThreeAndWaitWaits() async throws {
         let repo = try TestRepository()
         try repo.add(
             "home", "1", routes: ["https://m.example.com/"],
@@ -22,17 +22,17 @@ struct ExitStatusTests {
         let first = try ChildProcess(OfflinePkgBinary.path, ["sync", manifest, "--root", root.path, "--quiet"])
         // Wait until the first sync is downloading (it then holds the lock).
         let deadline = Date().addingTimeInterval(10)
-        while nginx.accessLog().isEmpty && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-        let second = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path])
+        while nginx.accessLog().isEmpty && Date() < deadline { usleep(20_000) }
+        let second = await InProcessCLI.run(["sync", manifest, "--root", root.path])
         #expect(second.status == 3)
         #expect(second.stderr.contains("another sync holds the lock"))
-        let waiting = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--wait", "--json"])
+        let waiting = await InProcessCLI.run(["sync", manifest, "--root", root.path, "--wait", "--json"])
         #expect(waiting.status == 0)
         #expect(first.wait().status == 0)
         #expect(waiting.stdout.contains("\"outcome\":\"upToDate\"") || waiting.stdout.contains("\"outcome\":\"notModified\""))
     }
 
-    @Test func statusesForRefusedFailedAndUsage() throws {
+    @Test func statusesForRefusedFailedAndUsage() async throws {
         let repo = try TestRepository()
         try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "x")])
         repo.edit("home") { entry in
@@ -42,11 +42,11 @@ struct ExitStatusTests {
         }
         try repo.publish()
         let root = try TemporaryDirectory()
-        let refused = try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", root.path])
+        let refused = await InProcessCLI.run(["sync", repo.manifestPath, "--root", root.path])
         #expect(refused.status == 4)
         #expect(refused.stderr.contains("sha256 mismatch for archives/home-1.tar.gz: expected 0000"))
 
-        let unreachable = try OfflinePkgBinary.run([
+        let unreachable = await InProcessCLI.run([
             "sync", "http://127.0.0.1:9/manifest.json", "--root", root.path, "--quiet", "--json",
         ])
         #expect(unreachable.status == 1)
@@ -55,7 +55,7 @@ struct ExitStatusTests {
         #expect(failure?["exitStatus"] as? Int == 1)
         #expect((failure?["error"] as? String)?.contains("127.0.0.1:9/manifest.json") == true)
 
-        let miss = try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", root.path])
+        let miss = await InProcessCLI.run(["lookup", "https://m.example.com/", "--root", root.path])
         #expect(miss.status == 1)
         #expect(miss.stderr.contains("no active package answers https://m.example.com/"))
 
@@ -63,20 +63,20 @@ struct ExitStatusTests {
             ["sync"], ["sync", "a", "b"], ["sync", "x", "--jobs", "0"], ["status", "--bogus"], ["nope"], ["lookup", "not-a-url"],
             ["sync", "x", "--stall-timeout", "0"], ["sync", "x", "--trust-key", "/nonexistent.pub"],
         ] {
-            #expect(try OfflinePkgBinary.run(usage).status == 2, "\(usage)")
+            #expect(try await InProcessCLI.run(usage).status == 2, "\(usage)")
         }
     }
 
-    @Test func helpListsEveryCommand() throws {
-        let help = try OfflinePkgBinary.run(["--help"]).checked()
+    @Test func helpListsEveryCommand() async throws {
+        let help = try await InProcessCLI.run(["--help"]).checked()
         for command in OfflinePkgCommand.commands { #expect(help.stdout.contains("  \(command.name)")) }
     }
 
-    @Test func lookupJSONPrintsTheWholeAnswer() throws {
+    @Test func lookupJSONPrintsTheWholeAnswer() async throws {
         let root = try TemporaryDirectory()
-        try OfflinePkgBinary.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
+        try await InProcessCLI.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
         let url = "https://demo.offlinepkg.test/docs/guide/"
-        let result = try OfflinePkgBinary.run(["lookup", url, "--root", root.path, "--json"]).checked()
+        let result = try await InProcessCLI.run(["lookup", url, "--root", root.path, "--json"]).checked()
         let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         #expect(Set(object.keys) == ["url", "path", "mimeType", "size", "packageID", "version", "etag", "sha256"])
         #expect(object["url"] as? String == url)

@@ -11,33 +11,33 @@ import Glibc
 /// dry runs, the shell version from the environment.
 @Suite("Fleet operations")
 struct FleetOperationsTests {
-    @Test func aChannelSwitchIsNotARollbackAndReturningComparesWithThatChannel() throws {
-        let device = try FleetDevice()
+    @Test func aChannelSwitchIsNotARollbackAndReturningComparesWithThatChannel() async throws {
+        let device = try await FleetDevice()
         let staging = device.scratch.path("staging")
         let production = device.scratch.path("production")
-        for version in ["s1", "s2"] { try device.publish(version, repo: staging) }
+        for version in ["s1", "s2"] { try await device.publish(version, repo: staging) }
         let oldManifest = try Data(contentsOf: URL(fileURLWithPath: staging + "/manifest.json"))
         let oldSignature = try Data(contentsOf: URL(fileURLWithPath: staging + "/manifest.json.minisig"))
-        try device.publish("s3", repo: staging)
-        for version in ["p1", "p2"] { try device.publish(version, repo: production) }
+        try await device.publish("s3", repo: staging)
+        for version in ["p1", "p2"] { try await device.publish(version, repo: production) }
 
-        try device.sync(staging + "/manifest.json").checked("staging, sequence 3")
-        #expect(try device.served() == "home s3")
+        try await device.sync(staging + "/manifest.json").checked("staging, sequence 3")
+        await #expect(try device.served() == "home s3")
         // Production is at sequence 2: a channel of its own, not a rollback.
-        try device.sync(production + "/manifest.json").checked("production, sequence 2")
-        #expect(try device.served() == "home p2")
-        try device.sync(staging + "/manifest.json").checked("back to staging")
-        #expect(try device.served() == "home s3")
-        let channels = try #require(try device.status()["acceptedSequence"] as? Int)
+        try await device.sync(production + "/manifest.json").checked("production, sequence 2")
+        await #expect(try device.served() == "home p2")
+        try await device.sync(staging + "/manifest.json").checked("back to staging")
+        await #expect(try device.served() == "home s3")
+        let channels = try await #require(try device.status()["acceptedSequence"] as? Int)
         #expect(channels == 3)
 
         // Staging still remembers its own sequence: an older staging manifest is a rollback.
         try oldManifest.write(to: URL(fileURLWithPath: staging + "/manifest.json"))
         try oldSignature.write(to: URL(fileURLWithPath: staging + "/manifest.json.minisig"))
-        let refused = try device.sync(staging + "/manifest.json")
+        let refused = try await device.sync(staging + "/manifest.json")
         #expect(refused.status == 4)
         #expect(refused.stderr.contains("sequence 2 is lower than the accepted 3"), "\(refused.stderr)")
-        #expect(try device.served() == "home s3")
+        await #expect(try device.served() == "home s3")
     }
 
     /// An nginx caching edge in front of an nginx origin serving `device.repo`. Two cache zones stand
@@ -80,42 +80,42 @@ struct FleetOperationsTests {
         }
     }
 
-    @Test func aStaleSignatureAtTheEdgeIsReplacedByItsImmutableCopyInTheSameSync() throws {
-        let device = try FleetDevice()
-        try device.publish("1")
+    @Test func aStaleSignatureAtTheEdgeIsReplacedByItsImmutableCopyInTheSameSync() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1")
         let edge = try Edge(device)
         // The edge keeps version 1's signature; version 2's manifest reaches it fresh.
         try edge.prime("manifest.json.minisig")
-        try device.publish("2")
-        let synced = try device.sync(edge.manifest)
+        try await device.publish("2")
+        let synced = try await device.sync(edge.manifest)
         #expect(synced.status == 0, "\(synced.stderr)")
-        #expect(try device.served() == "home 2")
+        await #expect(try device.served() == "home 2")
         let digest = try sha256(ofFile: device.repo + "/manifest.json")
         #expect(edge.origin.waitForRequests(1).contains { $0.uri == "/signatures/\(digest).minisig" })
     }
 
-    @Test func aStaleManifestAtAnotherEdgeNodeIsFetchedAgainUncachedInTheSameSync() throws {
-        let device = try FleetDevice()
-        try device.publish("1")
+    @Test func aStaleManifestAtAnotherEdgeNodeIsFetchedAgainUncachedInTheSameSync() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1")
         let edge = try Edge(device)
         // Node b keeps version 1; node a sees version 2 and the device takes it (sequence 2).
         try edge.prime("manifest.json", nodeB: true)
         try edge.prime("manifest.json.minisig", nodeB: true)
-        try device.publish("2")
-        try device.sync(edge.manifest).checked("sync through node a")
-        try device.publish("3")
+        try await device.publish("2")
+        try await device.sync(edge.manifest).checked("sync through node a")
+        try await device.publish("3")
         // Now the device reaches node b, which answers sequence 1: lower than accepted, so once more
         // with no-cache, which reaches the origin and sequence 3.
         FileManager.default.createFile(atPath: edge.flag, contents: Data())
-        let synced = try device.sync(edge.manifest, ["--json"])
+        let synced = try await device.sync(edge.manifest, ["--json"])
         #expect(synced.status == 0, "\(synced.stderr)")
         #expect(try jsonObject(synced.stdout)["outcome"] as? String == "activated", "\(synced.stdout)")
-        #expect(try device.served() == "home 3")
+        await #expect(try device.served() == "home 3")
     }
 
-    @Test func statusRecordsAFiveHundredARefusalAndASuccess() throws {
-        let device = try FleetDevice()
-        try device.publish("1")
+    @Test func statusRecordsAFiveHundredARefusalAndASuccess() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1")
         let flag = device.scratch.path("fail")
         let nginx = try NginxServer(
             documentRoot: device.repo,
@@ -124,16 +124,16 @@ struct FleetOperationsTests {
                 location / { }
                 """)
         let url = nginx.url("manifest.json").absoluteString
-        try device.sync(url).checked("first sync")
+        try await device.sync(url).checked("first sync")
         let active = device.activeRecord()
-        let first = try device.status()
+        let first = try await device.status()
         #expect(first["consecutiveFailures"] as? Int == 0)
         #expect(first["lastSuccess"] as? String != nil)
         #expect(first["lastError"] == nil)
 
         FileManager.default.createFile(atPath: flag, contents: Data())
-        #expect(try device.sync(url).status == 1)
-        let afterError = try device.status()
+        await #expect(try device.sync(url).status == 1)
+        let afterError = try await device.status()
         #expect(afterError["consecutiveFailures"] as? Int == 1)
         let error = try #require(afterError["lastError"] as? [String: Any])
         #expect(error["exitStatus"] as? Int == 1)
@@ -145,26 +145,26 @@ struct FleetOperationsTests {
         // A manifest signed by another key: refused, exit 4, noted the same way.
         try FileManager.default.removeItem(atPath: flag)
         let other = device.scratch.path("other")
-        try OfflinePkgBinary.run(["keygen", other]).checked("keygen")
-        let refused = try OfflinePkgBinary.run(["sync", url, "--root", device.root, "--trust-key", other + ".pub", "--quiet"])
+        try await InProcessCLI.run(["keygen", other]).checked("keygen")
+        let refused = await InProcessCLI.run(["sync", url, "--root", device.root, "--trust-key", other + ".pub", "--quiet"])
         #expect(refused.status == 4)
-        let afterRefusal = try device.status()
+        let afterRefusal = try await device.status()
         #expect(afterRefusal["consecutiveFailures"] as? Int == 2)
         #expect((afterRefusal["lastError"] as? [String: Any])?["exitStatus"] as? Int == 4)
         #expect(device.activeRecord() == active)
 
-        try device.publish("2")
-        try device.sync(url).checked("sync after the failures")
-        let recovered = try device.status()
+        try await device.publish("2")
+        try await device.sync(url).checked("sync after the failures")
+        let recovered = try await device.status()
         #expect(recovered["consecutiveFailures"] as? Int == 0)
         #expect(recovered["lastSuccess"] as? String != nil)
         #expect((recovered["lastError"] as? [String: Any])?["exitStatus"] as? Int == 4, "the last error stays visible")
-        #expect(try device.served() == "home 2")
+        await #expect(try device.served() == "home 2")
     }
 
-    @Test func underSystemdEveryStderrLineCarriesItsPriority() throws {
-        let device = try FleetDevice()
-        try device.publish("1")
+    @Test func underSystemdEveryStderrLineCarriesItsPriority() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1")
         // JOURNAL_STREAM names fd 2 (device:inode), as systemd sets it for a unit's output.
         let script = """
             export JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2)
@@ -183,21 +183,21 @@ struct FleetOperationsTests {
         #expect(lines.contains { $0.hasPrefix("<4>") && $0.contains("keep ") })
         #expect(lines.contains { $0.hasPrefix("<3>") && $0.contains("no cache root at") })
         // A JOURNAL_STREAM that names another file (a child whose stderr was redirected): no prefixes.
-        let plain = try OfflinePkgBinary.run(
+        let plain = await InProcessCLI.run(
             ["sync", device.repo + "/manifest.json", "--root", device.root], environment: ["JOURNAL_STREAM": "8:12345"])
         #expect(plain.status == 0)
         #expect(!plain.stderr.isEmpty && !plain.stderr.contains("<6>"))
     }
 
     @Test(arguments: [(SIGINT, 130), (SIGTERM, 143)] as [(Int32, Int32)])
-    func aSignalMidDownloadExitsWithOneLineAndTheNextSyncResumes(signal number: Int32, status: Int32) throws {
-        let device = try FleetDevice()
-        try device.publish("1")
+    func aSignalMidDownloadExitsWithOneLineAndTheNextSyncResumes(signal number: Int32, status: Int32) async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1")
         let nginx = try NginxServer(documentRoot: device.repo, limitRate: 200_000, locations: "location / { }")
         let url = nginx.url("manifest.json").absoluteString
-        try device.sync(url).checked("first sync")
+        try await device.sync(url).checked("first sync")
         let active = try #require(device.activeRecord())
-        try device.publish("2", padding: 1_500_000)
+        try await device.publish("2", padding: 1_500_000)
 
         let process = try ChildProcess(
             OfflinePkgBinary.path, ["sync", url, "--root", device.root, "--trust-key", device.key + ".pub", "--quiet"])
@@ -218,12 +218,12 @@ struct FleetOperationsTests {
         let lines = stderr.split(separator: "\n")
         #expect(lines.count == 1 && lines[0].contains("interrupted by SIG"), "\(stderr)")
         #expect(device.activeRecord() == active, "the active set changed")
-        #expect(try device.served() == "home 1")
-        let noted = try #require(try device.status()["lastError"] as? [String: Any])
+        await #expect(try device.served() == "home 1")
+        let noted = try await #require(try device.status()["lastError"] as? [String: Any])
         #expect(noted["exitStatus"] as? Int == Int(status))
 
-        try device.sync(url).checked("the next sync")
-        #expect(try device.served() == "home 2")
+        try await device.sync(url).checked("the next sync")
+        await #expect(try device.served() == "home 2")
         let archive = nginx.accessLog().filter { $0.uri.hasSuffix(".tar.zst") && $0.uri.contains("/2/") }
         #expect(archive.last?.status == 206, "not resumed: \(archive.map { ($0.status, $0.range ?? "-") })")
     }
@@ -231,27 +231,27 @@ struct FleetOperationsTests {
     @Test(arguments: [
         ["status"], ["status", "--json"], ["lookup", "https://m.example.com/"], ["verify"], ["gc"], ["rollback"], ["serve"],
     ])
-    func everyCommandButSyncRefusesAMissingRootAndCreatesNothing(_ command: [String]) throws {
+    func everyCommandButSyncRefusesAMissingRootAndCreatesNothing(_ command: [String]) async throws {
         let scratch = try TemporaryDirectory()
         let root = scratch.path("typo/root")
-        let result = try OfflinePkgBinary.run(command + ["--root", root], timeout: 10)
+        let result = await InProcessCLI.run(command + ["--root", root])
         #expect(result.status == 1)
         #expect(result.stderr.contains("no cache root at \(root)"), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: scratch.path("typo")))
     }
 
-    @Test func aDryRunPrintsThePlanAndFetchesNoArchive() throws {
-        let device = try FleetDevice()
-        try device.publish("1")
+    @Test func aDryRunPrintsThePlanAndFetchesNoArchive() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1")
         let nginx = try NginxServer(documentRoot: device.repo, locations: "location / { }")
         let url = nginx.url("manifest.json").absoluteString
-        try device.sync(url).checked("first sync")
-        try device.publish("2", ["--notes", "faster start", "--mandatory"])
+        try await device.sync(url).checked("first sync")
+        try await device.publish("2", ["--notes", "faster start", "--mandatory"])
         let before = try FileManager.default.contentsOfDirectory(atPath: device.root).sorted()
         let state = FileManager.default.contents(atPath: device.root + "/state.json")
         let requestsBefore = nginx.waitForRequests(3).count
 
-        let plan = try device.sync(url, ["--dry-run", "--json"])
+        let plan = try await device.sync(url, ["--dry-run", "--json"])
         #expect(plan.status == 0, "\(plan.stderr)")
         let object = try jsonObject(plan.stdout)
         #expect(object["wouldActivate"] as? Bool == true)
@@ -260,7 +260,7 @@ struct FleetOperationsTests {
         #expect(step["from"] as? String == "1" && step["to"] as? String == "2")
         #expect(step["notes"] as? String == "faster start")
         #expect((step["bytes"] as? Int ?? 0) > 0)
-        let plain = try OfflinePkgBinary.run(
+        let plain = await InProcessCLI.run(
             ["sync", url, "--root", device.root, "--trust-key", device.key + ".pub", "--dry-run"])
         #expect(plain.stdout.contains("would activate sequence 2"), "\(plain.stdout)")
         #expect(plain.stdout.contains("home 1 -> 2 via"), "\(plain.stdout)")
@@ -269,45 +269,45 @@ struct FleetOperationsTests {
         #expect(!log.dropFirst(requestsBefore).contains { $0.uri.hasPrefix("/archives/") }, "a dry run fetched an archive")
         #expect(try FileManager.default.contentsOfDirectory(atPath: device.root).sorted() == before)
         #expect(FileManager.default.contents(atPath: device.root + "/state.json") == state)
-        #expect(try device.served() == "home 1")
+        await #expect(try device.served() == "home 1")
         // A dry run on a root that does not exist yet creates none.
         let fresh = device.scratch.path("fresh")
-        let freshPlan = try OfflinePkgBinary.run(["sync", url, "--root", fresh, "--dry-run", "--json"])
+        let freshPlan = await InProcessCLI.run(["sync", url, "--root", fresh, "--dry-run", "--json"])
         #expect(freshPlan.status == 0)
         #expect(!FileManager.default.fileExists(atPath: fresh))
     }
 
-    @Test func theShellVersionComesFromTheEnvironmentWhenNoOptionGivesIt() throws {
-        let device = try FleetDevice()
-        try device.publish("1", ["--min-shell-version", "9.0"])
+    @Test func theShellVersionComesFromTheEnvironmentWhenNoOptionGivesIt() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1", ["--min-shell-version", "9.0"])
         let environment = ["OFFLINEPKG_SHELL_VERSION": "3.2", "PATH": "/usr/bin:/bin"]
-        let held = try device.sync(device.repo + "/manifest.json", ["--json"], environment: environment)
+        let held = try await device.sync(device.repo + "/manifest.json", ["--json"], environment: environment)
         #expect(held.status == 0, "\(held.stderr)")
         let report = try jsonObject(held.stdout)
         #expect((report["heldBack"] as? [[String: Any]])?.first?["reason"] as? String == "needs shell 9.0, this shell is 3.2")
-        #expect(try device.served() == nil)
+        await #expect(try device.served() == nil)
         // The option wins over the variable.
-        try device.sync(device.repo + "/manifest.json", ["--shell-version", "9.1"], environment: environment).checked()
-        #expect(try device.served() == "home 1")
-        let bad = try device.sync(device.repo + "/manifest.json", [], environment: ["OFFLINEPKG_SHELL_VERSION": "nine"])
+        try await device.sync(device.repo + "/manifest.json", ["--shell-version", "9.1"], environment: environment).checked()
+        await #expect(try device.served() == "home 1")
+        let bad = try await device.sync(device.repo + "/manifest.json", [], environment: ["OFFLINEPKG_SHELL_VERSION": "nine"])
         #expect(bad.status == 2 && bad.stderr.contains("OFFLINEPKG_SHELL_VERSION"))
     }
 
-    @Test func notesAndMandatoryReachTheSyncReportAndStatus() throws {
-        let device = try FleetDevice()
-        try device.publish("1", ["--notes", "first release"])
-        let first = try jsonObject(try device.sync(device.repo + "/manifest.json", ["--json"]).checked().stdout)
+    @Test func notesAndMandatoryReachTheSyncReportAndStatus() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1", ["--notes", "first release"])
+        let first = try await jsonObject(try device.sync(device.repo + "/manifest.json", ["--json"]).checked().stdout)
         #expect(first["mandatory"] as? Bool == false)
         #expect((first["changes"] as? [[String: Any]])?.first?["notes"] as? String == "first release")
-        try device.publish("2", ["--notes", "security fix", "--mandatory"])
-        let second = try jsonObject(try device.sync(device.repo + "/manifest.json", ["--json"]).checked().stdout)
+        try await device.publish("2", ["--notes", "security fix", "--mandatory"])
+        let second = try await jsonObject(try device.sync(device.repo + "/manifest.json", ["--json"]).checked().stdout)
         #expect(second["mandatory"] as? Bool == true)
         let change = try #require((second["changes"] as? [[String: Any]])?.first)
         #expect(change["notes"] as? String == "security fix" && change["mandatory"] as? Bool == true)
-        let status = try device.status()
+        let status = try await device.status()
         let package = try #require(((status["active"] as? [String: Any])?["packages"] as? [[String: Any]])?.first)
         #expect(package["notes"] as? String == "security fix" && package["mandatory"] as? Bool == true)
-        let text = try OfflinePkgBinary.run(["status", "--root", device.root]).checked().stdout
+        let text = try await InProcessCLI.run(["status", "--root", device.root]).checked().stdout
         #expect(text.contains("home 2 (mandatory)") && text.contains("notes: security fix"))
     }
 }

@@ -18,21 +18,21 @@ struct FleetDevice {
         var count = 0
     }
 
-    init() throws {
+    init() async throws {
         scratch = try TemporaryDirectory(prefix: "offlinepkg-fleet")
-        try OfflinePkgBinary.run(["keygen", key]).checked("keygen")
+        try await InProcessCLI.run(["keygen", key]).checked("keygen")
     }
 
     /// Publishes `home <version>` (index.html says "home <version>", plus `padding` random bytes) into
     /// `repo` (default: this device's repository), signed.
     @discardableResult
-    func publish(_ version: String, repo: String? = nil, padding: Int = 0, _ extra: [String] = []) throws -> ProcessResult {
+    func publish(_ version: String, repo: String? = nil, padding: Int = 0, _ extra: [String] = []) async throws -> ProcessResult {
         let site = scratch.path("sites/\(version)")
         var files = [SiteFile("index.html", "home \(version)")]
         if padding > 0 { files.append(SiteFile("noise.bin", bytes: try CrashSafetyTests.randomBytes(padding))) }
         try? FileManager.default.removeItem(atPath: site)
         try writeSite(files, to: site)
-        let result = try OfflinePkgBinary.run(
+        let result = try await InProcessCLI.run(
             ["publish", site, "--repo", repo ?? self.repo, "--id", "home", "--version", version, "--route",
              "https://m.example.com/", "--sign-key", key + ".key", "--quiet"] + extra
         ).checked("publish \(version)")
@@ -46,20 +46,20 @@ struct FleetDevice {
     }
 
     /// `offlinepkg sync URL --root R --trust-key K` plus `options`; the result, whatever its status.
-    func sync(_ url: String, _ options: [String] = [], environment: [String: String]? = nil) throws -> ProcessResult {
-        try OfflinePkgBinary.run(
+    func sync(_ url: String, _ options: [String] = [], environment: [String: String]? = nil) async throws -> ProcessResult {
+        await InProcessCLI.run(
             ["sync", url, "--root", root, "--trust-key", key + ".pub", "--quiet"] + options, environment: environment)
     }
 
     /// `status --json` as an object.
-    func status() throws -> [String: Any] {
-        let result = try OfflinePkgBinary.run(["status", "--root", root, "--json"]).checked("status")
+    func status() async throws -> [String: Any] {
+        let result = try await InProcessCLI.run(["status", "--root", root, "--json"]).checked("status")
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
 
     /// The home page the root serves now, or nil on a miss.
-    func served() throws -> String? {
-        let lookup = try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", root])
+    func served() async throws -> String? {
+        let lookup = await InProcessCLI.run(["lookup", "https://m.example.com/", "--root", root])
         guard lookup.status == 0 else { return nil }
         return try String(contentsOfFile: String(lookup.stdout.dropLast()), encoding: .utf8)
     }

@@ -30,7 +30,7 @@ struct LifecycleCommandTests {
         @discardableResult
         func run(_ arguments: [String]) async throws -> ProcessResult {
             let arguments = arguments + ["--root", root.path]
-            return try await runBlocking { try OfflinePkgBinary.run(arguments) }
+            return await InProcessCLI.run(arguments)
         }
 
         func sync(_ options: [String] = [], from manifest: String? = nil) async throws {

@@ -11,13 +11,13 @@ import Testing
 struct LockWaitTests {
     /// A root with two releases installed (so rollback has somewhere to go) and a damaged active file
     /// (so verify --repair has something to repair, and takes the lock for it).
-    static func device() throws -> LifecycleCommandTests.Device {
+    static func device() async throws -> LifecycleCommandTests.Device {
         let device = try LifecycleCommandTests.Device()
         for version in ["1", "2"] {
             try device.release(version)
-            try OfflinePkgBinary.run(["sync", device.repo.manifestPath, "--root", device.root.path, "--quiet"]).checked()
+            try await InProcessCLI.run(["sync", device.repo.manifestPath, "--root", device.root.path, "--quiet"]).checked()
         }
-        let index = try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", device.root.path]).checked()
+        let index = try await InProcessCLI.run(["lookup", "https://m.example.com/", "--root", device.root.path]).checked()
         let path = String(index.stdout.dropLast())
         chmod(path, 0o644)
         try Data("damaged".utf8).write(to: URL(fileURLWithPath: path))
@@ -26,10 +26,10 @@ struct LockWaitTests {
 
     @Test(arguments: [["gc"], ["rollback"], ["verify", "--repair"]])
     func aLockedRootExits3SuggestingWaitAndWaitWaits(_ command: [String]) async throws {
-        let device = try Self.device()
+        let device = try await Self.device()
         let arguments = command + ["--root", device.root.path]
         var lock: FileLock? = try #require(try FileLock(path: device.root.path("lock"), wait: false))
-        let refused = try OfflinePkgBinary.run(arguments)
+        let refused = await InProcessCLI.run(arguments)
         #expect(refused.status == 3, "\(command): \(refused.stderr)")
         #expect(refused.stderr.contains("another sync holds the lock of \(device.root.path) (use --wait to wait for it)"))
 

@@ -14,28 +14,28 @@ struct ManifestRulesCommandTests {
         let root: TemporaryDirectory
         var manifestURL: String { nginx.url("manifest.json").absoluteString }
 
-        init() throws {
+        init() async throws {
             repo = try TestRepository()
             try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "one")])
             try repo.publish()
             nginx = try NginxServer(documentRoot: repo.path)
             root = try TemporaryDirectory()
-            let first = try OfflinePkgBinary.run(["sync", manifestURL, "--root", root.path, "--quiet"])
+            let first = await InProcessCLI.run(["sync", manifestURL, "--root", root.path, "--quiet"])
             #expect(first.status == 0, "\(first.stderr)")
         }
 
         /// Syncs, expects exit 4 with `message` on stderr, and the first release still answering.
-        func expectRefused(_ message: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
-            let sync = try OfflinePkgBinary.run(["sync", manifestURL, "--root", root.path, "--quiet"])
+        func expectRefused(_ message: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let sync = await InProcessCLI.run(["sync", manifestURL, "--root", root.path, "--quiet"])
             #expect(sync.status == 4, "\(sync.stderr)", sourceLocation: sourceLocation)
             #expect(sync.stderr.contains(message), "\(sync.stderr)", sourceLocation: sourceLocation)
-            let lookup = try OfflinePkgBinary.run(["lookup", "https://m.example.com/", "--root", root.path])
+            let lookup = await InProcessCLI.run(["lookup", "https://m.example.com/", "--root", root.path])
             #expect(lookup.status == 0 && lookup.stdout.contains("/home/"), "\(lookup.stderr)", sourceLocation: sourceLocation)
         }
     }
 
-    @Test func aNULInTheArchiveURLIsARefusedManifest() throws {
-        let installed = try Installed()
+    @Test func aNULInTheArchiveURLIsARefusedManifest() async throws {
+        let installed = try await Installed()
         try installed.repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "two")])
         installed.repo.edit("home") { entry in
             var archive = entry["archive"] as! [String: Any]
@@ -44,25 +44,25 @@ struct ManifestRulesCommandTests {
         }
         let written = try installed.repo.publish()
         #expect(String(decoding: written, as: UTF8.self).contains(#"\u0000junk"#))
-        try installed.expectRefused("archive.url: \"archives/home-2.tar.gz\\u{0}junk\" contains the control character U+0000")
+        try await installed.expectRefused("archive.url: \"archives/home-2.tar.gz\\u{0}junk\" contains the control character U+0000")
     }
 
-    @Test func aDuplicateKeyIsARefusedManifest() throws {
-        let installed = try Installed()
+    @Test func aDuplicateKeyIsARefusedManifest() async throws {
+        let installed = try await Installed()
         try installed.repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "two")])
         let text = String(decoding: try installed.repo.publish(), as: UTF8.self)
         // A second "tree" that a last-wins reader would take: the manifest must not read two ways.
         let doubled = text.replacingOccurrences(of: #""id""#, with: #""tree":"\#(String(repeating: "0", count: 64))","id""#)
         #expect(doubled != text)
         try doubled.write(toFile: installed.repo.manifestPath, atomically: true, encoding: .utf8)
-        try installed.expectRefused("invalid manifest \(installed.manifestURL): packages[0]: duplicate key \"tree\"")
+        try await installed.expectRefused("invalid manifest \(installed.manifestURL): packages[0]: duplicate key \"tree\"")
     }
 
-    @Test func aRouteNoBrowserSendsIsRefusedAtSync() throws {
-        let installed = try Installed()
+    @Test func aRouteNoBrowserSendsIsRefusedAtSync() async throws {
+        let installed = try await Installed()
         try installed.repo.add("home", "2", routes: ["https://M.Example.com:443/"], files: [SiteFile("index.html", "two")])
         try installed.repo.publish()
-        try installed.expectRefused("write \"https://m.example.com/\"")
+        try await installed.expectRefused("write \"https://m.example.com/\"")
     }
 
     @Test(arguments: [
@@ -72,10 +72,10 @@ struct ManifestRulesCommandTests {
         ("https://m.example.com\\home\\", "write \"https://m.example.com/home/\""),
         ("https://m.example.com:65536/", "has the port 65536, outside 1–65535"),
     ])
-    func publishRefusesARouteNoBrowserSends(_ route: String, _ message: String) throws {
+    func publishRefusesARouteNoBrowserSends(_ route: String, _ message: String) async throws {
         let dir = try TemporaryDirectory()
         _ = try dir.write("<p>x</p>", to: "site/index.html")
-        let publish = try OfflinePkgBinary.run([
+        let publish = await InProcessCLI.run([
             "publish", dir.path("site"), "--repo", dir.path("repo"), "--id", "home", "--version", "1", "--route", route, "--quiet",
         ])
         #expect(publish.status == 2, "\(publish.stderr)")

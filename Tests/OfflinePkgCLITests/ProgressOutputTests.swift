@@ -17,9 +17,9 @@ struct ProgressOutputTests {
         return repo
     }
 
-    @Test func plainLinesWhenStderrIsNotATerminal() throws {
+    @Test func plainLinesWhenStderrIsNotATerminal() async throws {
         let repo = try Self.repository()
-        let result = try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", try TemporaryDirectory().path]).checked()
+        let result = try await InProcessCLI.run(["sync", repo.manifestPath, "--root", try TemporaryDirectory().path]).checked()
         #expect(result.stderr.contains("checking file://"))
         #expect(result.stderr.contains("fetching home 1"))
         #expect(result.stderr.contains("activated set 1"))
@@ -27,12 +27,12 @@ struct ProgressOutputTests {
         #expect(result.stdout.hasPrefix("activated set 1"))
     }
 
-    @Test func nothingWithQuietAndOneObjectWithJSON() throws {
+    @Test func nothingWithQuietAndOneObjectWithJSON() async throws {
         let repo = try Self.repository()
-        let quiet = try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", try TemporaryDirectory().path, "--quiet"])
+        let quiet = try await InProcessCLI.run(["sync", repo.manifestPath, "--root", try TemporaryDirectory().path, "--quiet"])
             .checked()
         #expect(quiet.stderr.isEmpty && quiet.stdout.isEmpty)
-        let json = try OfflinePkgBinary.run([
+        let json = try await InProcessCLI.run([
             "sync", repo.manifestPath, "--root", try TemporaryDirectory().path, "--json", "--quiet",
         ]).checked()
         let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
@@ -41,9 +41,9 @@ struct ProgressOutputTests {
     }
 
     /// --json changes stdout only: progress still goes to stderr, as lines when it is not a terminal.
-    @Test func jsonKeepsProgressOnStderr() throws {
+    @Test func jsonKeepsProgressOnStderr() async throws {
         let repo = try Self.repository()
-        let json = try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", try TemporaryDirectory().path, "--json"])
+        let json = try await InProcessCLI.run(["sync", repo.manifestPath, "--root", try TemporaryDirectory().path, "--json"])
             .checked()
         #expect(json.stderr.contains("fetching home 1") && json.stderr.contains("activated set 1"))
         let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
@@ -51,7 +51,7 @@ struct ProgressOutputTests {
         #expect(json.stdout.split(separator: "\n").count == 1)
     }
 
-    @Test func barsOnATerminal() throws {
+    @Test func barsOnATerminal() async throws {
         let repo = try Self.repository()
         // util-linux `script` runs the command on a pseudo-terminal, as a person at a shell would.
         let command = "\(OfflinePkgBinary.path) sync \(repo.manifestPath) --root \(try TemporaryDirectory().path)"

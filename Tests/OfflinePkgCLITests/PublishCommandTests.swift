@@ -9,7 +9,7 @@ import Testing
 /// sync round trip through the CLI alone.
 @Suite struct PublishCommandTests {
     private func run(_ arguments: [String]) async -> Int32 {
-        await OfflinePkgCommand.run(arguments, context: CLIContext(environment: [:], output: Output(stderrIsTerminal: false)))
+        await InProcessCLI.run(arguments, environment: [:]).status
     }
 
     @Test func publishThenSyncThroughTheCommandLine() async throws {

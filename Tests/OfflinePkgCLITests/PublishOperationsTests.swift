@@ -27,11 +27,11 @@ struct PublishOperationsTests {
         return names
     }
 
-    @Test func historyListsVersionsWithDatesAndNotes() throws {
-        let device = try FleetDevice()
-        try device.publish("1", ["--notes", "first"])
-        try device.publish("2", ["--notes", "second", "--mandatory", "--rollout", "50"])
-        let json = try jsonObject(try OfflinePkgBinary.run(["history", "--repo", device.repo, "--json"]).checked().stdout)
+    @Test func historyListsVersionsWithDatesAndNotes() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1", ["--notes", "first"])
+        try await device.publish("2", ["--notes", "second", "--mandatory", "--rollout", "50"])
+        let json = try jsonObject(try await InProcessCLI.run(["history", "--repo", device.repo, "--json"]).checked().stdout)
         let package = try #require((json["packages"] as? [[String: Any]])?.first)
         #expect(package["id"] as? String == "home" && package["current"] as? String == "2")
         let releases = try #require(package["releases"] as? [[String: Any]])
@@ -40,23 +40,23 @@ struct PublishOperationsTests {
         #expect(releases.map { $0["sequence"] as? Int } == [1, 2])
         #expect(releases[1]["mandatory"] as? Bool == true && releases[1]["rollout"] as? Int == 50)
         #expect(releases.allSatisfy { ($0["publishedAt"] as? String).flatMap(RFC3339Check.parse) != nil })
-        let text = try OfflinePkgBinary.run(["history", "--repo", device.repo]).checked().stdout
+        let text = try await InProcessCLI.run(["history", "--repo", device.repo]).checked().stdout
         #expect(text.contains("home (manifest offers 2)") && text.contains("    second") && text.contains("mandatory"))
-        let missing = try OfflinePkgBinary.run(["history", "--repo", device.scratch.path("nope")])
+        let missing = await InProcessCLI.run(["history", "--repo", device.scratch.path("nope")])
         #expect(missing.status == 1)
     }
 
-    @Test func promoteCopiesAVersionThatStockMinisignVerifiesAndADeviceSyncs() throws {
-        let device = try FleetDevice()
+    @Test func promoteCopiesAVersionThatStockMinisignVerifiesAndADeviceSyncs() async throws {
+        let device = try await FleetDevice()
         let staging = device.scratch.path("staging")
         let production = device.repo
-        try device.publish("1", repo: staging)
-        try device.publish("1", repo: production)
-        try device.publish("2", repo: staging, padding: 20_000, ["--notes", "from staging"])
-        try device.publish("3", repo: staging)  // staging moved on; 2 is still promotable
-        try device.sync(production + "/manifest.json").checked("production 1")
+        try await device.publish("1", repo: staging)
+        try await device.publish("1", repo: production)
+        try await device.publish("2", repo: staging, padding: 20_000, ["--notes", "from staging"])
+        try await device.publish("3", repo: staging)  // staging moved on; 2 is still promotable
+        try await device.sync(production + "/manifest.json").checked("production 1")
 
-        let promoted = try OfflinePkgBinary.run([
+        let promoted = try await InProcessCLI.run([
             "promote", "--from", staging, "--to", production, "--id", "home", "--version", "2", "--sign-key",
             device.key + ".key", "--json",
         ]).checked("promote")
@@ -71,20 +71,20 @@ struct PublishOperationsTests {
             #expect(FileManager.default.fileExists(atPath: production + "/" + (delta["url"] as! String)))
         }
 
-        let synced = try device.sync(production + "/manifest.json", ["--json"])
+        let synced = try await device.sync(production + "/manifest.json", ["--json"])
         #expect(synced.status == 0, "\(synced.stderr)")
-        #expect(try device.served() == "home 2")
-        let history = try OfflinePkgBinary.run(["history", "--repo", production]).checked().stdout
+        await #expect(try device.served() == "home 2")
+        let history = try await InProcessCLI.run(["history", "--repo", production]).checked().stdout
         #expect(history.contains("promoted from \(staging)"))
-        let unknown = try OfflinePkgBinary.run([
+        let unknown = await InProcessCLI.run([
             "promote", "--from", staging, "--to", production, "--id", "home", "--version", "9",
         ])
         #expect(unknown.status == 1 && unknown.stderr.contains("was never published"))
     }
 
-    @Test func aPublishKilledWithSIGKILLOrSIGINTLeavesNoPublishedNameBehind() throws {
-        let device = try FleetDevice()
-        try device.publish("1")
+    @Test func aPublishKilledWithSIGKILLOrSIGINTLeavesNoPublishedNameBehind() async throws {
+        let device = try await FleetDevice()
+        try await device.publish("1")
         let before = try Self.publishedNames(device.repo)
         let site = device.scratch.path("sites/big")
         try writeSite(
@@ -130,59 +130,59 @@ struct PublishOperationsTests {
         #expect(try Self.publishedNames(device.repo) == before)
 
         // The next publish clears the scratch folder and publishes.
-        try OfflinePkgBinary.run(arguments, timeout: 180).checked("publish after the kills")
+        try await InProcessCLI.run(arguments).checked("publish after the kills")
         let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: device.repo + "/.tmp")) ?? []
         #expect(leftovers.isEmpty, "\(leftovers)")
-        try device.sync(device.repo + "/manifest.json").checked("sync")
-        #expect(try device.served() == "big")
+        try await device.sync(device.repo + "/manifest.json").checked("sync")
+        await #expect(try device.served() == "big")
     }
 
-    @Test func anAssetsOnlyPackageIsPublishedWithAWarning() throws {
-        let device = try FleetDevice()
+    @Test func anAssetsOnlyPackageIsPublishedWithAWarning() async throws {
+        let device = try await FleetDevice()
         let site = device.scratch.path("sites/mathjax")
         try writeSite([SiteFile("es5/tex-chtml.js", "window.MathJax = {}")], to: site)
-        let published = try OfflinePkgBinary.run([
+        let published = await InProcessCLI.run([
             "publish", site, "--repo", device.repo, "--id", "mathjax", "--version", "3.2.2", "--route",
             "https://cdn.example.com/mathjax/", "--sign-key", device.key + ".key",
         ])
         #expect(published.status == 0, "\(published.stderr)")
         #expect(published.stderr.contains("warning: entry file index.html is not in the site"), "\(published.stderr)")
-        try device.sync(device.repo + "/manifest.json").checked("sync")
-        let lookup = try OfflinePkgBinary.run([
+        try await device.sync(device.repo + "/manifest.json").checked("sync")
+        let lookup = try await InProcessCLI.run([
             "lookup", "https://cdn.example.com/mathjax/es5/tex-chtml.js", "--root", device.root,
         ]).checked("lookup")
         #expect(try String(contentsOfFile: String(lookup.stdout.dropLast()), encoding: .utf8) == "window.MathJax = {}")
         // An entry the publisher names must be there.
-        let named = try OfflinePkgBinary.run([
+        let named = await InProcessCLI.run([
             "publish", site, "--repo", device.repo, "--id", "mathjax", "--version", "3.2.3", "--route",
             "https://cdn.example.com/mathjax/", "--entry", "index.html",
         ])
         #expect(named.status == 4)
     }
 
-    @Test func expiresAppliesToItsPublishOnlyAndExpiresInToEveryPublish() throws {
-        let device = try FleetDevice()
-        func expires() throws -> Date? {
+    @Test func expiresAppliesToItsPublishOnlyAndExpiresInToEveryPublish() async throws {
+        let device = try await FleetDevice()
+        func expires() async throws -> Date? {
             let manifest = try jsonObject(try String(contentsOfFile: device.repo + "/manifest.json", encoding: .utf8))
             return (manifest["expires"] as? String).flatMap(RFC3339Check.parse)
         }
-        try device.publish("1", ["--expires", "1d"])
-        #expect(try expires() != nil)
-        try device.publish("2")
-        #expect(try expires() == nil, "an --expires given once stuck to a later publish")
-        try device.publish("3", ["--expires-in", "2d"])
-        let third = try #require(try expires())
+        try await device.publish("1", ["--expires", "1d"])
+        await #expect(try expires() != nil)
+        try await device.publish("2")
+        await #expect(try expires() == nil, "an --expires given once stuck to a later publish")
+        try await device.publish("3", ["--expires-in", "2d"])
+        let third = try await #require(try expires())
         #expect(abs(third.timeIntervalSinceNow - 2 * 86_400) < 120)
         sleep(1)
-        try device.publish("4")
-        let fourth = try #require(try expires(), "--expires-in is applied at every publish")
+        try await device.publish("4")
+        let fourth = try await #require(try expires(), "--expires-in is applied at every publish")
         #expect(fourth > third)
-        try device.publish("5", ["--expires-in", "off"])
-        #expect(try expires() == nil)
+        try await device.publish("5", ["--expires-in", "off"])
+        await #expect(try expires() == nil)
     }
 
-    @Test func publishShowsProgressOnATerminal() throws {
-        let device = try FleetDevice()
+    @Test func publishShowsProgressOnATerminal() async throws {
+        let device = try await FleetDevice()
         let site = device.scratch.path("sites/p")
         try writeSite(
             [SiteFile("index.html", "p"), SiteFile("noise.bin", bytes: try CrashSafetyTests.randomBytes(4 << 20))], to: site)
@@ -197,7 +197,7 @@ struct PublishOperationsTests {
         #expect(terminal.stdout.contains("writing the manifest (sequence 1)"))
     }
 
-    @Test func makeInstallPutsTheBinaryAndTheManPageUnderPrefix() throws {
+    @Test func makeInstallPutsTheBinaryAndTheManPageUnderPrefix() async throws {
         let scratch = try TemporaryDirectory()
         let prefix = scratch.path("usr")
         try run("make", ["-C", Self.checkout, "--no-print-directory", "install", "PREFIX=" + prefix, "BIN=" + OfflinePkgBinary.path])
@@ -211,7 +211,7 @@ struct PublishOperationsTests {
 
     /// The service and timer of docs/cron.md, as written, pass `systemd-analyze verify` (with the
     /// binary path pointed at the one under test, since verify checks that ExecStart= exists).
-    @Test func theSystemdUnitsInTheDocsVerify() throws {
+    @Test func theSystemdUnitsInTheDocsVerify() async throws {
         guard let analyze = which("systemd-analyze") else {
             Issue.record("systemd-analyze is not installed (apt-get install systemd): the units of docs/cron.md are unchecked")
             return

@@ -15,17 +15,17 @@ struct TrustCommandTests {
         var root: String { directory.path("root") }
         var activeSet: String { root + "/active.json" }
 
-        init() throws {
+        init() async throws {
             directory = try TemporaryDirectory(prefix: "offlinepkg-cli-trust")
-            try keygen("release").checked("keygen release")
-            try keygen("other").checked("keygen other")
-            try publish(version: "1")
+            try await keygen("release").checked("keygen release")
+            try await keygen("other").checked("keygen other")
+            try await publish(version: "1")
         }
 
         func key(_ name: String) -> String { directory.path(name) }
 
-        func keygen(_ name: String) throws -> ProcessResult {
-            try OfflinePkgBinary.run(["keygen", key(name)])
+        func keygen(_ name: String) async throws -> ProcessResult {
+            await InProcessCLI.run(["keygen", key(name)])
         }
 
         /// The key ID that the first line of `<name>.pub` names.
@@ -36,32 +36,32 @@ struct TrustCommandTests {
         }
 
         /// Publishes a one-page site as `version`, signed with `release.key`.
-        func publish(version: String) throws {
+        func publish(version: String) async throws {
             try directory.write("<p>version \(version)</p>", to: "site-\(version)/index.html")
-            try OfflinePkgBinary.run([
+            try await InProcessCLI.run([
                 "publish", directory.path("site-\(version)"), "--repo", repo, "--id", "web", "--version", version,
                 "--route", "https://m.example.com/", "--sign-key", key("release") + ".key", "--quiet",
             ]).checked("publish \(version)")
         }
 
         /// `offlinepkg sync` of the repository with a `--trust-key` for each of `keyFiles`, in order.
-        func sync(trusting keyFiles: [String]) throws -> ProcessResult {
-            try OfflinePkgBinary.run(
+        func sync(trusting keyFiles: [String]) async throws -> ProcessResult {
+            await InProcessCLI.run(
                 ["sync", manifest, "--root", root, "--quiet"] + keyFiles.flatMap { ["--trust-key", $0] })
         }
     }
 
-    @Test func aSignedPublishVerifiesWithStockMinisignAndWithTrustKey() throws {
-        let signed = try SignedRepository()
+    @Test func aSignedPublishVerifiesWithStockMinisignAndWithTrustKey() async throws {
+        let signed = try await SignedRepository()
         // minisign -V reads the signature from <file>.minisig, the name publish must write.
         let stock = try run("minisign", ["-V", "-p", signed.key("release") + ".pub", "-m", signed.manifest])
         #expect(stock.status == 0, "minisign -V: \(stock.stdout)\(stock.stderr)")
         #expect(stock.stdout.contains("Signature and comment signature verified"))
-        try signed.sync(trusting: [signed.key("release") + ".pub"]).checked("sync --trust-key release.pub")
+        try await signed.sync(trusting: [signed.key("release") + ".pub"]).checked("sync --trust-key release.pub")
     }
 
-    @Test func keygenWritesAPrivateSecretKeyAndNeverOverwritesIt() throws {
-        let signed = try SignedRepository()
+    @Test func keygenWritesAPrivateSecretKeyAndNeverOverwritesIt() async throws {
+        let signed = try await SignedRepository()
         let secret = signed.key("release") + ".key"
         let publicKey = signed.key("release") + ".pub"
         var info = stat()
@@ -70,34 +70,34 @@ struct TrustCommandTests {
         #expect(FileManager.default.fileExists(atPath: publicKey))
         let before = try [secret, publicKey].map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
 
-        let again = try signed.keygen("release")
+        let again = try await signed.keygen("release")
         #expect(again.status == 2)
         #expect(again.stderr.contains("\(secret) already exists"))
         #expect(try [secret, publicKey].map { try Data(contentsOf: URL(fileURLWithPath: $0)) } == before)
     }
 
-    @Test func anyOfSeveralTrustKeysMaySign() throws {
-        let signed = try SignedRepository()
-        try signed.sync(trusting: [signed.key("other") + ".pub", signed.key("release") + ".pub"])
+    @Test func anyOfSeveralTrustKeysMaySign() async throws {
+        let signed = try await SignedRepository()
+        try await signed.sync(trusting: [signed.key("other") + ".pub", signed.key("release") + ".pub"])
             .checked("sync --trust-key other.pub --trust-key release.pub")
     }
 
-    @Test func aFileWithOnlyTheBase64LineIsATrustKey() throws {
-        let signed = try SignedRepository()
+    @Test func aFileWithOnlyTheBase64LineIsATrustKey() async throws {
+        let signed = try await SignedRepository()
         let text = try String(contentsOfFile: signed.key("release") + ".pub", encoding: .utf8)
         let lines = text.split(separator: "\n")
         #expect(lines.count == 2)
         let bare = try signed.directory.write(String(lines[1]) + "\n", to: "release-line.pub")
-        try signed.sync(trusting: [bare]).checked("sync --trust-key release-line.pub")
+        try await signed.sync(trusting: [bare]).checked("sync --trust-key release-line.pub")
     }
 
-    @Test func anUntrustedSignerIsRefusedAndTheActiveSetStays() throws {
-        let signed = try SignedRepository()
-        try signed.sync(trusting: [signed.key("release") + ".pub"]).checked("first sync")
+    @Test func anUntrustedSignerIsRefusedAndTheActiveSetStays() async throws {
+        let signed = try await SignedRepository()
+        try await signed.sync(trusting: [signed.key("release") + ".pub"]).checked("first sync")
         let active = try Data(contentsOf: URL(fileURLWithPath: signed.activeSet))
-        try signed.publish(version: "2")
+        try await signed.publish(version: "2")
 
-        let refused = try signed.sync(trusting: [signed.key("other") + ".pub"])
+        let refused = try await signed.sync(trusting: [signed.key("other") + ".pub"])
         #expect(refused.status == 4)
         #expect(
             refused.stderr.contains("signed by key \(try signed.keyID("release")), which is not trusted"), "\(refused.stderr)")

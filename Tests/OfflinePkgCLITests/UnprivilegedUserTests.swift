@@ -54,9 +54,9 @@ struct UnprivilegedUserTests {
         }
 
         /// Publishes `home <version>` (as the test process: the publisher is not the device).
-        func publish(_ version: String) throws {
+        func publish(_ version: String) async throws {
             try scratch.write("home \(version)", to: "site/index.html")
-            try OfflinePkgBinary.run([
+            try await InProcessCLI.run([
                 "publish", scratch.path("site"), "--repo", scratch.path("repo"), "--id", "home", "--version", version,
                 "--route", "https://m.example.com/",
             ]).checked("publish \(version)")
@@ -88,7 +88,7 @@ struct UnprivilegedUserTests {
 
     @Test func syncDeltaLookupRollbackAndGC() async throws {
         let device = try Device()
-        try device.publish("1")
+        try await device.publish("1")
         let cold = try await device.sync()
         #expect(cold["outcome"] as? String == "activated")
         #expect(try await device.served() == "home 1")
@@ -98,7 +98,7 @@ struct UnprivilegedUserTests {
         #expect(device.mode(device.scratch.path("root/trees/home/\(first)/js")) == 0o500)
 
         // A delta update: the unchanged files are hard links into the read-only tree of version 1.
-        try device.publish("2")
+        try await device.publish("2")
         let update = try await device.sync()
         let changes = try #require(update["changes"] as? [[String: Any]])
         #expect(changes.first?["via"] as? String == "delta", "\(update)")
@@ -113,7 +113,7 @@ struct UnprivilegedUserTests {
         }
         #expect(trees.count == 2 && ContentStoreTests.inode(held).links == 3)
 
-        try device.publish("3")
+        try await device.publish("3")
         _ = try await device.sync()
         #expect(try device.trees().count == 2, "gc at the end of the sync keeps the active and the previous tree")
         let rollback = try await device.offlinepkg(["rollback"])
@@ -121,7 +121,7 @@ struct UnprivilegedUserTests {
         #expect(try await device.served() == "home 2")
         // A sync killed before its switch leaves the read-only tree of 4 installed but unused: gc (as
         // nobody) removes it, and keeps the active (2) and previous (3) trees.
-        try device.publish("4")
+        try await device.publish("4")
         var environment = ProcessInfo.processInfo.environment
         environment["OFFLINEPKG_FAILPOINT"] = "before-switch"
         let killed = try await device.offlinepkg(["sync", device.manifest, "--quiet"], environment: environment)
@@ -137,7 +137,7 @@ struct UnprivilegedUserTests {
 
     @Test func verifyRepairSwapsADamagedReadOnlyTree() async throws {
         let device = try Device()
-        try device.publish("1")
+        try await device.publish("1")
         _ = try await device.sync()
         let tree = device.scratch.path("root/trees/home/\(try #require(try device.trees().first))")
         // Damage a file as something other than offlinepkg would (here, the test as root).
@@ -153,7 +153,7 @@ struct UnprivilegedUserTests {
 
     @Test func serveAnswersAGet() async throws {
         let device = try Device()
-        try device.publish("1")
+        try await device.publish("1")
         _ = try await device.sync()
         let command = [OfflinePkgBinary.path, "serve", "--root", device.root, "--port", "0"]
         let process = try ChildProcess(

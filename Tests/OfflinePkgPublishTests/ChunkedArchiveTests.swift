@@ -26,7 +26,7 @@ import Testing
         return (report, try #require(manifest.packages.first))
     }
 
-    @Test func stockToolsExtractItAndEveryIndexRangeIsExactlyItsMember() throws {
+    @Test func stockToolsExtractItAndEveryIndexRangeIsExactlyItsMember() async throws {
         let scratch = try TemporaryDirectory(prefix: "chunked")
         let site = scratch.path("site"), repo = scratch.path("repo")
         let files = Self.siteFiles()
@@ -93,7 +93,7 @@ import Testing
         return nil
     }
 
-    @Test func twoPublishesOfTheSameSiteWriteTheSameBytes() throws {
+    @Test func twoPublishesOfTheSameSiteWriteTheSameBytes() async throws {
         let scratch = try TemporaryDirectory(prefix: "chunked-repro")
         try writeSite(Self.siteFiles(), to: scratch.path("site"))
         let (_, first) = try Self.publish(scratch, site: scratch.path("site"), repo: scratch.path("repo-a"))
@@ -121,7 +121,7 @@ import Testing
     /// The pipeline (files read and hashed on one thread, frames compressed on workers, written in
     /// order) gives the same bytes, ranges and hashes with one worker waiting after every frame as with
     /// several racing each other: frames finish out of order and must still go out in archive order.
-    @Test func theBytesAreTheSameWhateverTheWorkersAndTheQueue() throws {
+    @Test func theBytesAreTheSameWhateverTheWorkersAndTheQueue() async throws {
         let scratch = try TemporaryDirectory(prefix: "chunked-workers")
         var files = Self.siteFiles()
         for number in 0..<300 { files["many/f\(number).txt"] = content("many \(number)", size: 100 + number * 37) }
@@ -153,7 +153,7 @@ import Testing
 
     /// A big file index goes out as several frames compressed side by side: the same bytes whatever
     /// the workers, one zstd stream for the device's decompressor and for the zstd tool.
-    @Test func aBigFileIndexIsFramesThatDecompressAsOne() throws {
+    @Test func aBigFileIndexIsFramesThatDecompressAsOne() async throws {
         let scratch = try TemporaryDirectory(prefix: "chunked-index")
         let entries = (0..<9_000).map { number in
             FileIndex.Entry(
@@ -175,7 +175,7 @@ import Testing
     /// a batch (an input that fills it to the byte, one that no longer fits, one bigger than a batch,
     /// an empty one) every frame comes back in order, with its length, as the very bytes it gets
     /// compressed alone, whatever the workers and the queue, and all decompress as one stream.
-    @Test func framesBatchedTogetherAreTheFramesOfEachInputAlone() throws {
+    @Test func framesBatchedTogetherAreTheFramesOfEachInputAlone() async throws {
         let batch = ZstdFrames.batchBytes
         let sizes = [0, 1, 100, batch - 1, 1, batch, batch / 3, batch / 3, batch / 3, 2 * batch + 5, 0] + (0..<60).map { 50 + $0 * 97 }
         let inputs = sizes.enumerated().map { number, size in
@@ -211,7 +211,7 @@ import Testing
 
     /// A file whose size differs from what `fstat` said is refused, not archived torn (a /proc file
     /// says 0 bytes and reads more).
-    @Test func aFileThatGrowsWhileItIsReadIsRefused() throws {
+    @Test func aFileThatGrowsWhileItIsReadIsRefused() async throws {
         let scratch = try TemporaryDirectory(prefix: "chunked-grows")
         let writer = try ChunkedArchiveWriter(path: scratch.path("a.tar.zst"), level: 3, workers: 1)
         #expect {
@@ -224,7 +224,7 @@ import Testing
     /// The solid writers (tar.zst solid, tar.gz, zip) read into a buffer the size of the file plus one
     /// byte: a file that reads more than `fstat` said is still caught, and a file of exactly its size is
     /// archived whole.
-    @Test(arguments: ArchiveFormat.allCases) func theSolidWritersRefuseAGrowingFileAndKeepAWholeOne(format: ArchiveFormat) throws {
+    @Test(arguments: ArchiveFormat.allCases) func theSolidWritersRefuseAGrowingFileAndKeepAWholeOne(format: ArchiveFormat) async throws {
         let scratch = try TemporaryDirectory(prefix: "solid-grows")
         let writer = try ArchiveWriter(path: scratch.path("a.\(format.rawValue)"), format: format)
         #expect {
@@ -241,7 +241,7 @@ import Testing
         #expect(try shell("bsdtar -xOf '\(scratch.path("b.\(format.rawValue)"))' big.bin | sha256sum | cut -c1-64") == SHA256.hash(bytes).hex + "\n")
     }
 
-    @Test func theFileIndexIsWrittenOnceAndTravelsWithPromote() throws {
+    @Test func theFileIndexIsWrittenOnceAndTravelsWithPromote() async throws {
         let scratch = try TemporaryDirectory(prefix: "chunked-promote")
         try writeSite(DemoSite.files(version: 1), to: scratch.path("site"))
         let (_, entry) = try Self.publish(scratch, site: scratch.path("site"), repo: scratch.path("staging"))
@@ -259,13 +259,13 @@ import Testing
         #expect(try FileSystem.read(scratch.path("production/" + reference.url)) == FileSystem.read(indexPath))
     }
 
-    @Test func aDeviceInstallsAChunkedArchiveWithOfflinepkgSync() throws {
+    @Test func aDeviceInstallsAChunkedArchiveWithOfflinepkgSync() async throws {
         let scratch = try TemporaryDirectory(prefix: "chunked-sync")
         let site = scratch.path("site"), repo = scratch.path("repo"), root = scratch.path("root")
         try writeSite(Self.siteFiles(), to: site)
         let (report, entry) = try Self.publish(scratch, site: site, repo: repo)
         #expect(entry.archive.files != nil)
-        let result = try OfflinePkgBinary.run(["sync", repo + "/manifest.json", "--root", root, "--json"])
+        let result = await InProcessCLI.run(["sync", repo + "/manifest.json", "--root", root, "--json"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("\"via\" : \"archive\"") || result.stdout.contains("\"via\":\"archive\""), "\(result.stdout)")
         let tree = installedTree(root: root, id: "app", version: report.version, tree: report.tree)

@@ -27,7 +27,7 @@ import Testing
             let change = try #require(report.changes.first { $0.id == "app" })
             if let previous = previousTree {
                 let delta = try #require(published.deltas.first { $0.from == previous.version })
-                #expect(change.via == "delta")
+                #expect(change.via == .delta)
                 #expect(report.bytesFetched == delta.file.size)
                 #expect(delta.file.size < published.archive.size)
                 // An unchanged file is the old tree's inode, not a copy.
@@ -36,7 +36,7 @@ import Testing
                 #expect(inode(old + "/img/photo-0.jpg") == inode(new + "/img/photo-0.jpg"))
                 #expect(inode(old + "/index.html") != nil)
             } else {
-                #expect(change.via == "archive")
+                #expect(change.via == .archive)
                 #expect(report.bytesFetched == published.archive.size)
             }
             let tree = installedTree(root: root, id: "app", version: published.version, tree: published.tree)
@@ -89,7 +89,7 @@ import Testing
         let events = EventLog()
         let report = try await syncDevice(root: root, repo: repo, events: events)
         #expect(report.outcome == .activated)
-        #expect(report.changes.first?.via == "archive")
+        #expect(report.changes.first?.via == .archive)
         #expect(report.bytesFetched == delta.file.size + v2.archive.size)
         guard case .hashMismatch = try #require(events.deltaFailures.first) else {
             Issue.record("expected a hash mismatch, got \(events.deltaFailures)")
@@ -116,7 +116,7 @@ import Testing
         let events = EventLog()
         let report = try await syncDevice(root: root, repo: repo, events: events)
         #expect(report.outcome == .activated)
-        #expect(report.changes.first?.via == "archive")
+        #expect(report.changes.first?.via == .archive)
         #expect(report.bytesFetched == Int64(FileSystem.fileSize(evil)!) + v2.archive.size)
         guard case .treeMismatch = try #require(events.deltaFailures.first) else {
             Issue.record("expected a tree mismatch, got \(events.deltaFailures)")
@@ -149,7 +149,7 @@ import Testing
         try FileSystem.writeAtomically(Array("damaged".utf8), to: oldTree + "/" + shared)
         let events = EventLog()
         let report = try await syncDevice(root: root, repo: repo, events: events)
-        #expect(report.outcome == .activated && report.changes.first?.via == "archive")
+        #expect(report.outcome == .activated && report.changes.first?.via == .archive)
         guard case .corruptState = try #require(events.deltaFailures.first) else {
             Issue.record("expected the damaged base to be found, got \(events.deltaFailures)")
             return
@@ -175,7 +175,7 @@ import Testing
 
         let events = EventLog()
         let report = try await syncDevice(root: root, repo: repo, events: events)
-        #expect(report.changes.first?.via == "archive")
+        #expect(report.changes.first?.via == .archive)
         let failure = try #require(events.deltaFailures.first)
         #expect("\(failure)".contains(reason))
         #expect(FileSystem.exists(root + "/outside.txt"))
@@ -219,12 +219,12 @@ import Testing
 
         try shell("cp '\(repo)/manifest.v1.json' '\(repo)/manifest.json'")
         let first = try await syncDevice(root: root, repo: repo)
-        #expect(first.changes.first?.via == "archive")
+        #expect(first.changes.first?.via == .archive)
         try shell("cp '\(repo)/manifest.v2.json' '\(repo)/manifest.json'")
         let events = EventLog()
         let second = try await syncDevice(root: root, repo: repo, events: events)
         #expect(events.deltaFailures.isEmpty)
-        #expect(second.changes.first?.via == "delta")
+        #expect(second.changes.first?.via == .delta)
         #expect(second.bytesFetched == Int64(deltaSize.trimmingCharacters(in: .whitespacesAndNewlines)))
         let store = try PackageStore(root: URL(fileURLWithPath: root), options: .init(watchInterval: 0))
         let active = try #require(store.activeSet.package("app"))

@@ -150,7 +150,7 @@ import Glibc
 
         // Another process (the CLI) syncs release 2 into the same root.
         try publish(2)
-        let sync = try run(OfflinePkgBinary.path, ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
+        let sync = await InProcessCLI.run(["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
         try #require(sync.status == 0, "\(sync.stderr)")
         // Time to the request that first saw release 2, sent, not answered: a curl process takes
         // a while to start on a loaded machine, and that is not the server's delay.
@@ -174,7 +174,7 @@ import Glibc
         #expect(asked.timeIntervalSince(switched) < 1.0, "\(log)")
     }
 
-    @Test func refusesANonLoopbackHost() throws {
+    @Test func refusesANonLoopbackHost() async throws {
         let scratch = try TemporaryDirectory()
         let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
         for host in ["0.0.0.0", "192.168.1.10", "::", "example.com"] {
@@ -185,7 +185,7 @@ import Glibc
         }
     }
 
-    @Test func refusesAHeaderLimitOutsideItsRange() throws {
+    @Test func refusesAHeaderLimitOutsideItsRange() async throws {
         let scratch = try TemporaryDirectory()
         let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
         for bytes in [0, 1023, 64 * 1024 + 1] {

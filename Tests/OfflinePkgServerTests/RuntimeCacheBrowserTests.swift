@@ -6,7 +6,7 @@ import Testing
 /// covers: online through `serve` to nginx, then with nginx stopped and `serve --offline`.
 @Suite(.serialized, .disabled(if: skipBrowser, "OFFLINEPKG_SKIP_BROWSER=1"))
 struct RuntimeCacheBrowserTests {
-    @Test func pageShowsAPIDataOnlineAndAfterGoingOffline() throws {
+    @Test func pageShowsAPIDataOnlineAndAfterGoingOffline() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: chromium), "no Chromium at \(chromium): run `make deps`")
         let rig = try RuntimeCacheRig(
             files: ["v1/greeting.json": "{\"text\": \"hello from the api\"}"],
@@ -24,7 +24,7 @@ struct RuntimeCacheBrowserTests {
                 </script></body></html>
                 """
             ], to: site)
-        try rig.publishAndSync(
+        try await rig.publishAndSync(
             rules: "{\"rules\": [{\"prefix\": \"\(rig.apiPrefix)\", \"strategy\": \"stale-while-revalidate\"}]}", site: site)
 
         func load() throws -> String {

@@ -52,7 +52,7 @@ final class RuntimeCacheRig: @unchecked Sendable {
     }
 
     /// Publishes the site with `rules` (the `runtime` object as JSON; nil: none named) and syncs it.
-    func publishAndSync(rules: String?, site: String? = nil) throws {
+    func publishAndSync(rules: String?, site: String? = nil) async throws {
         var arguments = [
             "publish", site ?? scratch.path("site"), "--repo", scratch.path("repo"), "--id", "app", "--version",
             "v\(UInt64.random(in: 0...UInt64.max))", "--route", "http://app.runtime.test/", "--quiet",
@@ -61,14 +61,14 @@ final class RuntimeCacheRig: @unchecked Sendable {
             let path = try scratch.write(rules, to: "rules-\(UUID().uuidString).json")
             arguments += ["--runtime", path]
         }
-        try OfflinePkgBinary.run(arguments).checked("publish")
-        try OfflinePkgBinary.run(["sync", scratch.path("repo/manifest.json"), "--root", root, "--quiet"]).checked("sync")
+        try await InProcessCLI.run(arguments).checked("publish")
+        try await InProcessCLI.run(["sync", scratch.path("repo/manifest.json"), "--root", root, "--quiet"]).checked("sync")
     }
 
     /// One rule on the API prefix, with `extra` JSON members (e.g. `"maxAge": 1`) and optional limits.
-    func publishAndSync(strategy: String, extra: String = "", limits: String? = nil) throws {
+    func publishAndSync(strategy: String, extra: String = "", limits: String? = nil) async throws {
         let rule = "{\"prefix\": \"\(apiPrefix)\", \"strategy\": \"\(strategy)\"\(extra.isEmpty ? "" : ", " + extra)}"
-        try publishAndSync(rules: "{\"rules\": [\(rule)]\(limits.map { ", \"limits\": \($0)" } ?? "")}")
+        try await publishAndSync(rules: "{\"rules\": [\(rule)]\(limits.map { ", \"limits\": \($0)" } ?? "")}")
     }
 
     @discardableResult
@@ -107,8 +107,8 @@ final class RuntimeCacheRig: @unchecked Sendable {
     }
 
     /// `status --json`'s runtime object.
-    func runtimeStatus() throws -> [String: Any] {
-        let result = try OfflinePkgBinary.run(["status", "--root", root, "--json"]).checked("status")
+    func runtimeStatus() async throws -> [String: Any] {
+        let result = try await InProcessCLI.run(["status", "--root", root, "--json"]).checked("status")
         let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
         return object?["runtime"] as? [String: Any] ?? [:]
     }

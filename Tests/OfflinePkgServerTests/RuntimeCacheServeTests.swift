@@ -11,9 +11,9 @@ import Glibc
 @Suite struct RuntimeCacheServeTests {
     static let data = "{\"items\": [1, 2, 3]}\n"
 
-    @Test func staleWhileRevalidateServesAtOnceAndRefreshesWithOneConditionalRequest() throws {
+    @Test func staleWhileRevalidateServesAtOnceAndRefreshesWithOneConditionalRequest() async throws {
         let rig = try RuntimeCacheRig(files: ["v1/data.json": Self.data])
-        try rig.publishAndSync(strategy: "stale-while-revalidate", extra: "\"maxAge\": 1")
+        try await rig.publishAndSync(strategy: "stale-while-revalidate", extra: "\"maxAge\": 1")
         try rig.startServe()
 
         let miss = try rig.get("v1/data.json")
@@ -60,7 +60,7 @@ import Glibc
         try rig.startServe(environment: ["OFFLINEPKG_OFFLINE": "1"])
         #expect(try rig.get("v1/absent.json").status == 504)
 
-        let status = try rig.runtimeStatus()
+        let status = try await rig.runtimeStatus()
         #expect(status["entries"] as? Int == 1)
         #expect(status["bytes"] as? Int == 8192, "one block for the body, one for the head")
         let counters = status["counters"] as? [String: Any] ?? [:]
@@ -68,9 +68,9 @@ import Glibc
         #expect((counters["hits"] as? Int ?? 0) >= 4 && counters["misses"] as? Int == 1 && counters["revalidations"] as? Int == 1)
     }
 
-    @Test func cacheFirstRevalidatesWhenStaleAndFallsBackWhenTheUpstreamIsDown() throws {
+    @Test func cacheFirstRevalidatesWhenStaleAndFallsBackWhenTheUpstreamIsDown() async throws {
         let rig = try RuntimeCacheRig(files: ["v1/data.json": Self.data])
-        try rig.publishAndSync(strategy: "cache-first", extra: "\"maxAge\": 1")
+        try await rig.publishAndSync(strategy: "cache-first", extra: "\"maxAge\": 1")
         try rig.startServe()
         #expect(try rig.get("v1/data.json").cacheStatus == "offlinepkg; fwd=miss; stored")
         #expect(try rig.get("v1/data.json").cacheStatus.hasPrefix("offlinepkg; hit"))
@@ -99,11 +99,11 @@ import Glibc
         #expect(miss.status == 504 && miss.cacheStatus.contains("network-error"))
     }
 
-    @Test func networkFirstAsksTheNetworkAndFallsBackToTheStoredCopy() throws {
+    @Test func networkFirstAsksTheNetworkAndFallsBackToTheStoredCopy() async throws {
         let rig = try RuntimeCacheRig(
             files: ["v1/data.json": Self.data, "v1/slow.bin": String(repeating: "s", count: 12_000)],
             locations: "location /v1/slow.bin { limit_rate 4000; }")
-        try rig.publishAndSync(strategy: "network-first", extra: "\"timeout\": 0.5")
+        try await rig.publishAndSync(strategy: "network-first", extra: "\"timeout\": 0.5")
         try rig.startServe()
         #expect(try rig.get("v1/data.json").cacheStatus == "offlinepkg; fwd=miss; stored")
         let again = try rig.get("v1/data.json")
@@ -136,16 +136,16 @@ import Glibc
         #expect(try rig.get("v1/other.json").status == 504)
     }
 
-    @Test func networkOnlyStoresNothingAndIs504WhenTheUpstreamIsDown() throws {
+    @Test func networkOnlyStoresNothingAndIs504WhenTheUpstreamIsDown() async throws {
         let rig = try RuntimeCacheRig(files: ["v1/data.json": Self.data])
-        try rig.publishAndSync(strategy: "network-only")
+        try await rig.publishAndSync(strategy: "network-only")
         try rig.startServe()
         for _ in 0..<2 {
             let reply = try rig.get("v1/data.json")
             #expect(reply.body == Self.data && reply.cacheStatus == "offlinepkg; fwd=bypass; fwd-status=200")
         }
         #expect(rig.upstreamRequests("/v1/data.json").count == 2)
-        #expect(try rig.runtimeStatus()["entries"] as? Int == 0)
+        await #expect(try rig.runtimeStatus()["entries"] as? Int == 0)
         rig.stopUpstream()
         #expect(try rig.get("v1/data.json").status == 504)
         // A URL no rule covers stays a 404.
@@ -156,28 +156,28 @@ import Glibc
 
     /// Stored by a cache-first rule; a new release turns the rule into cache-only; the store survives
     /// the sync and a rollback, and cache-only never reaches the network.
-    @Test func cacheOnlyAnswersFromWhatSurvivedSyncsAndRollbacks() throws {
+    @Test func cacheOnlyAnswersFromWhatSurvivedSyncsAndRollbacks() async throws {
         let rig = try RuntimeCacheRig(files: ["v1/data.json": Self.data])
-        try rig.publishAndSync(strategy: "cache-first")
+        try await rig.publishAndSync(strategy: "cache-first")
         try rig.startServe()
         #expect(try rig.get("v1/data.json").cacheStatus == "offlinepkg; fwd=miss; stored")
-        try rig.publishAndSync(strategy: "cache-only")
+        try await rig.publishAndSync(strategy: "cache-only")
         usleep(1_200_000)
         let hit = try rig.get("v1/data.json")
         #expect(hit.body == Self.data && hit.cacheStatus.hasPrefix("offlinepkg; hit"))
         let missing = try rig.get("v1/not-stored.json")
         #expect(missing.status == 504 && missing.cacheStatus.contains("cache-only"))
-        try OfflinePkgBinary.run(["rollback", "--root", rig.root]).checked("rollback")
-        try OfflinePkgBinary.run(["gc", "--root", rig.root]).checked("gc")
+        try await InProcessCLI.run(["rollback", "--root", rig.root]).checked("rollback")
+        try await InProcessCLI.run(["gc", "--root", rig.root]).checked("gc")
         #expect(try rig.get("v1/data.json").body == Self.data)
         #expect(rig.upstreamRequests("/v1/data.json").count == 1)
         #expect(rig.upstreamRequests("/v1/not-stored.json").isEmpty)
     }
 
-    @Test func concurrentRequestsForOneStaleURLShareOneRefresh() throws {
+    @Test func concurrentRequestsForOneStaleURLShareOneRefresh() async throws {
         let rig = try RuntimeCacheRig(
             files: ["v1/feed.json": "old\n"], locations: "location /v1/ { limit_rate 2000; }")
-        try rig.publishAndSync(strategy: "cache-first", extra: "\"maxAge\": 1")
+        try await rig.publishAndSync(strategy: "cache-first", extra: "\"maxAge\": 1")
         try rig.startServe()
         #expect(try rig.get("v1/feed.json").body == "old\n")
         // The new answer takes about two seconds to arrive: every request below waits on the same one.
@@ -196,7 +196,7 @@ import Glibc
         #expect(rig.upstreamRequests("/v1/feed.json").count == 2, "one miss, then one shared refresh")
     }
 
-    @Test func noStoreAndVaryStarAreNeverStoredAndVaryKeysPerHeader() throws {
+    @Test func noStoreAndVaryStarAreNeverStoredAndVaryKeysPerHeader() async throws {
         let rig = try RuntimeCacheRig(
             files: ["v1/private/me.json": "me\n", "v1/any/x.json": "x\n", "v1/lang/greeting.txt": "hello\n"],
             locations: """
@@ -204,7 +204,7 @@ import Glibc
                 location /v1/any/ { add_header Vary "*"; }
                 location /v1/lang/ { add_header Vary "Accept-Language"; }
                 """)
-        try rig.publishAndSync(strategy: "cache-first")
+        try await rig.publishAndSync(strategy: "cache-first")
         try rig.startServe()
         for path in ["v1/private/me.json", "v1/any/x.json"] {
             for _ in 0..<2 {
@@ -225,11 +225,11 @@ import Glibc
         #expect(try rig.get("v1/lang/greeting.txt", ["-H", "Accept-Language: en"]).cacheStatus.hasPrefix("offlinepkg; hit"))
         #expect(try rig.get("v1/lang/greeting.txt", ["-H", "Accept-Language: fr"]).cacheStatus.hasPrefix("offlinepkg; hit"))
         #expect(rig.upstreamRequests("/v1/lang/greeting.txt").count == 2)
-        #expect(try rig.runtimeStatus()["entries"] as? Int == 2)
+        await #expect(try rig.runtimeStatus()["entries"] as? Int == 2)
     }
 
     @Test(arguments: ["entries", "disk"])
-    func evictsTheLeastRecentlyUsedAtTheLimit(limit: String) throws {
+    func evictsTheLeastRecentlyUsedAtTheLimit(limit: String) async throws {
         let body = String(repeating: "b", count: 4_000)
         var files = [String: String]()
         for name in ["a", "b", "c", "d"] { files["v1/\(name).bin"] = body }
@@ -237,12 +237,12 @@ import Glibc
         // Three entries fit either way: each takes two 4 KiB blocks (body and head), 24,576 bytes for
         // three, 32,768 for four.
         let limits = limit == "entries" ? "{\"entries\": 3}" : "{\"disk\": 28000}"
-        try rig.publishAndSync(strategy: "cache-first", limits: limits)
+        try await rig.publishAndSync(strategy: "cache-first", limits: limits)
         try rig.startServe()
         for name in ["a", "b", "c"] { #expect(try rig.get("v1/\(name).bin").cacheStatus.contains("stored")) }
         #expect(try rig.get("v1/a.bin").cacheStatus.hasPrefix("offlinepkg; hit"))  // a is now the most recently used
         #expect(try rig.get("v1/d.bin").cacheStatus.contains("stored"))  // evicts b, the least recently used
-        #expect(try rig.runtimeStatus()["entries"] as? Int == 3)
+        await #expect(try rig.runtimeStatus()["entries"] as? Int == 3)
         #expect(try rig.get("v1/a.bin").cacheStatus.hasPrefix("offlinepkg; hit"))
         #expect(try rig.get("v1/c.bin").cacheStatus.hasPrefix("offlinepkg; hit"))
         #expect(try rig.get("v1/b.bin").cacheStatus == "offlinepkg; fwd=miss; stored")
@@ -253,11 +253,11 @@ import Glibc
 
     /// `kill -9` of serve while a body is being received: after a restart the entry is the old one
     /// (for a refresh) or absent (for a first fetch), never a torn one; `gc` removes the partial body.
-    @Test func killDuringABodyWriteLeavesTheOldEntryOrNone() throws {
+    @Test func killDuringABodyWriteLeavesTheOldEntryOrNone() async throws {
         let rig = try RuntimeCacheRig(
             files: ["v1/refresh.bin": "old body\n", "v1/first.bin": String(repeating: "f", count: 40_000)],
             locations: "location /v1/ { limit_rate 4000; }")
-        try rig.publishAndSync(strategy: "cache-first", extra: "\"maxAge\": 1")
+        try await rig.publishAndSync(strategy: "cache-first", extra: "\"maxAge\": 1")
         let serve = try rig.startServe()
         #expect(try rig.get("v1/refresh.bin").body == "old body\n")
         try rig.writeUpstream("v1/refresh.bin", String(repeating: "n", count: 40_000))
@@ -285,21 +285,21 @@ import Glibc
         let refresh = try rig.get("v1/refresh.bin")
         #expect(refresh.status == 200 && refresh.body == "old body\n")
         #expect(try rig.get("v1/first.bin").status == 504)
-        let verify = try OfflinePkgBinary.run(["verify", "--root", rig.root])
+        let verify = await InProcessCLI.run(["verify", "--root", rig.root])
         #expect(verify.status == 0, "\(verify.stderr)")
-        let gc = try OfflinePkgBinary.run(["gc", "--root", rig.root, "--json"]).checked("gc")
+        let gc = try await InProcessCLI.run(["gc", "--root", rig.root, "--json"]).checked("gc")
         #expect(gc.stdout.contains("runtime/tmp/"), "\(gc.stdout)")
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: rig.root + "/runtime/tmp")) ?? []).isEmpty)
     }
 
     /// With a thread per connection MHD cannot suspend a connection: its own thread waits instead.
-    @Test func threadPerConnectionWaitsOnItsOwnThread() throws {
+    @Test func threadPerConnectionWaitsOnItsOwnThread() async throws {
         let rig = try RuntimeCacheRig(
             files: ["v1/data.json": Self.data],
             locations:
                 "location = /v1/submit { proxy_pass http://127.0.0.1:$server_port/accepted; } location = /accepted { return 200 \"ok\\n\"; }"
         )
-        try rig.publishAndSync(strategy: "cache-first")
+        try await rig.publishAndSync(strategy: "cache-first")
         try rig.startServe(environment: ["OFFLINEPKG_SERVE_THREADS": "per-connection"])
         #expect(try rig.get("v1/data.json").cacheStatus == "offlinepkg; fwd=miss; stored")
         #expect(try rig.get("v1/data.json").cacheStatus.hasPrefix("offlinepkg; hit"))
@@ -307,14 +307,14 @@ import Glibc
         #expect(posted.status == 200 && posted.body == "ok\n")
     }
 
-    @Test func otherMethodsPassThroughWithTheirBody() throws {
+    @Test func otherMethodsPassThroughWithTheirBody() async throws {
         let rig = try RuntimeCacheRig(
             files: [:],
             locations: """
                 location = /v1/submit { client_body_in_file_only on; proxy_pass http://127.0.0.1:$server_port/accepted; }
                 location = /accepted { return 201 "accepted\\n"; }
                 """)
-        try rig.publishAndSync(strategy: "cache-first")
+        try await rig.publishAndSync(strategy: "cache-first")
         try rig.startServe()
         let payload = "{\"note\": \"" + String(repeating: "p", count: 100_000) + "\"}"
         let path = try rig.scratch.write(payload, to: "payload.json")

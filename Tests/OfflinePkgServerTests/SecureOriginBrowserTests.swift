@@ -65,8 +65,8 @@ struct SecureOriginBrowserTests {
         try repository.publish(sequence: release, packages: packages)
     }
 
-    static func tlsStatus(_ root: String) throws -> (certificate: String, pin: String) {
-        let status = try run(OfflinePkgBinary.path, ["status", "--root", root, "--json"])
+    static func tlsStatus(_ root: String) async throws -> (certificate: String, pin: String) {
+        let status = await InProcessCLI.run(["status", "--root", root, "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
         let tls = try #require(object?["tls"] as? [String: String], "status --json: \(status.stdout)")
         return (try #require(tls["certificate"]), try #require(tls["spkiSHA256"]))
@@ -85,10 +85,10 @@ struct SecureOriginBrowserTests {
         let root = scratch.path("root")
         try Self.publish(repository, scratch, release: 1)
         let sync = ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"]
-        try #require(try run(OfflinePkgBinary.path, sync).status == 0)
+        try #require(try await InProcessCLI.run(sync).status == 0)
         let serve = try ServeProcess(root: root, ["--tls"])
         #expect(serve.url.scheme == "https")
-        let (certificate, pin) = try Self.tlsStatus(root)
+        let (certificate, pin) = try await Self.tlsStatus(root)
         #expect(FileManager.default.fileExists(atPath: certificate))
 
         let browser = try DevToolsBrowser(
@@ -110,7 +110,7 @@ struct SecureOriginBrowserTests {
         // Another process syncs release 2, which brings a second host; serve re-issues its certificate
         // with the same key, and a reload shows the new release with the new host's image.
         try Self.publish(repository, scratch, release: 2)
-        try #require(try run(OfflinePkgBinary.path, sync).status == 0)
+        try #require(try await InProcessCLI.run(sync).status == 0)
         var title: Any?
         for _ in 0..<20 {
             try await Task.sleep(nanoseconds: 500_000_000)
@@ -123,7 +123,7 @@ struct SecureOriginBrowserTests {
         #expect(second["fetch"] as? Int == 2, "\(second)")
         #expect(second["cdnImage"] as? Int == 64, "\(second)")
         #expect(second["secure"] as? Bool == true, "\(second)")
-        #expect(try Self.tlsStatus(root).pin == pin, "the key, and so the pin, stays across a re-issue")
+        await #expect(try Self.tlsStatus(root).pin == pin, "the key, and so the pin, stays across a re-issue")
         // The running server presents the re-issued certificate: curl, trusting only it, checks the
         // new host's name against it.
         let fetched = try Tool.curl([

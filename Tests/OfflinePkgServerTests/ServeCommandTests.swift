@@ -12,7 +12,7 @@ import Glibc
     func printsURLServesAndStopsOnSignal(signal: Int32) async throws {
         let scratch = try TemporaryDirectory()
         let root = scratch.path("root")
-        let sync = try run(OfflinePkgBinary.path, ["sync", demoManifest.absoluteString, "--root", root, "--quiet"], timeout: 30)
+        let sync = await InProcessCLI.run(["sync", demoManifest.absoluteString, "--root", root, "--quiet"])
         try #require(sync.status == 0, "\(sync.stderr)")
 
         let process = try ChildProcess(OfflinePkgBinary.path, ["serve", "--root", root, "--port", "0"])
@@ -33,7 +33,7 @@ import Glibc
     }
 
     @Test(arguments: ["0.0.0.0", "10.0.0.1", "::"])
-    func refusesNonLoopbackHostWithUsageStatus(host: String) throws {
+    func refusesNonLoopbackHostWithUsageStatus(host: String) async throws {
         let scratch = try TemporaryDirectory()
         // A root that exists: on a missing one, serve stops first at "no cache root" (man/offlinepkg.1).
         _ = try scratch.makeDirectory("root")

@@ -27,8 +27,7 @@ import Glibc
             try repository.publish(
                 sequence: 1, packages: [.init(id: "home", version: "1", routes: ["https://m.example.com/home/"], site: site)])
             root = scratch.path("root")
-            let sync = try run(
-                OfflinePkgBinary.path, ["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
+            let sync = await InProcessCLI.run(["sync", repository.manifestURL.absoluteString, "--root", root, "--quiet"])
             try #require(sync.status == 0, "\(sync.stderr)")
         }
 
@@ -113,22 +112,21 @@ import Glibc
             #expect(try Self.status(port: serve.port, request) == 200, "serve: a Cookie of \(cookie) bytes")
             #expect(try Self.status(port: nginx.port, request) == nginxExpected, "nginx: a Cookie of \(cookie) bytes")
         }
-        let refused = try run(OfflinePkgBinary.path, ["serve", "--root", site.root, "--max-header-size", "512"])
+        let refused = await InProcessCLI.run(["serve", "--root", site.root, "--max-header-size", "512"])
         #expect(refused.status == 2 && refused.stderr.contains("--max-header-size takes a whole number from 1024"), "\(refused.stderr)")
     }
 
     /// docs/protocol.md#lookups through the CLI: a literal "%" is a hit; `--scheme app=https` maps a shell's scheme.
     @Test func lookupTakesALiteralPercentAndACustomScheme() async throws {
         let site = try await Site()
-        let percent = try run(OfflinePkgBinary.path, ["lookup", "https://m.example.com/home/100%.txt", "--root", site.root])
+        let percent = await InProcessCLI.run(["lookup", "https://m.example.com/home/100%.txt", "--root", site.root])
         #expect(percent.status == 0 && percent.stdout.hasSuffix("/100%.txt\n"), "\(percent.stdout)\(percent.stderr)")
-        let mapped = try run(
-            OfflinePkgBinary.path, ["lookup", "app://m.example.com/home/n.txt", "--scheme", "app=https", "--root", site.root])
+        let mapped = await InProcessCLI.run(["lookup", "app://m.example.com/home/n.txt", "--scheme", "app=https", "--root", site.root])
         #expect(mapped.status == 0 && mapped.stdout.hasSuffix("/n.txt\n"), "\(mapped.stderr)")
-        let unmapped = try run(OfflinePkgBinary.path, ["lookup", "app://m.example.com/home/n.txt", "--root", site.root])
+        let unmapped = await InProcessCLI.run(["lookup", "app://m.example.com/home/n.txt", "--root", site.root])
         #expect(unmapped.status == 2)
         // No "tls" in status before serve --tls made the key and certificate.
-        let status = try run(OfflinePkgBinary.path, ["status", "--json", "--root", site.root])
+        let status = await InProcessCLI.run(["status", "--json", "--root", site.root])
         #expect(status.status == 0 && !status.stdout.contains("\"tls\""))
     }
 

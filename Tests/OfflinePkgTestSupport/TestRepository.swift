@@ -10,6 +10,8 @@ public final class TestRepository: @unchecked Sendable {
     private var order: [String] = []
     public private(set) var sequence = 0
     private var publishes = 0
+    /// Top-level manifest fields written by every `publish` (`reports`, `runtime`).
+    public var manifestExtra: [String: Any] = [:]
 
     public init() throws {
         directory = try TemporaryDirectory(prefix: "offlinepkg-repo")
@@ -49,7 +51,8 @@ public final class TestRepository: @unchecked Sendable {
     public func publish(sequence: Int? = nil, expires: String? = nil) throws -> [UInt8] {
         self.sequence = sequence ?? self.sequence + 1
         let bytes = try writeManifest(
-            packages: order.compactMap { entries[$0] }, sequence: self.sequence, expires: expires, to: manifestPath)
+            packages: order.compactMap { entries[$0] }, sequence: self.sequence, expires: expires, extra: manifestExtra,
+            to: manifestPath)
         // nginx's ETag and Last-Modified have one-second resolution: two publishes within a second of the
         // same size would look unchanged to a conditional request. Give each publish its own mtime.
         publishes += 1

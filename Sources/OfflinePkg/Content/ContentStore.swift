@@ -9,7 +9,7 @@ import Glibc
 /// inode and one copy of their bytes (docs/design.md, "Content store").
 ///
 /// Nothing is written here that a tree does not also name: the unpacker writes each file into its
-/// staging tree, then links that inode in (`insert`: as it is written, or in `PackageInstaller.commit`
+/// staging tree, then links that inode in (`insert`: as it is written, or in `Staging.commit`
 /// while the flush runs). So held content appears before the tree's rename, and it is made durable by
 /// the sync's flushes. A held file that no tree links (`st_nlink == 1`) is an orphan of an interrupted
 /// sync: harmless, collected by `gc`, and never trusted on its name's word (a power cut before that

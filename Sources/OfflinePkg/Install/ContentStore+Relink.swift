@@ -6,8 +6,7 @@ extension ContentStore {
     /// once damaged content was replaced, so no tree keeps linking the damaged inode.
     func relinkedCopy(of tree: LinkingTree) throws -> StagedTree {
         let files = try TreeIndexFile.decode(FileSystem.read(tree.index, limit: 1 << 30), path: tree.index)
-        let staging = layout.stagingDirectory("relink-\(UUID().uuidString)")
-        try FileSystem.makeDirectories(staging)
+        let staging = try Staging(layout: layout).makeFolder("relink")
         do {
             let writer = try TreeWriter(root: staging, replacesFiles: false)
             var folders = Set<PackagePath>()

@@ -64,6 +64,12 @@ private struct ManifestReader {
         if let runtime = object["runtime"], !runtime.isNull {
             manifest.runtime = try RuntimeConfiguration(json: runtime.foundationValue, source: source)
         }
+        if let reports = object["reports"], !reports.isNull {
+            guard let fields = reports.object else { throw fail("reports", "expected an object with a url, got \(describe(reports))") }
+            let url = try string(fields["url"], "reports.url", text: .identifier)!
+            if let problem = ManifestRules.reportsURLProblem(url) { throw fail("reports.url", "\(quoted(url)) \(problem)") }
+            manifest.reportsURL = url
+        }
         return manifest
     }
 

@@ -7,6 +7,8 @@ package struct Manifest: Sendable, Equatable {
     package var packages: [PackageEntry]
     /// How URLs outside packages are cached on the device (docs/protocol.md#the-runtime-cache); nil when the manifest has none.
     package var runtime: RuntimeConfiguration? = nil
+    /// Where devices send their install reports (docs/protocol.md#install-reports, `reports.url`); nil: they send none.
+    package var reportsURL: String? = nil
 
     /// The highest manifest format this build reads.
     package static let supportedFormat = 1

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The rules of docs/protocol.md#package-entries for the values of one package entry, written once: the manifest parser checks
 /// what a device reads against them, and the publisher what it is asked to write, so a release
 /// `publish` accepts is one a device accepts. Each `…Problem` returns why a value breaks its rule (a
@@ -42,4 +44,22 @@ package enum ManifestRules {
         rolloutRange.contains(rollout)
             ? nil : "must be between \(rolloutRange.lowerBound) and \(rolloutRange.upperBound), got \(rollout)"
     }
+
+    /// `reports.url` (docs/protocol.md#install-reports): where devices POST their install reports, an absolute http(s) URL with
+    /// a host and no fragment or user, at most `maximumReportsURLBytes`. Checked by the publisher and by
+    /// every device: a report's body must never be sent somewhere a reader of the manifest would not see.
+    package static func reportsURLProblem(_ url: String) -> String? {
+        guard url.utf8.count <= maximumReportsURLBytes else { return "is longer than \(maximumReportsURLBytes) bytes" }
+        guard !url.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7f }) else {
+            return "holds a space or a control character"
+        }
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty
+        else { return "is not an absolute http or https URL" }
+        if components.user != nil || components.password != nil { return "must not carry a user or password" }
+        if components.fragment != nil { return "must not have a fragment" }
+        return nil
+    }
+
+    package static let maximumReportsURLBytes = 2048
 }

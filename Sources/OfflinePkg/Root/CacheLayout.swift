@@ -30,6 +30,9 @@ import Foundation
 ///       runtime/bodies/<key>-<random>   the bodies, written whole before their head names them
 ///       runtime/tmp/<pid>-<random>      bodies being received
 ///       runtime/stats.json              hit and miss counters
+///       reports/queue.jsonl     install reports waiting to be sent (docs/protocol.md#install-reports), one JSON object a line
+///       reports/state.json      where they go (the manifest's reports URL), the last send's outcome
+///       reports/lock            flock'd by whoever changes the two
 public struct CacheLayout: Sendable, Equatable {
     public let root: String
 
@@ -49,6 +52,8 @@ public struct CacheLayout: Sendable, Equatable {
     /// The unbounded append-only history of earlier builds, read once and then removed.
     package var legacyHistory: String { root + "/history.jsonl" }
     package var launches: String { root + "/launch.json" }
+    /// How each origin answered `Range` requests (`OriginRanges`).
+    package var origins: String { root + "/origins.json" }
     package var trees: String { root + "/trees" }
     package var downloads: String { root + "/downloads" }
     package var staging: String { root + "/staging" }
@@ -62,6 +67,13 @@ public struct CacheLayout: Sendable, Equatable {
     package var tlsCertificate: String { tls + "/certificate.pem" }
 
     package func packageTrees(_ id: String) -> String { trees + "/" + id }
+
+    package var reports: String { root + "/reports" }
+    package var reportQueue: String { reports + "/queue.jsonl" }
+    package var reportState: String { reports + "/state.json" }
+    package var reportLock: String { reports + "/lock" }
+    /// A name listed in `reports/` (an atomic writer's temporary).
+    package func reportsEntry(_ name: String) -> String { reports + "/" + name }
 
     package var runtime: String { root + "/runtime" }
     package var runtimeEntries: String { runtime + "/entries" }

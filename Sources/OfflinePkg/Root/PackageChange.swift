@@ -4,9 +4,8 @@ public struct PackageChange: Sendable, Codable, Equatable {
     public var id: String
     public var from: String?
     public var to: String?
-    /// How the new tree arrived: "archive", "delta", "files" (only the files the device lacked,
-    /// docs/protocol.md#chunked-archives-and-file-indexes), "cache" (already on disk) or nil when removed.
-    public var via: String?
+    /// How the new tree arrived, or nil when the package was removed.
+    public var via: InstallRoute?
     /// The new release's notes and whether its publisher marked it mandatory (docs/protocol.md#package-entries).
     public var notes: String?
     public var mandatory: Bool?

@@ -18,7 +18,7 @@ extension RuntimeCache {
                     "offlinepkg; fwd=bypass; detail=credential", "\(upstream) is not stored for requests with a credential")
                 : nil
         }
-        let now = Date()
+        let now = world.clock.now()
         let stored = store.lookup(url: upstream, request: request.fields, credential: credential)
         if options.offline {
             guard let stored else {
@@ -58,7 +58,7 @@ extension RuntimeCache {
         if credential != nil && !rule.separatesCredentials {
             return await fromNetwork(request, route: route, cacheStatus: "offlinepkg; fwd=bypass; detail=credential")
         }
-        let now = Date()
+        let now = world.clock.now()
         let stored = store.lookup(url: route.upstream, request: request.fields, credential: credential)
         switch rule.strategy {
         case .cacheFirst, .staleWhileRevalidate, .cacheOnly:
@@ -138,7 +138,7 @@ extension RuntimeCache {
             return RuntimeAnswer(
                 status: status, fields: fields, body: .streamed(body), cacheStatus: cacheStatus + "; fwd-status=\(status)")
         } catch {
-            return failed(error, upstream: route.upstream, stored: nil, rule: route.rule, now: Date(), cacheStatus: cacheStatus)
+            return failed(error, upstream: route.upstream, stored: nil, rule: route.rule, now: world.clock.now(), cacheStatus: cacheStatus)
         }
     }
 

@@ -47,7 +47,9 @@ public final class RuntimeCache: Sendable {
     public let options: Options
     package let layout: CacheLayout
     package let store: RuntimeStore
-    let transport: any Transport
+    /// The clock entries are dated with and the network they come from.
+    let world: World
+    var transport: any Transport { world.transport }
     let statistics: RuntimeStatistics
     private let rules: Mutex<RulesState>
     let inFlight = Mutex<[String: Task<FetchOutcome, Error>]>([:])
@@ -83,10 +85,10 @@ public final class RuntimeCache: Sendable {
         try self.init(layout: CacheLayout(root: root.path), options: options)
     }
 
-    package init(layout: CacheLayout, options: Options = .init(), transport: any Transport = CurlTransport()) throws {
+    package init(layout: CacheLayout, options: Options = .init(), world: World = .live) throws {
         self.layout = layout
         self.options = options
-        self.transport = transport
+        self.world = world
         slots = UpstreamSlots(limit: options.upstreamTransfers)
         let configuration = Self.loadConfiguration(layout)
         store = try RuntimeStore(layout: layout, limits: configuration?.limits ?? RuntimeLimits())

@@ -14,7 +14,7 @@ package struct RuntimeEntryDamage: Sendable, Codable, Equatable {
 extension RuntimeStore {
     /// Files `gc` may remove: temporary bodies whose writer is gone, and bodies no head names. A body
     /// younger than a minute is left alone: a live process may be between its rename and its head.
-    package static func garbage(in layout: CacheLayout, now: Date = Date()) -> [String] {
+    package static func garbage(in layout: CacheLayout, now: Date) -> [String] {
         var garbage = [String]()
         // Temporary names start (tmp/) or end (.tmp-<pid>-<random> heads) with the writer's pid.
         func writerIsGone(_ pidText: Substring?) -> Bool {

@@ -98,11 +98,12 @@ final class UpstreamReceiver: @unchecked Sendable {
             body.finish(nil)
         case .renewing:
             guard let stored else { return }
+            let now = cache.world.clock.now()
             // Commits touch the disk: on a thread of their own, never on the cooperative pool.
             decision.resolve(
                 await resultOf {
                     .renewed(
-                        try await runBlocking { try store.renew(stored, notModified: head.fields, at: Date()) },
+                        try await runBlocking { try store.renew(stored, notModified: head.fields, at: now) },
                         setCookies: setCookies)
                 })
         case .storing(let sink, _):
@@ -110,7 +111,7 @@ final class UpstreamReceiver: @unchecked Sendable {
             let vary = HTTPCachePolicy.vary(fields)
             let entry = RuntimeEntryHead(
                 url: route.upstream, vary: vary, varyValues: HTTPCachePolicy.varyValues(vary, request: request.fields),
-                status: 200, headers: RuntimeEntryHead.pairs(fields), storedAt: Date().timeIntervalSince1970, body: "",
+                status: 200, headers: RuntimeEntryHead.pairs(fields), storedAt: cache.world.clock.now().timeIntervalSince1970, body: "",
                 size: sink.length,
                 credential: route.rule.separatesCredentials ? HTTPCachePolicy.credentialHash(request.fields) : nil)
             let data = sink.data

@@ -40,15 +40,21 @@ extension CacheRoot {
 
     /// Confirms that the set `generation` launched well. A confirmation counts only for the set it
     /// names: one for an older generation does nothing.
+    ///
+    /// The first confirmation of a set is an install report's `confirmed` event (docs/protocol.md#install-reports).
     public func confirmLaunch(generation: Int) throws {
-        let current = try ActiveRecord.load(layout).current.generation
-        guard generation == current else { return }
-        var launch = LaunchRecord.load(layout) ?? LaunchRecord(generation: generation, launches: 0, confirmed: true)
-        guard launch.generation == generation else {
-            try LaunchRecord(generation: generation, launches: 0, confirmed: true).save(layout)
-            return
-        }
+        let record = try ActiveRecord.load(layout)
+        guard generation == record.current.generation else { return }
+        let stored = LaunchRecord.load(layout).flatMap { $0.generation == generation ? $0 : nil }
+        var launch = stored ?? LaunchRecord(generation: generation, launches: 0, confirmed: true)
         launch.confirmed = true
         try launch.save(layout)
+        guard stored?.confirmed != true, generation > 0 else { return }
+        ReportQueue(layout: layout).record { device, state in
+            ReportEvent(
+                device: device, time: Date(), event: .confirmed, sequence: record.current.sequence,
+                packages: ReportEvent.packages(from: record.previous ?? .empty, to: record.current),
+                shellVersion: state.shellVersion)
+        }
     }
 }

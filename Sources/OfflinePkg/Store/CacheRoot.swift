@@ -15,26 +15,38 @@ public struct CacheRoot: Sendable {
     /// Reverts a newly activated set that the host has not confirmed (`confirmLaunch`) within this
     /// many launches (`recordLaunch`); 0 turns launch confirmation off.
     public var launchesBeforeRevert: Int
+    /// The clock and network this root's syncs, repairs and records use.
+    package let world: World
 
     /// Opens (and creates, if need be) the root at `root`, for a process that writes it without reading
     /// from it: no lookup index, no reader lease. Its folders are made by the first sync.
     public init(root: URL, launchesBeforeRevert: Int = 0) throws {
-        try FileSystem.makeDirectories(root.path)
-        // libarchive's secure-symlink check walks the whole target path: resolve the root's own links,
-        // as PackageStore does.
-        let resolved = try FileSystem.realPath(root.path)
-        try RootModes.checkOwner(resolved)
-        self.init(layout: CacheLayout(root: resolved), launchesBeforeRevert: launchesBeforeRevert)
+        try self.init(creating: root.path, launchesBeforeRevert: launchesBeforeRevert)
     }
 
     /// The root `store` reads, written from this process: each switch made here reaches `store` at once.
     public init(store: PackageStore, launchesBeforeRevert: Int = 0) {
-        self.init(layout: store.layout, reader: store, launchesBeforeRevert: launchesBeforeRevert)
+        self.init(store: store, world: .live, launchesBeforeRevert: launchesBeforeRevert)
     }
 
-    package init(layout: CacheLayout, reader: PackageStore? = nil, launchesBeforeRevert: Int = 0) {
+    package init(store: PackageStore, world: World, launchesBeforeRevert: Int = 0) {
+        self.init(layout: store.layout, reader: store, world: world, launchesBeforeRevert: launchesBeforeRevert)
+    }
+
+    /// The root at `path`, made if it is not there.
+    package init(creating path: String, world: World = .live, launchesBeforeRevert: Int = 0) throws {
+        try FileSystem.makeDirectories(path)
+        // libarchive's secure-symlink check walks the whole target path: resolve the root's own links,
+        // as PackageStore does.
+        let resolved = try FileSystem.realPath(path)
+        try RootModes.checkOwner(resolved)
+        self.init(layout: CacheLayout(root: resolved), world: world, launchesBeforeRevert: launchesBeforeRevert)
+    }
+
+    package init(layout: CacheLayout, reader: PackageStore? = nil, world: World = .live, launchesBeforeRevert: Int = 0) {
         self.layout = layout
         self.reader = reader
+        self.world = world
         self.launchesBeforeRevert = launchesBeforeRevert
     }
 
@@ -50,6 +62,18 @@ public struct CacheRoot: Sendable {
         let lock = try RootLock(layout: layout, wait: wait)
         ContentLedger.of(layout).lockTaken()
         return lock
+    }
+
+    /// Notes a failed sync in the root's monitoring state (`status --json`: attempt time, failure count,
+    /// the error): the one way a failure is recorded, whether the sync failed, was interrupted, or could not
+    /// start (a key file that does not parse).
+    package func recordFailure(exitStatus: Int32, message: String) {
+        SyncState.recordFailure(SyncFailure(time: world.clock.now(), exitStatus: exitStatus, message: message), in: layout)
+    }
+
+    package func recordFailure(_ error: any Error) {
+        let status = (error as? OfflinePkgError)?.category.exitStatus ?? OfflinePkgError.Category.failure.exitStatus
+        recordFailure(exitStatus: status, message: "\(error)")
     }
 
     /// The activation notice: called right after this process switched the active set.
@@ -72,7 +96,7 @@ public struct CacheRoot: Sendable {
         }
         var restored = previous
         restored.generation = record.current.generation + 1
-        restored.activatedAt = Date()
+        restored.activatedAt = world.clock.now()
         // The hold-back lands before the switch: if the switch then fails, a sync merely keeps what is
         // active; the other order could switch back and lose the hold-back, reinstalling the bad release.
         state.reverted = reverted
@@ -80,6 +104,11 @@ public struct CacheRoot: Sendable {
         try ActiveRecord(current: restored, previous: record.current).save(layout)
         History.record(restored, in: layout)
         switched()
+        ReportQueue(layout: layout).record { device, state in
+            ReportEvent(
+                device: device, time: Date(), event: .reverted, sequence: restored.sequence,
+                packages: ReportEvent.packages(from: record.current, to: restored), shellVersion: state.shellVersion)
+        }
         return restored
     }
 
@@ -88,10 +117,10 @@ public struct CacheRoot: Sendable {
     package func collectGarbage(wait: Bool = false) throws -> [String] {
         let lock = try takeLock(wait: wait)
         defer { withExtendedLifetime(lock) {} }
-        for name in FileSystem.contents(of: layout.staging) { try FileSystem.removeTree(layout.stagingDirectory(name)) }
+        try Staging(layout: layout).clear()
         StrayTemporaries.remove(in: layout)
         ContentStore(layout: layout).catchUp()
-        let runtimeGarbage = RuntimeStore.garbage(in: layout)
+        let runtimeGarbage = RuntimeStore.garbage(in: layout, now: world.clock.now())
         for path in runtimeGarbage { FileSystem.discardFile(path) }
         return try GarbageCollector(layout: layout).collect(walk: true).removedTrees + runtimeGarbage
     }

@@ -31,6 +31,9 @@ public struct StoreStatus: Sendable, Codable {
     /// The files held once by content (`content/`) and their bytes: what the installed trees take on disk,
     /// apart from files a tree from before the content store holds alone.
     public var content: ContentStatus? = nil
+    /// Install reports (docs/protocol.md#install-reports): where they go and what waits in the queue; nil when reports are off
+    /// and nothing is queued.
+    public var reports: ReportsStatus? = nil
 }
 
 /// How much `content/` holds.
@@ -66,6 +69,7 @@ extension PackageStore {
         let usage = ContentStore(layout: layout).usage()
         status.content = ContentStatus(files: usage.files, bytes: usage.bytes)
         status.lastSync = state.lastChanges
+        status.reports = ReportQueue(layout: layout).status
         status.tls = LoopbackCertificate.stored(layout: layout).map { TLSStatus(certificate: $0.certificatePath, spkiSHA256: $0.spkiSHA256) }
         return status
     }

@@ -15,7 +15,7 @@ extension SyncEngine {
 
     /// What the install stage brought: how each package came, and what it cost on the network.
     struct InstalledPackages {
-        var via: [String: String] = [:]
+        var routes: [String: InstallRoute] = [:]
         /// What each package cost on the network.
         var bytesByPackage: [String: Int64] = [:]
         var bytes: Int64 = 0
@@ -33,6 +33,7 @@ extension SyncEngine {
                 caBundle: options.caBundle),
             limits: limits, events: options.events)
         installer.defersNewContent = defersNewContent
+        installer.origins = origins
         return installer
     }
 
@@ -47,7 +48,7 @@ extension SyncEngine {
             switch result {
             case .success(let outcome):
                 staged.append(outcome.staged)
-                results.via[id] = outcome.via
+                results.routes[id] = outcome.route
                 results.bytesByPackage[id] = outcome.bytesFetched
                 results.bytes += outcome.bytesFetched
                 results.requests += 1
@@ -85,11 +86,33 @@ extension SyncEngine {
         }
         // What verified is installed even when other packages failed: the next attempt fetches only those.
         let (layout, verified) = (self.layout, staged)
-        try await runBlocking { try PackageInstaller.commit(verified, layout: layout) }
+        try await runBlocking { try Staging(layout: layout).commit(verified) }
         if !failures.isEmpty {
             throw failures.count == 1 ? failures.values.first! : OfflinePkgError.releaseIncomplete(failures: failures)
         }
         return results
+    }
+
+    /// What a dry run shows in place of the install stage: for each package to install, the route the
+    /// installer would take and its bytes (`PackageInstaller.expectedRoute`), and the changes the switch
+    /// would make, as a sync reports them.
+    func preview(_ planned: PlannedRelease) async -> SyncPlan {
+        let installer = self.installer
+        var routes = [String: InstallRoute]()
+        var bytes = [String: Int64]()
+        for entry in planned.plan.toInstall {
+            (routes[entry.id], bytes[entry.id]) = await installer.expectedRoute(entry, manifestURL: manifestURL, current: planned.current)
+        }
+        let candidate = planned.candidate(activatedAt: now())
+        let changes = Self.changes(from: planned.current, to: candidate, routes: routes, bytes: bytes)
+        let steps = changes.map {
+            SyncPlan.Step(
+                id: $0.id, from: $0.from, to: $0.to, via: $0.via, bytes: $0.bytes ?? 0, notes: $0.notes, mandatory: $0.mandatory)
+        }
+        return SyncPlan(
+            manifestURL: source, sequence: planned.accepted.manifest.sequence,
+            wouldActivate: !candidate.hasSameContent(as: planned.current), steps: steps, heldBack: planned.plan.heldBack,
+            bytesToFetch: steps.reduce(0) { $0 + $1.bytes }, mandatory: steps.contains { $0.mandatory == true })
     }
 
     /// Packages whose archives or deltas have the same sha256 share a download file

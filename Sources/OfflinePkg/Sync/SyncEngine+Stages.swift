@@ -14,18 +14,26 @@ extension SyncEngine {
     }
 
     /// Begin: an open root of an older offlinepkg is made its user's alone (`RootModes`), leftovers of a
-    /// crashed sync go (staging is garbage: only a lock holder writes there), the content store catches
-    /// up (a root in the older layout gets the current one, the last one-package sync's new content is
-    /// taken in), then the state and the active record are read.
-    func begin() throws -> Start {
-        RootModes.tighten(layout)
-        try clearStaging()
-        StrayTemporaries.remove(in: layout)
-        PackageInstaller.contentStore(layout).catchUp()
-        let state = try SyncState.load(layout)
+    /// crashed sync go (staging is garbage: only a lock holder writes there), the
+    /// content store catches up (a root in the older layout gets the current one, the last one-package sync's
+    /// new content is taken in), then the state and the active record are read. A dry run only reads,
+    /// and a root it cannot read (or that is not there) starts it from nothing.
+    func begin(dryRun: Bool = false) throws -> Start {
+        let state: SyncState
+        let record: ActiveRecord
+        if dryRun {
+            state = (try? SyncState.load(layout)) ?? SyncState()
+            record = (try? ActiveRecord.load(layout)) ?? .empty
+        } else {
+            RootModes.tighten(layout)
+            try Staging(layout: layout).clear()
+            StrayTemporaries.remove(in: layout)
+            PackageInstaller.contentStore(layout).catchUp()
+            state = try SyncState.load(layout)
+            record = try ActiveRecord.load(layout)
+        }
         return Start(
-            state: state, record: try ActiveRecord.load(layout), inputs: evaluationInputs(),
-            sameSource: state.manifestURL == source)
+            state: state, record: record, inputs: evaluationInputs(), sameSource: state.manifestURL == source)
     }
 
     /// `--min-interval`: no request when the last successful check is young and nothing local changed.
@@ -48,20 +56,24 @@ extension SyncEngine {
         var unchanged: Bool
     }
 
-    /// Check and accept, then keep the manifest and its signature in the root (the copy a 304 brings back).
-    func accept(_ start: Start) async throws -> AcceptedRelease {
+    /// Check and accept, then keep the manifest and its signature in the root (the copy a 304 brings
+    /// back); a dry run keeps nothing.
+    func accept(_ start: Start, dryRun: Bool = false) async throws -> AcceptedRelease {
         var state = start.state
         state.lastAttempt = now()
         let (checked, manifest) = try await checkAndAccept(state: state, sameSource: start.sameSource)
+        attempt?.accepted(manifest)
         if case .fetched(_, let etag, let lastModified) = checked.response {
             state.etag = etag
             state.lastModified = lastModified
         }
-        FailPoint.afterManifest.hit()
         let unchanged =
             start.sameSource && checked.sha256 == state.acceptedManifestSHA256 && state.evaluatedInputs == start.inputs
         state.accept(AcceptedManifest(sequence: manifest.sequence, sha256: checked.sha256), from: source)
         state.lastCheck = now()
+        let accepted = AcceptedRelease(start: start, checked: checked, manifest: manifest, state: state, unchanged: unchanged)
+        if dryRun { return accepted }
+        FailPoint.afterManifest.hit()
         if checked.signatureFromNetwork, let signature = checked.signature {
             try FileSystem.writeAtomically(signature, to: layout.storedSignature)
         } else if checked.signature == nil {
@@ -69,7 +81,7 @@ extension SyncEngine {
             FileSystem.discardFile(layout.storedSignature)
         }
         if case .fetched = checked.response { try FileSystem.writeAtomically(checked.bytes, to: layout.storedManifest) }
-        return AcceptedRelease(start: start, checked: checked, manifest: manifest, state: state, unchanged: unchanged)
+        return accepted
     }
 
     /// The commit of an unchanged manifest: the check noted as a success, and the sync ends.
@@ -90,16 +102,31 @@ extension SyncEngine {
         var plan: ReleasePlan
         var state: SyncState
         var current: ActiveSet { accepted.start.record.current }
+
+        /// The active set this release would switch in.
+        func candidate(activatedAt: Date) -> ActiveSet {
+            ActiveSet(
+                generation: current.generation + 1, sequence: accepted.manifest.sequence, activatedAt: activatedAt,
+                packages: plan.packages)
+        }
     }
 
     /// Plan: gating and what to fetch. Commits the accepted sequence (rollback protection) and the
     /// hold-backs before anything is downloaded, with the evaluation marked unfinished (a 304 must not
-    /// count as evaluated until this release is fully active); then the free-space check.
-    func plan(_ accepted: AcceptedRelease) throws -> PlannedRelease {
+    /// count as evaluated until this release is fully active); then the free-space check. A dry run
+    /// commits nothing, announces nothing and checks no space; a root without a device ID is judged for
+    /// rollout with a throwaway one, which is what its first sync will do with its new one.
+    func plan(_ accepted: AcceptedRelease, dryRun: Bool = false) throws -> PlannedRelease {
         let manifest = accepted.manifest
         let current = accepted.start.record.current
-        let plan = planner(deviceID: try Rollout.deviceID(layout), state: accepted.state).plan(manifest, current: current)
+        let deviceID = dryRun ? DeviceID.existing(layout) ?? UUID().uuidString.lowercased() : try DeviceID.of(layout)
+        let plan = planner(deviceID: deviceID, state: accepted.state).plan(manifest, current: current)
+        if dryRun { return PlannedRelease(accepted: accepted, plan: plan, state: accepted.state) }
         announce(plan, manifest: manifest, current: current)
+        if let attempt {
+            let candidate = ActiveSet(generation: current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)
+            attempt.planned(Self.changes(from: current, to: candidate, routes: [:], bytes: [:]))
+        }
         var state = accepted.state
         state.evaluatedInputs = nil
         state.heldBack = plan.heldBack
@@ -127,9 +154,7 @@ extension SyncEngine {
         try Task.checkCancellation()
         let record = planned.accepted.start.record
         var switched = SwitchedSet(previous: record.current, current: record.current, outcome: .upToDate)
-        let candidate = ActiveSet(
-            generation: record.current.generation + 1, sequence: planned.accepted.manifest.sequence, activatedAt: now(),
-            packages: planned.plan.packages)
+        let candidate = planned.candidate(activatedAt: now())
         if !candidate.hasSameContent(as: record.current) {
             // Every tree it names was flushed and renamed into place by the install stage's commit.
             FailPoint.beforeSwitch.hit()
@@ -141,10 +166,8 @@ extension SyncEngine {
             switched.outcome = .activated
             options.events?(.activated(generation: candidate.generation))
         }
-        switched.changes = Self.changes(from: switched.previous, to: switched.current, via: installed.via)
-        for index in switched.changes.indices where switched.changes[index].to != nil {
-            switched.changes[index].bytes = installed.bytesByPackage[switched.changes[index].id] ?? 0
-        }
+        switched.changes = Self.changes(
+            from: switched.previous, to: switched.current, routes: installed.routes, bytes: installed.bytesByPackage)
         var state = planned.state
         if switched.outcome == .activated { state.lastChanges = switched.changes }
         state.evaluatedInputs = planned.accepted.start.inputs

@@ -12,26 +12,38 @@ import Glibc
 /// Every stage before the switch leaves the active set untouched; the switch is one atomic rename.
 /// The root's state is saved where a stage commits, once each: the accepted manifest and the plan
 /// before anything is downloaded (rollback protection), or the unchanged check; the finished evaluation
-/// after the switch; a failure's monitoring fields when a stage throws.
+/// after the switch. A failure is recorded by the `Updater` that ran the engine (`CacheRoot.recordFailure`).
+///
+/// A dry run (`dryRun()`) runs the same stages up to the plan with none of their commits, and then
+/// says what the install stage would fetch.
 package struct SyncEngine: Sendable {
     package var layout: CacheLayout
     package var manifestURL: URL
     package var options: Updater.Options
-    package var transport: any Transport
-    package var now: @Sendable () -> Date = { Date() }
+    /// The clock and the network of this sync.
+    package var world: World
+    /// Told what this sync accepted and planned, for its install report; nil for a dry run.
+    package var attempt: SyncAttempt?
+    /// The world's transport, its transfers sharing connections for this sync (`CurlSession`).
+    let transport: any Transport
+    /// How the origins of file-level updates take ranges, read from the root once per sync.
+    let origins: OriginRanges
 
     /// The manifest URL as the root keeps and reports it: without userinfo (docs/protocol.md#neighbours-on-the-device).
     var source: String { Userinfo.removed(from: manifestURL) }
 
-    package init(layout: CacheLayout, manifestURL: URL, options: Updater.Options, transport: any Transport) {
+    package init(layout: CacheLayout, manifestURL: URL, options: Updater.Options, world: World) {
         self.layout = layout
         self.manifestURL = manifestURL
         self.options = options
-        self.transport = transport
+        self.world = world
+        transport = (world.transport as? CurlTransport)?.sharingConnections() ?? world.transport
+        origins = OriginRanges(layout: layout)
     }
 
     /// The unpack limits of this sync.
     var limits: UnpackLimits { options.unpackLimits }
+    func now() -> Date { world.clock.now() }
 
     package func run() async throws -> SyncReport {
         // Lock: the root's folders are made here, once per sync, then the one-sync-at-a-time lock.
@@ -40,23 +52,6 @@ package struct SyncEngine: Sendable {
         defer { withExtendedLifetime(lock) {} }
         // A new locked operation: held content is hashed again before it is reused.
         ContentLedger.of(layout).lockTaken()
-        do {
-            return try await runLocked()
-        } catch {
-            // Monitoring sees failures too (`status --json`, docs/cron.md): noted under the lock, and nothing but the
-            // monitoring fields changes. An interrupted sync is noted by its caller, who knows the signal.
-            if !Task.isCancelled {
-                let status = (error as? OfflinePkgError)?.category.exitStatus ?? OfflinePkgError.Category.failure.exitStatus
-                if var state = try? SyncState.load(layout) {
-                    state.note(SyncFailure(time: now(), exitStatus: status, message: "\(error)"))
-                    try? state.save(layout)
-                }
-            }
-            throw error
-        }
-    }
-
-    private func runLocked() async throws -> SyncReport {
         let start = try begin()
         if let skipped = skipIfCheckedRecently(start) { return skipped }
         let accepted = try await accept(start)
@@ -68,46 +63,15 @@ package struct SyncEngine: Sendable {
         return report(switched, planned, installed)
     }
 
-    /// `sync --dry-run` (man/offlinepkg.1): everything up to the plan — the manifest fetched and verified — and
-    /// nothing written: no lock, no state, no stored manifest, no device ID, no download.
-    package func plan() async throws -> SyncPlan {
-        let state = (try? SyncState.load(layout)) ?? SyncState()
-        let record = (try? ActiveRecord.load(layout)) ?? .empty
-        let source = self.source
-        let (_, manifest) = try await checkAndAccept(state: state, sameSource: state.manifestURL == source)
-        // A root without a device ID gets one at its first real sync; until then rollout is judged with
-        // a throwaway ID, which is what that first sync will do with its new one.
-        let deviceID = Rollout.existingDeviceID(layout) ?? UUID().uuidString.lowercased()
-        let plan = planner(deviceID: deviceID, state: state).plan(manifest, current: record.current)
-        let candidate = ActiveSet(generation: record.current.generation + 1, sequence: manifest.sequence, activatedAt: now(), packages: plan.packages)
-        var steps = [SyncPlan.Step]()
-        for package in plan.packages {
-            let before = record.current.package(package.id)
-            guard before?.version != package.version || before?.tree != package.tree else { continue }
-            var via = "cache"
-            var bytes: Int64 = 0
-            if let entry = plan.toInstall.first(where: { $0.id == package.id }) {
-                if let before, let delta = entry.deltas.first(where: { $0.from == before.version }) {
-                    (via, bytes) = ("delta", delta.file.size)
-                } else {
-                    (via, bytes) = ("archive", entry.archive.size)
-                }
-                if let files = await installer.estimateFiles(entry, manifestURL: manifestURL, current: record.current) {
-                    (via, bytes) = ("files", files)
-                }
-            }
-            steps.append(
-                .init(
-                    id: package.id, from: before?.version, to: package.version, via: via, bytes: bytes, notes: package.notes,
-                    mandatory: package.mandatory))
-        }
-        for package in record.current.packages where candidate.package(package.id) == nil {
-            steps.append(.init(id: package.id, from: package.version, to: nil, via: nil, bytes: 0))
-        }
-        return SyncPlan(
-            manifestURL: source, sequence: manifest.sequence, wouldActivate: !candidate.hasSameContent(as: record.current),
-            steps: steps, heldBack: plan.heldBack, bytesToFetch: steps.reduce(0) { $0 + $1.bytes },
-            mandatory: steps.contains { $0.mandatory == true })
+    /// `sync --dry-run` (man/offlinepkg.1): the stages of `run()` up to the plan — the manifest fetched and
+    /// verified, gating applied — with none of their commits: no lock, no state, no stored manifest, no
+    /// device ID, no download; then how the install stage would bring each package (`preview`). Not
+    /// skipped by `--min-interval`, and a manifest evaluated before is planned all the same.
+    package func dryRun() async throws -> SyncPlan {
+        let start = try begin(dryRun: true)
+        let accepted = try await accept(start, dryRun: true)
+        let planned = try plan(accepted, dryRun: true)
+        return await preview(planned)
     }
 
     func planner(deviceID: String, state: SyncState) -> ReleasePlanner {
@@ -251,27 +215,26 @@ package struct SyncEngine: Sendable {
         return manifest
     }
 
-    func clearStaging() throws {
-        for name in FileSystem.contents(of: layout.staging) {
-            try FileSystem.removeTree(layout.stagingDirectory(name))
-        }
-    }
-
     func emptyReport(_ outcome: SyncReport.Outcome, _ set: ActiveSet, requests: Int = 0) -> SyncReport {
         SyncReport(
             outcome: outcome, generation: set.generation, sequence: set.sequence, changes: [], heldBack: [], bytesFetched: 0,
             requests: requests)
     }
 
-    static func changes(from old: ActiveSet, to new: ActiveSet, via: [String: String]) -> [SyncReport.Change] {
-        var changes = [SyncReport.Change]()
+    /// What a switch from `old` to `new` changes, package by package: how each new tree arrives
+    /// (`routes`, else `.cache`: on disk already) and what it costs on the network (`bytes`). The one
+    /// list a sync reports and keeps for `status`, and a dry run shows.
+    static func changes(
+        from old: ActiveSet, to new: ActiveSet, routes: [String: InstallRoute], bytes: [String: Int64]
+    ) -> [PackageChange] {
+        var changes = [PackageChange]()
         for package in new.packages {
             let before = old.package(package.id)
             if before?.version != package.version || before?.tree != package.tree {
                 changes.append(
                     .init(
-                        id: package.id, from: before?.version, to: package.version, via: via[package.id] ?? "cache",
-                        notes: package.notes, mandatory: package.mandatory))
+                        id: package.id, from: before?.version, to: package.version, via: routes[package.id] ?? .cache,
+                        notes: package.notes, mandatory: package.mandatory, bytes: bytes[package.id] ?? 0))
             }
         }
         for package in old.packages where new.package(package.id) == nil {

@@ -38,8 +38,8 @@ public struct SyncPlan: Sendable, Codable, Equatable {
         public var from: String?
         /// Nil: the package would stop being served.
         public var to: String?
-        /// "archive", "delta", "files" (docs/protocol.md#chunked-archives-and-file-indexes), "cache" (already on disk), or nil for a removal.
-        public var via: String?
+        /// How the new tree would arrive, or nil for a removal.
+        public var via: InstallRoute?
         /// Bytes the download would take (the archive's or delta's size, before any resume; for "files",
         /// the file index and the ranges of the content not held).
         public var bytes: Int64

@@ -8,12 +8,11 @@ package struct TreeRepairer: Sendable {
     package var root: CacheRoot
     /// The transfer options (and unpack limits) of the refetch, as a sync's.
     package var options: Updater.Options
-    package var transport: any Transport
 
-    package init(root: CacheRoot, options: Updater.Options = .init(), transport: any Transport = CurlTransport()) {
+    /// A repair of `root`, fetching through the root's world.
+    package init(root: CacheRoot, options: Updater.Options = .init()) {
         self.root = root
         self.options = options
-        self.transport = transport
     }
 
     private var layout: CacheLayout { root.layout }
@@ -62,7 +61,7 @@ package struct TreeRepairer: Sendable {
         }
         let linking = content.trees(linking: damagedContent)
         for sha256 in damagedContent { FileSystem.discardFile(content.path(sha256: sha256)) }
-        var repaired = try await reinstall(record.current.packages.filter { ids.contains($0.id) }, options: options, transport: transport)
+        var repaired = try await reinstall(record.current.packages.filter { ids.contains($0.id) }, options: options)
         // Damaged content that only trees outside the active set linked comes back through the previous
         // set's package, from the manifest or the archive its record names; it may no longer be offered.
         let unrefilled = linking.filter { tree in
@@ -71,7 +70,7 @@ package struct TreeRepairer: Sendable {
         for package in record.previous?.packages ?? [] where record.current.package(package.id)?.tree != package.tree {
             let tree = layout.tree(id: package.id, version: package.version, treeHash: package.tree)
             guard unrefilled.contains(where: { $0.folder == tree }) else { continue }
-            repaired += (try? await reinstall([package], options: options, transport: transport)) ?? []
+            repaired += (try? await reinstall([package], options: options)) ?? []
         }
         var relinked = false
         for tree in linking where FileSystem.exists(tree.folder) {
@@ -89,7 +88,7 @@ package struct TreeRepairer: Sendable {
                 }
                 continue
             }
-            try PackageInstaller.commit([content.relinkedCopy(of: tree)], layout: layout)
+            try Staging(layout: layout).commit([content.relinkedCopy(of: tree)])
             relinked = true
         }
         if (!contentDamage.isEmpty && (relinked || !repaired.isEmpty)) || figureWrong { repaired.append(TreeDamage.contentStore) }
@@ -97,7 +96,7 @@ package struct TreeRepairer: Sendable {
     }
 
     /// Fetches `packages` (installed ones) again and swaps their trees in; returns their ids.
-    private func reinstall(_ packages: [InstalledPackage], options: Updater.Options, transport: any Transport) async throws -> [String] {
+    private func reinstall(_ packages: [InstalledPackage], options: Updater.Options) async throws -> [String] {
         guard !packages.isEmpty else { return [] }
         let state = try SyncState.load(layout)
         guard let source = state.manifestURL, let manifestURL = URL(string: source) else {
@@ -107,7 +106,7 @@ package struct TreeRepairer: Sendable {
         let installer = PackageInstaller(
             layout: layout,
             downloader: Downloader(
-                transport: transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
+                transport: root.world.transport, layout: layout, retry: options.retry, limits: options.retrievalLimits,
                 caBundle: options.caBundle),
             limits: options.unpackLimits, events: options.events)
         var repaired = [String]()
@@ -122,7 +121,7 @@ package struct TreeRepairer: Sendable {
             }
             let outcome = try await installer.install(entry, manifestURL: manifestURL)
             let layout = self.layout
-            try await runBlocking { try PackageInstaller.commit([outcome.staged], layout: layout) }
+            try await runBlocking { try Staging(layout: layout).commit([outcome.staged]) }
             repaired.append(package.id)
         }
         return repaired

@@ -12,38 +12,34 @@ public actor Updater {
     public nonisolated let root: CacheRoot
     public let manifestURL: URL
     public let options: Options
-    private let transport: any Transport
     // The shortest period of background updates; tests shorten it to see the loop turn in seconds.
     private let minimumPeriod: TimeInterval
     private var inFlight: Task<SyncReport, Error>?
+    /// The install reports' send in flight (docs/protocol.md#install-reports), started after a sync; a sync's result never waits
+    /// for it.
+    var sending: Task<Void, Never>?
     // Behind a lock rather than actor state, so that start() and stop() take effect before they return:
     // when each handed its work to the actor in a task of its own, a stop() could reach the actor first
     // and find nothing to stop, and the loop then ran for good.
     private let background = Mutex<Task<Void, Never>?>(nil)
 
     public init(store: PackageStore, manifestURL: URL, options: Options = .init()) {
-        self.init(root: CacheRoot(store: store), manifestURL: manifestURL, options: options, transport: CurlTransport())
+        self.init(root: CacheRoot(store: store), manifestURL: manifestURL, options: options)
     }
 
-    /// An updater of a root that this process does not read (the `sync` command): no lookup index built
-    /// from every tree listing, before and again after a switch, and no reader lease.
-    package init(
-        root: CacheRoot, manifestURL: URL, options: Options, transport: any Transport = CurlTransport(),
-        minimumPeriod: TimeInterval = 60
-    ) {
+    /// An updater of `root`, whose world (clock and network) its syncs use. A root opened alone (the
+    /// `sync` command's) has no reader in this process: no lookup index built from every tree listing,
+    /// before and again after a switch, and no reader lease.
+    package init(root: CacheRoot, manifestURL: URL, options: Options, minimumPeriod: TimeInterval = 60) {
         self.root = root
         self.manifestURL = manifestURL
         self.options = options
-        self.transport = transport
         self.minimumPeriod = minimumPeriod
     }
 
-    package init(
-        store: PackageStore, manifestURL: URL, options: Options, transport: any Transport, minimumPeriod: TimeInterval = 60
-    ) {
+    package init(store: PackageStore, manifestURL: URL, options: Options, world: World, minimumPeriod: TimeInterval = 60) {
         self.init(
-            root: CacheRoot(store: store), manifestURL: manifestURL, options: options, transport: transport,
-            minimumPeriod: minimumPeriod)
+            root: CacheRoot(store: store, world: world), manifestURL: manifestURL, options: options, minimumPeriod: minimumPeriod)
     }
 
     /// The reader this updater tells of its switches (the store it was made with), if any.
@@ -57,7 +53,11 @@ public actor Updater {
     /// The background loop passes false: `stop()` cancels the loop, and a sync in flight finishes.
     private func sync(forwardingCancellation: Bool) async throws -> SyncReport {
         if let inFlight { return try await inFlight.value }
-        let task = Task { [engine = engine()] in try await engine.run() }
+        let attempt = SyncAttempt()
+        let started = ContinuousClock.now
+        var engine = engine()
+        engine.attempt = attempt
+        let task = Task { [engine] in try await engine.run() }
         inFlight = task
         defer { inFlight = nil }
         do {
@@ -66,35 +66,30 @@ public actor Updater {
                 ? try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
                 : try await task.value
             if report.outcome == .activated { root.switched() }
+            // The switch is done and announced before anything is reported.
+            recordReport(.success(report), attempt: attempt, started: started)
             return report
-        } catch let error as OfflinePkgError {
-            options.events?(.failed(error))
+        } catch {
+            // Where a failed sync is recorded: the root's monitoring state (`status --json`), the event, then
+            // its install report. An interrupted sync is noted by whoever interrupted it, who knows the signal.
+            if !task.isCancelled { root.recordFailure(error) }
+            if let error = error as? OfflinePkgError {
+                options.events?(.failed(error))
+                if !task.isCancelled { recordReport(.failure(error), attempt: attempt, started: started) }
+            }
             throw error
         }
     }
 
-    /// What a sync would do now (`sync --dry-run`, man/offlinepkg.1): the manifest is fetched and verified, nothing
-    /// is downloaded and nothing in the root changes.
+    /// What a sync would do now (`sync --dry-run`, man/offlinepkg.1): the same stages as `sync()` up to the plan, the
+    /// manifest fetched and verified, then what the install stage would fetch, and how. Nothing is
+    /// downloaded and nothing in the root changes; the root need not exist.
     public func plan() async throws -> SyncPlan {
-        try await engine().plan()
+        try await engine().dryRun()
     }
 
     private func engine() -> SyncEngine {
-        SyncEngine(layout: root.layout, manifestURL: manifestURL, options: options, transport: transport)
-    }
-
-    /// `plan()` for a process that reads nothing from the root (`sync --dry-run`); the root need not exist.
-    package static func planOnce(
-        root: String, manifestURL: URL, options: Options, transport: any Transport = CurlTransport()
-    ) async throws -> SyncPlan {
-        let layout = CacheLayout(root: (try? FileSystem.realPath(root)) ?? root)
-        return try await SyncEngine(layout: layout, manifestURL: manifestURL, options: options, transport: transport).plan()
-    }
-
-    /// Notes a sync that ended outside the engine (interrupted by a signal, or failed before it started)
-    /// in the root's monitoring state; see `SyncState.recordFailure`.
-    package static func recordFailure(root: String, exitStatus: Int32, message: String) {
-        SyncState.recordFailure(SyncFailure(time: Date(), exitStatus: exitStatus, message: message), in: CacheLayout(root: root))
+        SyncEngine(layout: root.layout, manifestURL: manifestURL, options: options, world: root.world)
     }
 
     /// Starts background updates: a sync now, then every `minInterval` (at least a minute) plus jitter.

@@ -38,6 +38,11 @@ extension Updater {
         public var historyLimit: Int = 100
         /// Limits applied when the sync (or a repair) unpacks archives: entries and bytes (docs/protocol.md#archives).
         public var unpackLimits: UnpackLimits = .init()
+        /// Install reports (docs/protocol.md#install-reports): when the signed manifest names a `reports` URL, each activation,
+        /// failed sync, revert and launch confirmation is queued in the root and POSTed after a sync.
+        /// False turns them off for this root: nothing is recorded, and what was queued is dropped unsent.
+        /// (`sync --no-reports`, `OFFLINEPKG_REPORTS=0`.)
+        public var reports: Bool = true
 
         public init(
             trustedKeys: [TrustedKey] = [], minInterval: TimeInterval = 0, jitter: TimeInterval = 0, jobs: Int = 4,

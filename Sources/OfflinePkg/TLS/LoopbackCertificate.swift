@@ -42,7 +42,9 @@ package struct LoopbackCertificate: Sendable {
     /// The identity for `set`: the root's key (made on first use) and a certificate naming every host
     /// of `set`, the stored one when it already does and is not near its end, else a new one written
     /// atomically beside the key.
-    package static func prepare(layout: CacheLayout, for set: ActiveSet, now: Date = Date()) throws -> LoopbackCertificate {
+    package static func prepare(
+        layout: CacheLayout, for set: ActiveSet, now: Date = WallClock.system.now()
+    ) throws -> LoopbackCertificate {
         try FileSystem.makeDirectories(layout.tls, mode: 0o700)
         let key = try loadOrMakeKey(layout.tlsKey)
         defer { EVP_PKEY_free(key) }

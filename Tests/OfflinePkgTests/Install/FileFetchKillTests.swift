@@ -41,8 +41,8 @@ import Glibc
     }
 
     /// `lookup --json` of `url`: the file's bytes and version, or nil on a miss (exit 1).
-    static func lookup(_ url: String, root: String) throws -> (bytes: [UInt8], version: String)? {
-        let result = try OfflinePkgBinary.run(["lookup", url, "--root", root, "--json"])
+    static func lookup(_ url: String, root: String) async throws -> (bytes: [UInt8], version: String)? {
+        let result = await InProcessCLI.run(["lookup", url, "--root", root, "--json"])
         if result.status == 1 { return nil }
         try result.checked("lookup \(url)")
         let answer = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
@@ -67,8 +67,8 @@ import Glibc
         let root = try TemporaryDirectory(prefix: "files-kill-device")
         let layout = CacheLayout(root: root.path)
         let manifest = repo.manifestURL.absoluteString
-        try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("sync of release 1")
-        let before = try Self.json(try OfflinePkgBinary.run(["status", "--root", root.path, "--json"]).checked("status").stdout)
+        try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("sync of release 1")
+        let before = try Self.json(try await InProcessCLI.run(["status", "--root", root.path, "--json"]).checked("status").stdout)
         let generation = try #require((before["active"] as? [String: Any])?["generation"] as? Int)
 
         var (app4, lib4) = (app1, lib1)
@@ -94,23 +94,23 @@ import Glibc
         #expect(midway > 0 && midway < 2 << 20, "\(midway) bytes of frames when killed")
         // The previous set, whole: lookups answer release 1's bytes, the file only release 4 has is a
         // miss, and status names the same generation.
-        let blob = try #require(try Self.lookup("https://m.example.com/app/big/blob-0.bin", root: root.path))
+        let blob = try await #require(try Self.lookup("https://m.example.com/app/big/blob-0.bin", root: root.path))
         #expect(blob.version == "1.0" && blob.bytes == Self.appFiles(version: 1)["big/blob-0.bin"])
-        let libPage = try #require(try Self.lookup(libRoute + "index.html", root: root.path))
+        let libPage = try await #require(try Self.lookup(libRoute + "index.html", root: root.path))
         #expect(libPage.version == "1.0" && libPage.bytes == libFiles(1)["index.html"])
-        #expect(try Self.lookup("https://m.example.com/app/new/added-in-4.bin", root: root.path) == nil)
-        let after = try Self.json(try OfflinePkgBinary.run(["status", "--root", root.path, "--json"]).checked("status").stdout)
+        await #expect(try Self.lookup("https://m.example.com/app/new/added-in-4.bin", root: root.path) == nil)
+        let after = try Self.json(try await InProcessCLI.run(["status", "--root", root.path, "--json"]).checked("status").stdout)
         let active = try #require(after["active"] as? [String: Any])
         #expect(active["generation"] as? Int == generation)
         let versions = try #require(active["packages"] as? [[String: Any]]).map { "\($0["id"] ?? "") \($0["version"] ?? "")" }
         #expect(versions.sorted() == ["app 1.0", "lib 1.0"])
-        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the kill")
+        try await InProcessCLI.run(["verify", "--root", root.path]).checked("verify after the kill")
 
         // The next sync, at full speed: both packages by files; the lib's content the killed sync
         // fetched is reused (its archive is not asked again), the app's frames are fetched afresh.
         try FileSystem.removeFile(repo.repo + "/slow")
         let logStart = repo.nginx.accessLog().count
-        let next = try OfflinePkgBinary.run(["sync", manifest, "--root", root.path, "--json"], timeout: 60).checked("sync after the kill")
+        let next = try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--json"]).checked("sync after the kill")
         let report = try Self.json(next.stdout)
         #expect(report["outcome"] as? String == "activated")
         #expect(report["generation"] as? Int == generation + 1)
@@ -128,12 +128,12 @@ import Glibc
         #expect(Int64(libChange["bytes"] as? Int ?? -1) <= FileFetchTests.size(repo, lib4.indexURL))
 
         // Release 4 served, verify clean, nothing left in staging, and after gc no content without a tree.
-        let newBlob = try #require(try Self.lookup("https://m.example.com/app/big/blob-0.bin", root: root.path))
+        let newBlob = try await #require(try Self.lookup("https://m.example.com/app/big/blob-0.bin", root: root.path))
         #expect(newBlob.version == "4.0" && newBlob.bytes == Self.appFiles(version: 4)["big/blob-0.bin"])
-        #expect(try Self.lookup("https://m.example.com/app/new/added-in-4.bin", root: root.path)?.version == "4.0")
-        try OfflinePkgBinary.run(["verify", "--root", root.path]).checked("verify after the next sync")
+        await #expect(try Self.lookup("https://m.example.com/app/new/added-in-4.bin", root: root.path)?.version == "4.0")
+        try await InProcessCLI.run(["verify", "--root", root.path]).checked("verify after the next sync")
         #expect(FileSystem.contents(of: layout.staging).isEmpty)
-        try OfflinePkgBinary.run(["gc", "--root", root.path]).checked("gc")
+        try await InProcessCLI.run(["gc", "--root", root.path]).checked("gc")
         for shard in FileSystem.contents(of: layout.content) where !shard.hasPrefix(".") {
             for name in FileSystem.contents(of: layout.content + "/" + shard) {
                 var info = stat()

@@ -28,7 +28,7 @@ import Testing
         #expect(try store.writer.verify().isEmpty)
         // The same through the command line, as a host shell asks it.
         for (url, resource) in [("caf%C3%A9.txt", precomposed), ("cafe%CC%81.txt", decomposed)] {
-            let cli = try OfflinePkgBinary.run(["lookup", "https://twins.example.com/" + url, "--root", scratch.path("root")])
+            let cli = await InProcessCLI.run(["lookup", "https://twins.example.com/" + url, "--root", scratch.path("root")])
             #expect(Array(try cli.checked().stdout.utf8) == Array((resource.path + "\n").utf8))
         }
     }

@@ -49,7 +49,7 @@ struct BackgroundUpdateTests {
     static func updater(_ manifest: URL, _ store: PackageStore, period: TimeInterval, counter: SyncCounter) -> Updater {
         Updater(
             store: store, manifestURL: manifest, options: .init(minInterval: period, events: { counter.handle($0) }),
-            transport: CurlTransport(), minimumPeriod: 0)
+            world: .live, minimumPeriod: 0)
     }
 
     /// Waits in steps of 20 ms, at most `steps` of them, until `done`. Steps rather than the clock: when
@@ -120,7 +120,7 @@ struct BackgroundUpdateTests {
         let counter = SyncCounter()
         let updater = Updater(
             store: try LifecycleTests.store(try TemporaryDirectory()), manifestURL: URL(fileURLWithPath: repo.manifestPath),
-            options: .init(minInterval: 0.05, jitter: 1_000_000, events: { counter.handle($0) }), transport: CurlTransport(),
+            options: .init(minInterval: 0.05, jitter: 1_000_000, events: { counter.handle($0) }), world: .live,
             minimumPeriod: 0)
         updater.start()
         defer { updater.stop() }

@@ -251,7 +251,7 @@ struct LifecycleTests {
         // file is named too, with the tree path that links it.
         #expect(damage.map(\.packageID) == ["docs", TreeDamage.contentStore] && damage[0].path == "index.html")
         #expect(damage.last?.problem.hasSuffix("linked by " + FileSystem.parentPath(file) + "/index.html") == true, "\(damage)")
-        let cli = try OfflinePkgBinary.run(["verify", "--root", root.path])
+        let cli = await InProcessCLI.run(["verify", "--root", root.path])
         #expect(cli.status == 4 && cli.stderr.contains("damaged: docs 1: index.html"))
         let repaired = try await TreeRepairer(root: store.writer).repair(damage)
         #expect(repaired == [TreeDamage.contentStore, "docs"])
@@ -354,7 +354,7 @@ struct LifecycleTests {
         let shell = try PackageStore(root: root.url, options: .init(watchInterval: 0.5))
         try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")])
         try repo.publish()
-        try OfflinePkgBinary.run(["sync", repo.manifestPath, "--root", root.path, "--quiet"]).checked()
+        try await InProcessCLI.run(["sync", repo.manifestPath, "--root", root.path, "--quiet"]).checked()
         let switched = Date()
         while try Self.served(shell) != "home 2" && Date().timeIntervalSince(switched) < 3 {
             try await Task.sleep(nanoseconds: 20_000_000)

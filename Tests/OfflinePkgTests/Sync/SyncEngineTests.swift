@@ -76,7 +76,7 @@ struct SyncEngineTests {
         let report = try await device.sync(nginx.url("manifest.json"))
         // The one package fetched cost what the whole sync fetched.
         #expect(report.bytesFetched > 0)
-        #expect(report.changes == [.init(id: "home", from: "1.0", to: "2.0", via: "archive", bytes: report.bytesFetched)])
+        #expect(report.changes == [.init(id: "home", from: "1.0", to: "2.0", via: .archive, bytes: report.bytesFetched)])
         #expect(try device.content("https://m.example.com/") == "<h1>home v2</h1>")
         #expect(device.store.resolve("https://m.example.com/js/app.js") == nil)
         #expect(nginx.requestCount(path: "/archives/docs-1.0.tar.gz") == 1)

@@ -22,7 +22,7 @@ struct FullDiskTests {
         deinit { _ = try? run("umount", ["-l", path]) }
     }
 
-    @Test func theUnpackerReportsTheErrnoAsAnIOError() throws {
+    @Test func theUnpackerReportsTheErrnoAsAnIOError() async throws {
         let disk = try SmallDisk()
         let archive = try ArchiveDamageTests.zeros(4 << 20, in: disk.dir)
         let staging = disk.path + "/staging"
@@ -37,7 +37,7 @@ struct FullDiskTests {
         }
     }
 
-    @Test func syncExitsOneNamingTheErrnoAndCleansStaging() throws {
+    @Test func syncExitsOneNamingTheErrnoAndCleansStaging() async throws {
         let disk = try SmallDisk()
         let archive = try ArchiveDamageTests.zeros(4 << 20, in: disk.dir)
         let repo = try disk.dir.makeDirectory("repo")
@@ -46,7 +46,7 @@ struct FullDiskTests {
             tree: String(repeating: "0", count: 64))
         try writeManifest(packages: [entry], sequence: 1, to: repo + "/manifest.json")
         let root = disk.path + "/root"
-        let result = try OfflinePkgBinary.run(["sync", "file://\(repo)/manifest.json", "--root", root, "--quiet"])
+        let result = await InProcessCLI.run(["sync", "file://\(repo)/manifest.json", "--root", root, "--quiet"])
         #expect(result.status == 1, "\(result.stderr)")
         #expect(result.stderr.contains("No space left on device"), "\(result.stderr)")
         #expect(!result.stderr.contains("refused"), "\(result.stderr)")
