@@ -38,6 +38,30 @@ package final class RuntimeStore: Sendable {
         /// The names the last stored answer of each URL varied on: a lookup keys by their values.
         var varyNames: [String: [String]] = [:]
         var limits: RuntimeLimits
+        /// Entries and disk bytes of the answers to a request with a query string, per URL without it.
+        var queried: [String: (entries: Int, bytes: Int64)] = [:]
+
+        /// Counts `head` in (`sign` 1) or out (-1) of its path's share.
+        mutating func account(_ head: RuntimeEntryHead, _ sign: Int) {
+            guard let path = RuntimeStore.queriedPath(head.url) else { return }
+            var share = queried[path] ?? (0, 0)
+            share.entries += sign
+            share.bytes += Int64(sign) * RuntimeStore.diskBytes(head)
+            queried[path] = share.entries > 0 ? share : nil
+        }
+    }
+
+    /// The URL without its query, when it has one: the path whose share of the store its answer takes.
+    static func queriedPath(_ url: String) -> String? {
+        guard let mark = url.utf8.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        return String(url[..<mark])
+    }
+
+    /// The share of the store the answers to one path's query strings may take: an eighth of each
+    /// limit. A page that asks one path with a new query string each time (a cache-buster) then pushes
+    /// out that path's older answers, not every other stored one.
+    static func share(_ limits: RuntimeLimits) -> (entries: Int, bytes: Int64) {
+        (max(1, limits.entries / 8), Int64(limits.disk / 8))
     }
 
     /// The disk an entry takes, counted against the disk limit as a file system with 4 KiB blocks
@@ -74,6 +98,7 @@ package final class RuntimeStore: Sendable {
         for head in loaded.sorted(by: { $0.storedAt < $1.storedAt }) {
             initial.entries.set(head.variant, head)
             initial.diskBytes += Self.diskBytes(head)
+            initial.account(head, 1)
             if !head.vary.isEmpty { initial.varyNames[head.url] = head.vary }
         }
         state = Mutex(initial)
@@ -143,7 +168,7 @@ package final class RuntimeStore: Sendable {
         }
         let replaced = index(head, data: data)
         if let replaced, replaced.body != head.body { FileSystem.discardFile(layout.runtimeBody(replaced.body)) }
-        evict()
+        evict(keeping: head)
         return StoredAnswer(head: head, bodyPath: layout.runtimeBody(head.body), data: data)
     }
 
@@ -181,8 +206,12 @@ package final class RuntimeStore: Sendable {
         let key = head.variant
         return state.withLock { state -> RuntimeEntryHead? in
             let replaced = state.entries.set(key, head)
-            if let replaced { state.diskBytes -= Self.diskBytes(replaced) }
+            if let replaced {
+                state.diskBytes -= Self.diskBytes(replaced)
+                state.account(replaced, -1)
+            }
             state.diskBytes += Self.diskBytes(head)
+            state.account(head, 1)
             if head.vary.isEmpty { state.varyNames[head.url] = nil } else { state.varyNames[head.url] = head.vary }
             if let data, data.count <= largestMemoryBody(state.limits) {
                 if let previous = state.memory.set(key, data) { state.memoryBytes -= previous.count }
@@ -199,17 +228,33 @@ package final class RuntimeStore: Sendable {
 
     private func largestMemoryBody(_ limits: RuntimeLimits) -> Int { min(limits.memory / 8, 1 << 20) }
 
-    /// Evicts least recently used entries until the entry count and disk bytes are within the limits.
-    private func evict() {
+    /// Evicts least recently used entries until the entry count and disk bytes are within the limits;
+    /// first, when `kept` (just stored) answers a query string, its path's older answers past the
+    /// path's share (`share`), never `kept` itself.
+    private func evict(keeping kept: RuntimeEntryHead? = nil) {
         let evicted = state.withLock { state -> [(String, RuntimeEntryHead)] in
             var evicted = [(String, RuntimeEntryHead)]()
-            while state.entries.count > state.limits.entries || state.diskBytes > Int64(state.limits.disk),
-                let (key, head) = state.entries.removeOldest().map({ ($0.key, $0.value) })
-            {
+            func drop(_ key: String, _ head: RuntimeEntryHead, _ state: inout State) {
                 state.diskBytes -= Self.diskBytes(head)
+                state.account(head, -1)
                 if let data = state.memory.remove(key) { state.memoryBytes -= data.count }
                 if state.varyNames[head.url] != nil && head.vary.isEmpty { state.varyNames[head.url] = nil }
                 evicted.append((key, head))
+            }
+            if let kept, let path = Self.queriedPath(kept.url) {
+                let share = Self.share(state.limits)
+                let keptKey = kept.variant
+                while let used = state.queried[path], used.entries > share.entries || used.bytes > share.bytes,
+                    let key = state.entries.oldestKey(where: { $0.variant != keptKey && Self.queriedPath($0.url) == path }),
+                    let head = state.entries.remove(key)
+                {
+                    drop(key, head, &state)
+                }
+            }
+            while state.entries.count > state.limits.entries || state.diskBytes > Int64(state.limits.disk),
+                let (key, head) = state.entries.removeOldest().map({ ($0.key, $0.value) })
+            {
+                drop(key, head, &state)
             }
             return evicted
         }

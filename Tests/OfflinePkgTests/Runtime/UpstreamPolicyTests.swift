@@ -130,4 +130,29 @@ import Testing
         #expect(try RuntimeStore(layout: layout, limits: RuntimeLimits()).usage.entries == 0)
         #expect(FileSystem.contents(of: layout.runtimeBodies).isEmpty)
     }
+
+    /// A page that asks one path with a new query string each time pushes out that path's older answers
+    /// (an eighth of the store at most is theirs), never every other stored answer.
+    @Test func aCacheBusterPushesOutOnlyItsOwnPathsAnswers() throws {
+        let scratch = try TemporaryDirectory()
+        let store = try RuntimeStore(layout: CacheLayout(root: scratch.path), limits: RuntimeLimits(entries: 16))
+        func put(_ url: String) throws {
+            let temporary = try store.temporaryFile()
+            try temporary.descriptor.writeAll(Array("{}".utf8), path: temporary.path)
+            temporary.descriptor.close()
+            let head = RuntimeEntryHead(
+                url: url, vary: [], varyValues: [], status: 200, headers: [["Content-Type", "application/json"]],
+                storedAt: 0, body: "", size: 2)
+            _ = try store.commit(temporary: temporary.path, head: head, data: nil)
+        }
+        let kept = (1...4).map { "https://api.example.com/v1/page\($0)" } + ["https://api.example.com/v1/items?page=2"]
+        for url in kept { try put(url) }
+        for n in 1...40 { try put("https://api.example.com/v1/items?r=\(n)") }
+        for url in kept.dropLast() {
+            #expect(store.lookup(url: url, request: []) != nil, "\(url) was pushed out")
+        }
+        #expect(store.lookup(url: "https://api.example.com/v1/items?r=40", request: []) != nil)
+        #expect(store.lookup(url: kept.last!, request: []) == nil, "the oldest of the path's answers goes first")
+        #expect(store.usage.entries == 4 + 2)
+    }
 }
