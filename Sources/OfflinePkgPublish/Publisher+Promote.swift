@@ -4,7 +4,7 @@ import Foundation
 extension Publisher {
     /// Copies version `version` of package `id` from the repository `source` into this one and publishes
     /// it here (`promote`, docs/publishing.md: staging to production): its archive, the deltas into it, any other
-    /// file its entry names, and its tree listing; then the manifest, with the entry as `source`
+    /// file its entry names, the file-index deltas from the trees published here, and its tree listing; then the manifest, with the entry as `source`
     /// published it (routes, notes, rollout...). The same stages as `publish`: everything under `.tmp/`
     /// first, the manifest and its signature last.
     package func promote(
@@ -67,8 +67,10 @@ extension Publisher {
             }
             written.append(described)
         }
+        let indexDeltas = try copyFileIndexDeltas(into: parsed, id: id, version: version, from: from)
         FailPoint.publishBeforeRename.hit()
         for (number, file) in written.enumerated() { try moveIntoPlace(layout.temporary("promote-\(number)"), url: file.url) }
+        for delta in indexDeltas { try moveIntoPlace(delta.scratch, url: delta.url) }
         let release = try writeRelease(
             entry, id: id, version: version, index: index, document: document, expires: nil, expiresIn: nil, signer: signer,
             events: nil, promotedFrom: from.root)
@@ -91,6 +93,33 @@ extension Publisher {
         let document = try ManifestDocument.load(repository.manifest)
         if let object = document.packageObject(id), object["version"] as? String == version { return object }
         throw OfflinePkgError.unavailable("\(id) \(version) was never published in \(repository.root)")
+    }
+
+    /// The file-index deltas `source` wrote into `entry`'s file index from the trees this repository has
+    /// published (the trees its devices can hold), each copied to a scratch file. Without them a device
+    /// on this channel one version behind fetches the whole index. `source` keeps deltas from its last
+    /// versions only; a tree it has none from costs that device the index, as after a publish.
+    private func copyFileIndexDeltas(
+        into entry: PackageEntry, id: String, version: String, from source: RepositoryLayout
+    ) throws -> [(scratch: String, url: String)] {
+        guard let index = entry.archive.files else { return [] }
+        var copied = [(scratch: String, url: String)]()
+        var trees = Set<String>()
+        for published in try versionLog(id).filter({ $0 != version }).suffix(Self.fileIndexDeltaCount).reversed() {
+            let path = layout.treeIndex(id: id, version: published)
+            guard FileSystem.exists(path) else { continue }
+            let tree = TreeHash.compute(try TreeIndexFile.decode(FileSystem.read(path, limit: FileIndex.maximumSize), path: path))
+            let url = FileIndexDelta.url(nextTo: index.url, fromTree: tree, index: index.sha256)
+            guard tree != entry.tree, trees.insert(tree).inserted, FileSystem.exists(source.path(ofURL: url)) else { continue }
+            let scratch = layout.temporary("promote-index-delta-\(copied.count)")
+            do {
+                try FileManager.default.copyItem(atPath: source.path(ofURL: url), toPath: scratch)
+            } catch {
+                throw OfflinePkgError.publishRefused(reason: "cannot copy \(source.path(ofURL: url)) to \(scratch): \(error)")
+            }
+            copied.append((scratch, url))
+        }
+        return copied
     }
 
     /// The archive first, then each delta, then any other file object (`archive.files`) the entry names.

@@ -38,7 +38,7 @@ package struct SyncEngine: Sendable {
         self.options = options
         self.world = world
         transport = (world.transport as? CurlTransport)?.sharingConnections() ?? world.transport
-        origins = OriginRanges(layout: layout)
+        origins = OriginRanges(layout: layout, clock: world.clock)
     }
 
     /// The unpack limits of this sync.
