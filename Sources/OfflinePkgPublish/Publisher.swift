@@ -143,8 +143,8 @@ package struct Publisher: Sendable {
         reports: ReportsChange? = nil
     ) throws -> (sequence: Int, signers: [String]) {
         var document = document
-        try FileSystem.makeDirectories(layout.packageTrees(id))
-        try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version))
+        try FileSystem.makeDirectories(layout.packageTrees(id), mode: RepositoryLayout.folderMode)
+        try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version), mode: RepositoryLayout.fileMode)
         try recordVersion(version, id: id)
 
         let sequence = document.sequence + 1
@@ -180,15 +180,15 @@ package struct Publisher: Sendable {
             // with the manifest fetches these (docs/protocol.md#signatures). One per key when a threshold is
             // read from them (docs/protocol.md#keys-documents), or a device may trust another key than the first.
             let digest = SHA256.hash(bytes).hex
-            try FileSystem.makeDirectories(layout.signatures)
+            try FileSystem.makeDirectories(layout.signatures, mode: RepositoryLayout.folderMode)
             for (keyID, file) in signatures where signer.document != nil || signatures.count > 1 {
-                try FileSystem.writeAtomically(file, to: layout.keySignature(manifestSHA256: digest, keyID: keyID))
+                try FileSystem.writeAtomically(file, to: layout.keySignature(manifestSHA256: digest, keyID: keyID), mode: RepositoryLayout.fileMode)
             }
-            try FileSystem.writeAtomically(first.bytes, to: layout.immutableSignature(manifestSHA256: digest))
+            try FileSystem.writeAtomically(first.bytes, to: layout.immutableSignature(manifestSHA256: digest), mode: RepositoryLayout.fileMode)
         }
-        try FileSystem.writeAtomically(bytes, to: layout.manifest)
+        try FileSystem.writeAtomically(bytes, to: layout.manifest, mode: RepositoryLayout.fileMode)
         if let first = signatures.first {
-            try FileSystem.writeAtomically(first.bytes, to: layout.signature)
+            try FileSystem.writeAtomically(first.bytes, to: layout.signature, mode: RepositoryLayout.fileMode)
         } else {
             FileSystem.discardFile(layout.signature)
         }
@@ -203,8 +203,9 @@ package struct Publisher: Sendable {
             if expiresIn == 0 {
                 FileSystem.discardFile(layout.expiresIn)
             } else {
-                try FileSystem.makeDirectories(layout.trees)
-                try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn)
+                try FileSystem.makeDirectories(layout.trees, mode: RepositoryLayout.folderMode)
+                try FileSystem.writeAtomically(
+                    Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn, mode: RepositoryLayout.fileMode)
             }
         }
         if let expires { return expires }
@@ -263,7 +264,7 @@ package struct Publisher: Sendable {
         // Small for the devices, quick for the publisher (see `ZstdFrames.fileIndex`).
         let compressed = try ZstdFrames.fileIndex(FileIndex(entries: entries).encode())
         let scratch = layout.temporary(name + ".files.json.zst")
-        try FileSystem.write(compressed, to: scratch)
+        try FileSystem.write(compressed, to: scratch, mode: RepositoryLayout.fileMode)
         let sha256 = SHA256.hash(compressed).hex
         return (.init(url: layout.fileIndexURL(sha256: sha256), sha256: sha256, size: Int64(compressed.count)), scratch, entries)
     }
@@ -372,7 +373,7 @@ package struct Publisher: Sendable {
             FileSystem.discardFile(scratch)
             return
         }
-        try FileSystem.makeDirectories(FileSystem.parentPath(path))
+        try FileSystem.makeDirectories(FileSystem.parentPath(path), mode: RepositoryLayout.folderMode)
         try FileSystem.rename(scratch, to: path)
     }
 
@@ -395,6 +396,7 @@ package struct Publisher: Sendable {
     /// when it is an old version published again.
     private func recordVersion(_ version: String, id: String) throws {
         let versions = try versionLog(id).filter { $0 != version } + [version]
-        try FileSystem.writeAtomically(Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id))
+        try FileSystem.writeAtomically(
+            Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id), mode: RepositoryLayout.fileMode)
     }
 }
