@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 /// The `offlinepkg` command line: finds the command, parses its table, runs it, and is the one place
@@ -16,11 +16,12 @@ package enum OfflinePkgCommand {
     static let commands: [CommandSpec] = [
         SyncCommand.spec, StatusCommand.spec, LookupCommand.spec, VerifyCommand.spec, GCCommand.spec,
         RollbackCommand.spec, ServeCommand.spec, PublishCommand.spec, KeygenCommand.spec, HistoryCommand.spec,
-        PromoteCommand.spec, ReportsCommand.serve, ReportsCommand.importing, ReportsCommand.show,
+        PromoteCommand.spec, ReportsCommand.serve, ReportsCommand.importing, ReportsCommand.show, TrustCommand.spec,
+        KeysCommands.initSpec, KeysCommands.rotateSpec, KeysCommands.showSpec,
     ]
 
     /// Commands named by two words (`reports serve`): the group's first word.
-    static let groups: Set<String> = ["reports"]
+    static let groups: Set<String> = ["reports", "keys"]
 
     /// Runs the command line `arguments` (without the program name) and returns the exit status.
     package static func main(_ arguments: [String]) async -> Int32 {
@@ -67,7 +68,7 @@ package enum OfflinePkgCommand {
         } catch {
             (message, exitStatus) = ("\(error)", ExitStatus.failure)
         }
-        context.output.error("offlinepkg \(name): \(message)")
+        context.output.error("offlinepkg \(command.name): \(message)")
         // `--json` promises one JSON object on stdout, failures included, so a script never parses nothing.
         if rest.contains("--json") {
             context.output.json(
@@ -102,7 +103,7 @@ package enum OfflinePkgCommand {
     static var overview: String {
         var lines = ["usage: offlinepkg <command> [options]", "", "commands:"]
         for command in commands {
-            lines.append("  " + command.name.padding(toLength: 15, withPad: " ", startingAt: 0) + command.summary)
+            lines.append("  " + CommandSpec.padded(command.name, to: 15) + command.summary)
         }
         lines.append("")
         lines.append("`offlinepkg <command> --help` shows a command's options.")

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 import OfflinePkgPublish
 
@@ -46,7 +46,9 @@ enum PromoteCommand {
             .init(name: "to", value: "REPO", help: "the repository to publish it in (e.g. production); required"),
             .init(name: "id", value: "ID", help: "package id; required"),
             .init(name: "version", value: "V", help: "the published version to promote; required"),
-            .init(name: "sign-key", value: "FILE", help: "minisign secret key for the target's manifest"),
+            .init(
+                name: "sign-key", value: "FILE", repeatable: true,
+                help: "minisign secret key for the target's manifest; with keys documents, a threshold of their manifest keys"),
             .json, .quiet,
         ],
         summary: "copy one published version (archives, deltas, file index) into another repository and publish it there",
@@ -61,7 +63,7 @@ enum PromoteCommand {
         let quiet = arguments.flag("quiet")
         let report = try Publisher(repository: URL(fileURLWithPath: values["to"]!), clock: context.world.clock).promote(
             id: values["id"]!, version: values["version"]!, from: URL(fileURLWithPath: values["from"]!),
-            signer: try PublishCommand.signer(arguments.value("sign-key"), clock: context.world.clock),
+            signingKeys: try PublishCommand.signingKeys(arguments.all("sign-key")),
             waiting: { if !quiet { context.output.info("waiting for another publish to \(values["to"]!) to finish") } })
         if arguments.flag("json") {
             context.output.json(report)

@@ -1,7 +1,9 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Synchronization
 import OfflinePkg
 import OfflinePkgServer
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -32,6 +34,15 @@ enum ServeCommand {
             .init(
                 name: "resolve", value: "HOST:PORT:ADDR", repeatable: true,
                 help: "reach an upstream HOST:PORT at ADDR, as curl's --resolve (repeatable)"),
+            .init(
+                name: "allow-private-upstream", value: nil,
+                help: "let runtime-cache upstreams resolve to loopback, link-local or private addresses (else 502)"),
+            .init(
+                name: "max-upstream-transfers", value: "N",
+                help: "runtime-cache transfers running at once; more wait their turn or get 503 (default 16)"),
+            .init(
+                name: "allow-user", value: "USER", repeatable: true,
+                help: "also answer connections of this user (name or uid); serve's own user and root always are (repeatable)"),
         ],
         summary: "serve the active set over HTTP on loopback for the shell; prints the URL, runs until SIGINT/SIGTERM",
         run: run)
@@ -71,7 +82,7 @@ enum ServeCommand {
         do {
             server = try LoopbackServer(
                 store: store, host: host, port: UInt16(port), threadModel: threadModel(context), limits: limits,
-                tls: arguments.flag("tls"), origin: origin, runtime: runtime)
+                tls: arguments.flag("tls"), origin: origin, runtime: runtime, admission: try admission(arguments, context))
         } catch OfflinePkgError.invalidArgument(let reason) {
             throw UsageError(reason)
         }
@@ -86,6 +97,31 @@ enum ServeCommand {
         return OfflinePkgCommand.ExitStatus.success
     }
 
+    /// `--allow-user` (names or uids) and one line on stderr the first time each other user is refused,
+    /// so a shell that runs as another user than serve is told why it gets no answer.
+    private static func admission(_ arguments: ParsedArguments, _ context: CLIContext) throws -> LoopbackServer.Admission {
+        var users = Set<uid_t>()
+        for name in arguments.all("allow-user") {
+            if let entry = getpwnam(name) {
+                users.insert(entry.pointee.pw_uid)
+            } else if let uid = uid_t(name) {
+                users.insert(uid)
+            } else {
+                throw UsageError("--allow-user takes a user name or uid of this system, got \"\(name)\"")
+            }
+        }
+        let told = Mutex<Set<uid_t?>>([])
+        let output = context.output
+        let own = geteuid()
+        return LoopbackServer.Admission(users: users) { uid in
+            guard told.withLock({ $0.insert(uid).inserted }) else { return }
+            let who = uid.map { uid in "uid \(uid)" + (getpwuid(uid).map { " (\(String(cString: $0.pointee.pw_name)))" } ?? "") }
+            output.error(
+                "offlinepkg serve: closed a connection from \(who ?? "a socket no process holds"): serve answers its own user (uid \(own)) and root; --allow-user admits another"
+            )
+        }
+    }
+
     private static func raiseOpenFileLimit() {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
@@ -93,7 +129,8 @@ enum ServeCommand {
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    /// `--offline` / `OFFLINEPKG_OFFLINE=1` and `--resolve HOST:PORT:ADDRESS` pins (docs/protocol.md#the-runtime-cache).
+    /// `--offline` / `OFFLINEPKG_OFFLINE=1` and `--resolve HOST:PORT:ADDRESS` pins (docs/protocol.md#the-runtime-cache),
+    /// and where and how much the upstreams may be reached (docs/protocol.md#neighbours-on-the-device).
     private static func runtimeOptions(_ arguments: ParsedArguments, _ context: CLIContext) throws -> RuntimeCache.Options {
         let pins = arguments.all("resolve")
         for pin in pins {
@@ -103,7 +140,10 @@ enum ServeCommand {
             }
         }
         let offline = arguments.flag("offline") || context.environment["OFFLINEPKG_OFFLINE"] == "1"
-        return RuntimeCache.Options(offline: offline, resolve: pins)
+        var options = RuntimeCache.Options(offline: offline, resolve: pins)
+        options.allowPrivateUpstream = arguments.flag("allow-private-upstream")
+        if let transfers = try arguments.integer("max-upstream-transfers", in: 1...1024) { options.upstreamTransfers = transfers }
+        return options
     }
 
     /// `OFFLINEPKG_SERVE_THREADS`: a pool size, or `per-connection`; to compare thread models
@@ -122,10 +162,11 @@ enum ServeCommand {
 /// SIGINT and SIGTERM, ignored from the moment this is made and taken by dispatch sources, so no
 /// handler runs in signal context and none that arrives before `wait()` is lost.
 final class TerminationSignals: @unchecked Sendable {
-    // Guarded by `lock`.
-    private let lock = NSLock()
-    private var fired = false
-    private var continuation: CheckedContinuation<Void, Never>?
+    private struct State {
+        var fired = false
+        var continuation: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
     private var sources: [any DispatchSourceSignal] = []
 
     init() {
@@ -141,9 +182,9 @@ final class TerminationSignals: @unchecked Sendable {
     /// Returns at the first SIGINT or SIGTERM since `init`.
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = lock.withLock { () -> Bool in
-                if fired { return true }
-                self.continuation = continuation
+            let resumeNow = state.withLock { state -> Bool in
+                if state.fired { return true }
+                state.continuation = continuation
                 return false
             }
             if resumeNow { continuation.resume() }
@@ -151,10 +192,10 @@ final class TerminationSignals: @unchecked Sendable {
     }
 
     private func fire() {
-        let pending = lock.withLock { () -> CheckedContinuation<Void, Never>? in
-            fired = true
-            defer { continuation = nil }
-            return continuation
+        let pending = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.fired = true
+            defer { state.continuation = nil }
+            return state.continuation
         }
         pending?.resume()
     }

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 import Synchronization
 
@@ -15,7 +15,10 @@ enum SyncCommand {
             .init(name: "jobs", value: "N", help: "parallel downloads (default 4)"),
             .init(
                 name: "trust-key", value: "FILE", repeatable: true,
-                help: "minisign public key; the manifest must be signed by one"),
+                help: "minisign public key; the manifest must be signed by one (fixed: no rotation)"),
+            .init(
+                name: "trust-root", value: "FILE",
+                help: "keys document (keys/<N>.json) to follow: rotation, revocation, thresholds"),
             .init(name: "shell-version", value: "V", help: "this shell's version, compared with minShellVersion"),
             .init(name: "min-interval", value: "S", help: "skip the network if the last check is younger than S seconds"),
             .init(name: "jitter", value: "S", help: "sleep a random 0..S seconds first (fleets on one timer)"),
@@ -36,6 +39,9 @@ enum SyncCommand {
                 name: "dry-run", value: nil,
                 help: "fetch and verify the manifest, print what a sync would fetch and switch; change nothing"),
             .init(name: "keep-history", value: "N", help: "activations kept for status (default 100)"),
+            .init(
+                name: "insecure", value: nil,
+                help: "take an unsigned manifest over cleartext http from a host other than loopback (refused otherwise)"),
             .init(
                 name: "no-reports", value: nil,
                 help: "record and send no install reports, and drop those queued (also OFFLINEPKG_REPORTS=0)"),
@@ -103,6 +109,18 @@ enum SyncCommand {
             guard FileManager.default.fileExists(atPath: path) else { throw UsageError("--trust-key \(path): no such file") }
             keys.append(try noted { try TrustedKey(contentsOfFile: path) })
         }
+        var trustRoot: KeysDocument?
+        if let path = arguments.value("trust-root") {
+            guard keys.isEmpty else {
+                throw UsageError(
+                    "--trust-key and --trust-root are two ways to trust a manifest: give one (a keys document rotates)")
+            }
+            guard FileManager.default.fileExists(atPath: path) else { throw UsageError("--trust-root \(path): no such file") }
+            trustRoot = try noted { try KeysDocument(contentsOfFile: path) }
+        }
+        // A root that remembers keys for this URL checks its signature as if they were given.
+        let remembered = (try? SyncState.load(found.layout))?.trust?[Userinfo.removed(from: manifestURL)] != nil
+        if keys.isEmpty, trustRoot == nil, !remembered { try checkUnsigned(manifestURL, arguments, context) }
         if let stall = try arguments.seconds("stall-timeout"), stall <= 0 {
             throw UsageError("--stall-timeout takes a number of seconds above 0, got \(stall)")
         }
@@ -128,7 +146,7 @@ enum SyncCommand {
             jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: shellVersion,
             stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"),
             caBundle: try certificateAuthorities(arguments),
-            events: { reporter.handle($0) })
+            events: { reporter.handle($0) }, trustRoot: trustRoot)
         options.minimumRate = Int64(try arguments.integer("min-rate", in: 0...(1 << 40)) ?? 1024)
         options.minimumRateWindow = try arguments.seconds("min-rate-window") ?? 30
         options.manifestDeadline = try arguments.seconds("manifest-deadline") ?? 60
@@ -171,6 +189,31 @@ enum SyncCommand {
         // Printed first: the result never waits on the collector; the process ends when the send has.
         await updater.reportsSent()
         return OfflinePkgCommand.ExitStatus.success
+    }
+
+    /// docs/protocol.md#neighbours-on-the-device, unsigned over cleartext: without a trusted key nothing vouches for the manifest but the
+    /// channel it came over. Over plain http from another host, anyone on the network path (a café's
+    /// Wi-Fi, a captive portal) could hand the device any package: refused unless `--insecure`. Over
+    /// https, from a file or from this machine it is taken, with a warning.
+    private static func checkUnsigned(_ url: URL, _ arguments: ParsedArguments, _ context: CLIContext) throws {
+        let host = url.host ?? ""
+        if url.scheme?.lowercased() == "http", !isLoopback(host), !arguments.flag("insecure") {
+            throw UsageError(
+                "refusing an unsigned manifest over cleartext http from \(host): anyone on the network path could change it; pass --trust-key FILE with the key it is signed with (publish --sign-key), use https, or --insecure to take it anyway"
+            )
+        }
+        if !arguments.flag("quiet") {
+            context.output.warning(
+                "warning: the manifest is not signed (no --trust-key or --trust-root): nothing checks who published it")
+        }
+    }
+
+    /// `localhost` (and names below it), 127.0.0.0/8 and ::1.
+    private static func isLoopback(_ host: String) -> Bool {
+        let name = host.lowercased().trimming { $0 == "[" || $0 == "]" }
+        if name == "localhost" || name.hasSuffix(".localhost") || name == "::1" { return true }
+        var address = in_addr()
+        return inet_pton(AF_INET, name, &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
     }
 
     /// `--no-reports`, or `OFFLINEPKG_REPORTS` set to `0` (or `off`, `false`, `no`): reports off.

@@ -1,5 +1,5 @@
 import OfflinePkg
-import Foundation
+import FoundationEssentials
 
 /// A repository's `manifest.json` as a JSON document, edited in place: `publish` replaces one package
 /// and the sequence, and keeps every other value — fields this build does not know included — as it
@@ -17,7 +17,8 @@ package struct ManifestDocument {
         let bytes = try FileSystem.read(path, limit: Manifest.maximumSize)
         // Publishing on top of a manifest devices would refuse would only hide the problem.
         let parsed = try Manifest(parsing: bytes, source: path)
-        guard let object = try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+        // The strict parser has just read the same bytes as a manifest: this reading cannot fail.
+        guard let object = try? JSONTree.parse(bytes) as? [String: Any] else {
             throw OfflinePkgError.invalidManifest(source: path, field: "(document)", reason: "expected a JSON object")
         }
         return ManifestDocument(object: object, parsed: parsed)
@@ -58,6 +59,12 @@ package struct ManifestDocument {
         object["reports"] = url.map { ["url": $0] }
     }
 
+    /// Sets or (nil) removes `keys`, the keys version the manifest is signed under
+    /// (docs/protocol.md#keys-documents).
+    package mutating func setKeysVersion(_ version: Int?) {
+        object["keys"] = version
+    }
+
     package mutating func setSequence(_ sequence: Int) {
         object["sequence"] = sequence
         if object["format"] == nil { object["format"] = Manifest.supportedFormat }
@@ -80,10 +87,7 @@ package struct ManifestDocument {
     }
 
     package func encoded() throws -> [UInt8] {
-        var data = try JSONSerialization.data(
-            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        data.append(0x0a)
-        return Array(data)
+        JSONTree.encode(object, pretty: true) + [0x0a]
     }
 
     package static func json(_ entry: PackageEntry) -> [String: Any] {
@@ -93,7 +97,9 @@ package struct ManifestDocument {
             "archive": file(entry.archive), "tree": entry.tree,
         ]
         if let files = entry.archive.files {
-            object["archive"] = file(entry.archive).merging(["files": file(RemoteFile(url: files.url, sha256: files.sha256, size: files.size))]) { $1 }
+            object["archive"] = file(entry.archive).merging([
+                "files": file(RemoteFile(url: files.url, sha256: files.sha256, size: files.size))
+            ]) { $1 }
         }
         if let fallback = entry.fallback { object["fallback"] = fallback }
         if !entry.deltas.isEmpty {

@@ -1,5 +1,5 @@
 import OfflinePkg
-import Foundation
+import FoundationEssentials
 
 extension Publisher {
     /// Copies version `version` of package `id` from the repository `source` into this one and publishes
@@ -8,8 +8,7 @@ extension Publisher {
     /// published it (routes, notes, rollout...). The same stages as `publish`: everything under `.tmp/`
     /// first, the manifest and its signature last.
     package func promote(
-        id: String, version: String, from source: URL, signer: (([UInt8]) throws -> [UInt8])? = nil,
-        waiting: (() -> Void)? = nil
+        id: String, version: String, from source: URL, signingKeys: [SigningKey] = [], waiting: (() -> Void)? = nil
     ) throws -> PublishReport {
         guard ManifestRules.isValidID(id) else {
             throw OfflinePkgError.invalidArgument("package id \"\(id)\" must match \(ManifestRules.idPattern)")
@@ -28,16 +27,21 @@ extension Publisher {
         }
         let index = try FileSystem.read(indexPath, limit: 256 << 20)
         let parsed = try Manifest(
-            parsing: Array(try JSONSerialization.data(withJSONObject: ["format": 1, "sequence": 1, "packages": [entry]])),
+            parsing: JSONTree.encode(["format": 1, "sequence": 1, "packages": [entry]] as [String: Any], pretty: false),
             source: "\(from.root) history of \(id) \(version)"
         ).packages[0]
         guard TreeHash.compute(try TreeIndexFile.decode(index, path: indexPath)) == parsed.tree else {
-            throw OfflinePkgError.publishRefused(reason: "the tree listing \(indexPath) does not match \(id) \(version)'s tree hash")
+            throw OfflinePkgError.publishRefused(
+                reason: "the tree listing \(indexPath) does not match \(id) \(version)'s tree hash")
         }
 
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
         try document.checkRoutes(parsed.routes, for: id)
+        // The keys documents the target lacks come with the release (docs/protocol.md#keys-documents), and
+        // the signers are checked against the newest of them before anything is copied.
+        let keys = try keysToCarry(from: from)
+        let signer = try ManifestSigner(keys: signingKeys, document: keys.latest, now: clock.now())
         let existing = layout.treeIndex(id: id, version: version)
         let republished = FileSystem.exists(existing)
         if republished, try FileSystem.read(existing, limit: 256 << 20) != index {
@@ -48,7 +52,8 @@ extension Publisher {
         var written = [PublishReport.WrittenFile]()
         for (number, file) in Self.files(of: entry).enumerated() {
             guard let url = file["url"] as? String, Self.isRelative(url) else {
-                throw OfflinePkgError.publishRefused(reason: "\(id) \(version) names a file outside its repository: \(file["url"] ?? "?")")
+                throw OfflinePkgError.publishRefused(
+                    reason: "\(id) \(version) names a file outside its repository: \(file["url"] ?? "?")")
             }
             let scratch = layout.temporary("promote-\(number)")
             guard FileSystem.exists(from.path(ofURL: url)) else {
@@ -73,14 +78,49 @@ extension Publisher {
         for delta in indexDeltas {
             if delta.newest { try replaceIntoPlace(delta.scratch, url: delta.url) } else { try moveIntoPlace(delta.scratch, url: delta.url) }
         }
+        try copyKeys(keys.copies, from: from)
         let release = try writeRelease(
             entry, id: id, version: version, index: index, document: document, expires: nil, expiresIn: nil, signer: signer,
             events: nil, promotedFrom: from.root)
-        return PublishReport(
+        var report = PublishReport(
             id: id, version: version, sequence: release.sequence, archive: written[0], tree: parsed.tree,
             files: try TreeIndexFile.decode(index, path: indexPath).count,
             deltas: zip(parsed.deltas, written.dropFirst()).map { .init(from: $0.from, file: $1, changed: 0, deleted: 0) },
-            skippedDeltas: [], republished: republished, signed: release.signed, promotedFrom: from.root)
+            skippedDeltas: [], republished: republished, signed: !release.signers.isEmpty, promotedFrom: from.root)
+        (report.signers, report.keysVersion, report.keysCarried) = (release.signers, signer.keysVersion, keys.copies)
+        return report
+    }
+
+    /// The keys versions of `source` that this repository lacks, after checking that the two share one
+    /// chain: every version both hold has the same bytes (two chains would be two publishers' keys).
+    /// `latest` is the newest version either holds.
+    func keysToCarry(from source: RepositoryLayout) throws -> (latest: KeysDocument?, copies: [Int]) {
+        let theirs = try RepositoryKeys.load(source).versions.map(\.document)
+        let ours = try RepositoryKeys.load(layout).versions.map(\.document)
+        for (mine, other) in zip(ours, theirs) where mine.bytes != other.bytes {
+            throw OfflinePkgError.publishRefused(
+                reason:
+                    "keys/\(mine.version).json differs between \(source.root) and \(layout.root): the two repositories follow two chains of keys; promote between repositories of one publisher"
+            )
+        }
+        guard theirs.count > ours.count else { return (ours.last, []) }
+        return (theirs.last, Array(theirs[ours.count...].map(\.version)))
+    }
+
+    /// Copies keys versions `versions` from `source`, in order: each one's signatures, then the document.
+    private func copyKeys(_ versions: [Int], from source: RepositoryLayout) throws {
+        guard !versions.isEmpty else { return }
+        try FileSystem.makeDirectories(layout.keys, mode: RepositoryLayout.folderMode)
+        let names = FileSystem.contents(of: source.keys)
+        for version in versions {
+            let signatures = names.filter { $0.hasPrefix("\(version).json.") && $0.hasSuffix(".minisig") }.sorted()
+            for name in signatures + ["\(version).json"] {
+                let scratch = layout.temporary("keys-" + name)
+                try FileSystem.write(try FileSystem.read(source.keys + "/" + name, limit: 64 << 10), to: scratch, mode: RepositoryLayout.fileMode)
+                try FileSystem.rename(scratch, to: layout.keys + "/" + name)
+            }
+        }
+        try FileSystem.syncDirectory(layout.keys)
     }
 
     /// The entry `version` of `id` had when `repository` published it: from its history, else from its
@@ -88,7 +128,7 @@ extension Publisher {
     static func publishedEntry(id: String, version: String, in repository: RepositoryLayout) throws -> [String: Any] {
         if let record = PublishHistory.load(repository.publishHistory(id: id)).last(where: { $0.version == version }),
             let text = record.entry,
-            let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+            let object = try? JSONTree.parse(Array(text.utf8)) as? [String: Any]
         {
             return object
         }

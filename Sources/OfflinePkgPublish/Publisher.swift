@@ -1,5 +1,5 @@
 import OfflinePkg
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -25,11 +25,12 @@ package struct Publisher: Sendable {
         self.clock = clock
     }
 
-    /// Publishes `request`. `signer` turns the manifest bytes into a `manifest.json.minisig`; without
-    /// one, a signature left by an earlier publish is removed (it no longer matches). When another
-    /// publish holds the repository, `waiting` is called once and the publish waits for it to finish.
+    /// Publishes `request`, signed by `signingKeys` (a threshold of the newest keys version's manifest
+    /// keys when the repository has keys documents); unsigned without any, when a signature left by an
+    /// earlier publish is removed (it no longer matches). When another publish holds the repository,
+    /// `waiting` is called once and the publish waits for it to finish.
     package func publish(
-        _ request: PublishRequest, signer: (([UInt8]) throws -> [UInt8])? = nil, waiting: (() -> Void)? = nil,
+        _ request: PublishRequest, signingKeys: [SigningKey] = [], waiting: (() -> Void)? = nil,
         events: (@Sendable (PublishEvent) -> Void)? = nil
     ) throws -> PublishReport {
         try request.validate()
@@ -50,6 +51,7 @@ package struct Publisher: Sendable {
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
         try document.checkRoutes(request.routes, for: request.id)
+        let signer = try ManifestSigner(keys: signingKeys, repository: layout, now: clock.now())
 
         // Everything is written under .tmp/ first; nothing takes a published name before it is all there.
         var pending = [(scratch: String, url: String)]()
@@ -109,39 +111,44 @@ package struct Publisher: Sendable {
             ManifestDocument.json(entry), id: request.id, version: request.version, index: TreeIndexFile.encode(files),
             document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events,
             runtime: request.runtime, reports: request.reports)
-        return PublishReport(
-            id: request.id, version: request.version, sequence: release.sequence, archive: archive, fileIndex: fileIndex, tree: tree,
-            files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished, signed: release.signed,
+        var report = PublishReport(
+            id: request.id, version: request.version, sequence: release.sequence, archive: archive, fileIndex: fileIndex,
+            tree: tree,
+            files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished,
+            signed: !release.signers.isEmpty,
             warnings: warnings)
+        (report.signers, report.keysVersion) = (release.signers, signer.keysVersion)
+        return report
     }
 
     /// The repository from here on: the lock first, so that nothing below reads a manifest that another
     /// publish is about to replace; then the scratch files an interrupted publish left are cleared.
     package func open(waiting: (() -> Void)?) throws -> (FileLock, ManifestDocument) {
-        try FileSystem.makeDirectories(layout.root)
-        var lock = try FileLock(path: layout.lock, wait: false)
-        if lock == nil {
-            waiting?()
-            lock = try FileLock(path: layout.lock, wait: true)
+        let lock = try lockRepository(waiting: waiting)
+        let document = try ManifestDocument.load(layout.manifest)
+        // Before any archive takes its name: a manifest at the last sequence cannot be published over.
+        guard document.sequence < Int.max else {
+            throw OfflinePkgError.publishRefused(
+                reason:
+                    "the manifest's sequence is \(document.sequence), the highest there is: restore the manifest of your last publish (one a leaked key signed may be in its place; docs/publishing.md)"
+            )
         }
-        if FileSystem.exists(layout.scratch) { try FileSystem.removeTree(layout.scratch) }
-        try FileSystem.makeDirectories(layout.scratch)
-        return (lock!, try ManifestDocument.load(layout.manifest))
+        return (lock, document)
     }
 
     /// The last stage of a publish or a promote, once the archives are in place: the tree listing (which
     /// marks the version as published), the version log and history, then the manifest with this
-    /// package entry and sequence + 1, checked as a device would, and its signatures — the manifest and
-    /// `manifest.json.minisig` last of all.
+    /// package entry, sequence + 1 and the keys version it is signed under, checked as a device would,
+    /// and its signatures — the manifest and `manifest.json.minisig` last of all.
     package func writeRelease(
         _ entry: [String: Any], id: String, version: String, index: [UInt8], document: ManifestDocument,
-        expires: Date?, expiresIn: TimeInterval?, signer: (([UInt8]) throws -> [UInt8])?,
+        expires: Date?, expiresIn: TimeInterval?, signer: ManifestSigner,
         events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil,
         reports: ReportsChange? = nil
-    ) throws -> (sequence: Int, signed: Bool) {
+    ) throws -> (sequence: Int, signers: [String]) {
         var document = document
-        try FileSystem.makeDirectories(layout.packageTrees(id))
-        try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version))
+        try FileSystem.makeDirectories(layout.packageTrees(id), mode: RepositoryLayout.folderMode)
+        try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version), mode: RepositoryLayout.fileMode)
         try recordVersion(version, id: id)
 
         let sequence = document.sequence + 1
@@ -149,6 +156,7 @@ package struct Publisher: Sendable {
         document.setSequence(sequence)
         document.replacePackage(object: entry, id: id)
         document.setExpires(try expiry(expires: expires, expiresIn: expiresIn))
+        document.setKeysVersion(signer.keysVersion)
         // The runtime object stays as the manifest has it unless this publish names one.
         if let runtime { document.setRuntime(runtime) }
         // So does the reports URL: set by `--reports URL`, removed by `--reports none`.
@@ -168,23 +176,28 @@ package struct Publisher: Sendable {
             .init(
                 version: version, publishedAt: clock.now(), sequence: sequence, notes: entry["notes"] as? String,
                 mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
-                entry: String(decoding: try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]), as: UTF8.self)),
+                entry: String(decoding: JSONTree.encode(entry, pretty: false), as: UTF8.self)),
             to: layout.publishHistory(id: id))
-        let signature = try signer?(bytes)
-        if let signature {
-            // The immutable copy first: a device that finds `.minisig` out of step with the manifest
-            // fetches this one (docs/protocol.md#signatures).
-            try FileSystem.makeDirectories(layout.signatures)
-            try FileSystem.writeAtomically(signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(bytes).hex))
+        let signatures = try signer.sign(bytes)
+        if let first = signatures.first {
+            // The copies named after the manifest's hash first: a device that finds `.minisig` out of step
+            // with the manifest fetches these (docs/protocol.md#signatures). One per key when a threshold is
+            // read from them (docs/protocol.md#keys-documents), or a device may trust another key than the first.
+            let digest = SHA256.hash(bytes).hex
+            try FileSystem.makeDirectories(layout.signatures, mode: RepositoryLayout.folderMode)
+            for (keyID, file) in signatures where signer.document != nil || signatures.count > 1 {
+                try FileSystem.writeAtomically(file, to: layout.keySignature(manifestSHA256: digest, keyID: keyID), mode: RepositoryLayout.fileMode)
+            }
+            try FileSystem.writeAtomically(first.bytes, to: layout.immutableSignature(manifestSHA256: digest), mode: RepositoryLayout.fileMode)
         }
-        try FileSystem.writeAtomically(bytes, to: layout.manifest)
-        if let signature {
-            try FileSystem.writeAtomically(signature, to: layout.signature)
+        try FileSystem.writeAtomically(bytes, to: layout.manifest, mode: RepositoryLayout.fileMode)
+        if let first = signatures.first {
+            try FileSystem.writeAtomically(first.bytes, to: layout.signature, mode: RepositoryLayout.fileMode)
         } else {
             FileSystem.discardFile(layout.signature)
         }
         try? FileSystem.removeTree(layout.scratch)
-        return (sequence, signature != nil)
+        return (sequence, signatures.map(\.keyID))
     }
 
     /// `expires` for this publish only; else `expiresIn` (given now, or remembered from an earlier
@@ -194,13 +207,14 @@ package struct Publisher: Sendable {
             if expiresIn == 0 {
                 FileSystem.discardFile(layout.expiresIn)
             } else {
-                try FileSystem.makeDirectories(layout.trees)
-                try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn)
+                try FileSystem.makeDirectories(layout.trees, mode: RepositoryLayout.folderMode)
+                try FileSystem.writeAtomically(
+                    Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn, mode: RepositoryLayout.fileMode)
             }
         }
         if let expires { return expires }
         let remembered = (try? FileSystem.read(layout.expiresIn, limit: 64)).flatMap {
-            TimeInterval(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+            TimeInterval(String(decoding: $0, as: UTF8.self).trimmingWhitespaceAndNewlines())
         }
         return remembered.flatMap { $0 > 0 ? clock.now().addingTimeInterval($0) : nil }
     }
@@ -254,7 +268,7 @@ package struct Publisher: Sendable {
         // Small for the devices, quick for the publisher (see `ZstdFrames.fileIndex`).
         let compressed = try ZstdFrames.fileIndex(FileIndex(entries: entries).encode())
         let scratch = layout.temporary(name + ".files.json.zst")
-        try FileSystem.write(compressed, to: scratch)
+        try FileSystem.write(compressed, to: scratch, mode: RepositoryLayout.fileMode)
         let sha256 = SHA256.hash(compressed).hex
         return (.init(url: layout.fileIndexURL(sha256: sha256), sha256: sha256, size: Int64(compressed.count)), scratch, entries)
     }
@@ -368,7 +382,7 @@ package struct Publisher: Sendable {
             FileSystem.discardFile(scratch)
             return
         }
-        try FileSystem.makeDirectories(FileSystem.parentPath(path))
+        try FileSystem.makeDirectories(FileSystem.parentPath(path), mode: RepositoryLayout.folderMode)
         try FileSystem.rename(scratch, to: path)
     }
 
@@ -399,6 +413,7 @@ package struct Publisher: Sendable {
     /// when it is an old version published again.
     private func recordVersion(_ version: String, id: String) throws {
         let versions = try versionLog(id).filter { $0 != version } + [version]
-        try FileSystem.writeAtomically(Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id))
+        try FileSystem.writeAtomically(
+            Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id), mode: RepositoryLayout.fileMode)
     }
 }

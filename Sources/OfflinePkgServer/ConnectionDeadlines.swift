@@ -1,5 +1,6 @@
 internal import CMicroHTTPD
-import Foundation
+import FoundationEssentials
+import OfflinePkg
 import Synchronization
 
 #if canImport(Glibc)
@@ -38,6 +39,8 @@ final class ConnectionDeadlines: Sendable {
         let closingForRoom = Atomic<Bool>(false)
         /// The installed file the response in progress is sent from with `sendfile`, and its size.
         let sending = Mutex<(path: String, size: Int64)?>(nil)
+        /// The current request's target as sent, query included.
+        let target = RecordedTarget()
 
         init(socket: Int32, deadline: UInt64) {
             self.socket = socket
@@ -139,14 +142,12 @@ final class ConnectionDeadlines: Sendable {
 
     func start() {
         let mine = generation.add(1, ordering: .acquiringAndReleasing).newValue
-        let thread = Thread { [self] in
+        OSThread.start(name: "offlinepkg.deadlines") { [self] in
             while generation.load(ordering: .acquiring) == mine {
-                Thread.sleep(forTimeInterval: 0.5)
+                OSThread.sleep(seconds: 0.5)
                 if generation.load(ordering: .acquiring) == mine { sweep() }
             }
         }
-        thread.name = "offlinepkg.serve-deadlines"
-        thread.start()
     }
 
     func stop() { generation.add(1, ordering: .acquiringAndReleasing) }
@@ -223,14 +224,23 @@ func notifyCompleted(
 }
 
 /// MHD's URI log callback: a request's first line is in, its headers maybe not yet. The connection is
-/// not idle from here on (it must not be closed for room), though its header deadline still runs.
-/// Returns the request's first context: none.
+/// not idle from here on (it must not be closed for room), though its header deadline still runs. The
+/// target is kept whole before MHD cuts its query off (`RecordedTarget`). Returns the request's first
+/// context: none.
 func requestBegan(
     context: UnsafeMutableRawPointer?, uri: UnsafePointer<CChar>?, connection: OpaquePointer?
 ) -> UnsafeMutableRawPointer? {
     guard let connection, let stored = cmicrohttpd_socket_context(connection) else { return nil }
-    Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue().idle.store(false, ordering: .releasing)
+    let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue()
+    entry.idle.store(false, ordering: .releasing)
+    if let uri { entry.target.record(uri) }
     return nil
+}
+
+/// The connection's current request target as sent (`requestBegan`), or nil outside a request.
+func recordedTarget(_ connection: OpaquePointer) -> RecordedTarget? {
+    guard let stored = cmicrohttpd_socket_context(connection) else { return nil }
+    return Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue().target
 }
 
 /// Called by the access handler when a request's headers are in: no deadline while it is answered.

@@ -1,5 +1,6 @@
 internal import CMicroHTTPD
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OfflinePkg
 import Synchronization
 
@@ -34,10 +35,12 @@ public final class LoopbackServer: Sendable {
     private let memory: SharedBytes
     private let runtime: RuntimeCacheResponder?
     private let deadlines: ConnectionDeadlines
+    private let admission: Admission
     private let state = Mutex<State>(State())
 
     private struct State: ~Copyable {
         var acceptor: ConnectionAcceptor?
+        var peers: PeerAdmission?
         var daemons: [Daemon] = []
         /// Daemons of a certificate a re-issue replaced, still holding connections; stopped when they
         /// hold none, or by `stop()`.
@@ -55,10 +58,12 @@ public final class LoopbackServer: Sendable {
     /// switch brings new hosts). `origin`: a request whose `Host` is the server's own address is
     /// answered as if made to this origin (`https://m.example.com`), for a web view that cannot map
     /// names to loopback. With `runtime`, a request no package answers goes to the runtime cache when a
-    /// rule covers its URL.
+    /// rule covers its URL. `admission`: whose connections are served besides this process's user and
+    /// root (docs/protocol.md#neighbours-on-the-device); every other is closed unanswered.
     public init(
         store: PackageStore, host: String = "127.0.0.1", port: UInt16 = 0, threadModel: ThreadModel = .standard,
-        limits: Limits = .init(), tls: Bool = false, origin: URL? = nil, runtime: RuntimeCache? = nil
+        limits: Limits = .init(), tls: Bool = false, origin: URL? = nil, runtime: RuntimeCache? = nil,
+        admission: Admission = .init()
     ) throws {
         guard let address = SocketAddress(host: host, port: port) else {
             throw OfflinePkgError.invalidArgument("serve host \(host) is not an IPv4 or IPv6 address")
@@ -107,6 +112,14 @@ public final class LoopbackServer: Sendable {
                 cachedFiles: budget.cachedFilesPerLane)
         }
         self.deadlines = ConnectionDeadlines(headerTimeout: limits.headerTimeout, idleTimeout: limits.idleTimeout)
+        // Refusals count where `status` reports the runtime cache, when there is one.
+        var admission = admission
+        let told = admission.refused
+        admission.refused = { [weak runtime] uid in
+            runtime?.cache.countRefusedConnection()
+            told?(uid)
+        }
+        self.admission = admission
     }
 
     deinit { stop() }
@@ -117,12 +130,13 @@ public final class LoopbackServer: Sendable {
             guard state.acceptor == nil else { return }
             var certificate: LoopbackCertificate?
             if usesTLS { certificate = try LoopbackCertificate.prepare(layout: store.layout, for: store.activeSet) }
+            let peers = try PeerAdmission(admission)
             let acceptor: ConnectionAcceptor
             do throws(Errno) {
                 let lanes = threadModel.lanes
                 acceptor = try ConnectionAcceptor(
                     address: address, backlog: 4096, connectionLimit: budget.connections,
-                    spreading: .init(quietLanes: lanes.quiet, past: lanes.spreadPast), deadlines: deadlines)
+                    spreading: .init(quietLanes: lanes.quiet, past: lanes.spreadPast), deadlines: deadlines, admission: peers)
             } catch {
                 throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", error)
             }
@@ -137,6 +151,7 @@ public final class LoopbackServer: Sendable {
             acceptor.serve(daemons)
             acceptor.start()
             state.acceptor = acceptor
+            state.peers = peers
             state.daemons = daemons
             state.certificate = certificate
             if usesTLS { state.watcher = watchForNewHosts() }
@@ -167,6 +182,9 @@ public final class LoopbackServer: Sendable {
 
     /// The certificate `serve --tls` presents now (nil for plain HTTP).
     package var certificate: LoopbackCertificate? { state.withLock { $0.certificate } }
+
+    /// Connections of another user closed unanswered (docs/protocol.md#neighbours-on-the-device; tests, diagnostics).
+    package var connectionsRefused: Int { state.withLock { $0.peers?.refusedCount.load(ordering: .relaxed) ?? 0 } }
 
     /// Connections closed for missing the header or keep-alive deadline (tests, diagnostics).
     package var connectionsClosedByDeadline: Int { deadlines.closedCount }

@@ -1,5 +1,5 @@
 internal import CMicroHTTPD
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 import Synchronization
 
@@ -318,7 +318,7 @@ func handleRequest(
         if let runtime = handler.runtime {
             // A connection resumed after waiting on the runtime cache, or a method passed through.
             if let answered = runtime.resumed(connection) { return answered }
-            if let exchange = runtime.beginPassThrough(connection, target: url, method: method) {
+            if let exchange = runtime.beginPassThrough(connection, target: url, method: method, version: version) {
                 requestContext.pointee = Unmanaged.passRetained(exchange).toOpaque()
                 return .YES
             }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension Manifest {
     /// Parses and validates manifest bytes; `source` names the manifest in error messages.
@@ -19,7 +19,7 @@ extension Manifest {
 }
 
 /// Walks the JSON tree and checks every rule of docs/protocol.md#the-manifest, naming the field of each failure.
-private struct ManifestReader {
+private struct ManifestReader: StrictFieldReader {
     let source: String
 
     func fail(_ field: String, _ reason: String) -> OfflinePkgError {
@@ -61,8 +61,13 @@ private struct ManifestReader {
             packages.append(package)
         }
         var manifest = Manifest(sequence: sequence, expires: expires, packages: packages)
+        // docs/protocol.md#keys-documents: the keys version the manifest is signed under.
+        if let keys = try integer(object["keys"], "keys", required: false) {
+            guard keys >= 1 else { throw fail("keys", "must be a keys version of at least 1, got \(keys)") }
+            manifest.keysVersion = keys
+        }
         if let runtime = object["runtime"], !runtime.isNull {
-            manifest.runtime = try RuntimeConfiguration(json: runtime.foundationValue, source: source)
+            manifest.runtime = try RuntimeConfiguration(json: runtime, source: source)
         }
         if let reports = object["reports"], !reports.isNull {
             guard let fields = reports.object else { throw fail("reports", "expected an object with a url, got \(describe(reports))") }
@@ -148,62 +153,6 @@ private struct ManifestReader {
         guard size >= 0 else { throw fail("\(field).size", "must not be negative") }
         return RemoteFile(url: url, sha256: sha256, size: Int64(size))
     }
-
-    /// What a string field may hold: `.identifier` for every value that names something (URLs, ids,
-    /// versions, routes, paths, hashes), where a control character is refused here, before the value
-    /// reaches a transport or a file system that would stop at a NUL or read it another way.
-    enum TextKind { case any, identifier }
-
-    func string(_ value: JSONValue?, _ field: String, required: Bool = true, text: TextKind = .any) throws -> String? {
-        guard let value, !value.isNull else {
-            if required { throw fail(field, "missing") }
-            return nil
-        }
-        guard let string = value.string else { throw fail(field, "expected a string, got \(describe(value))") }
-        if text == .identifier, let control = string.unicodeScalars.first(where: Self.isControl) {
-            throw fail(
-                field,
-                "\(quoted(string)) contains the control character U+\(String(format: "%04X", control.value)); "
-                    + "control characters are never allowed here")
-        }
-        return string
-    }
-
-    /// An integer written as one: `1.0`, `1e3` and `1.0000000000000000001` are not integers, whatever
-    /// their value, so that every reader of a signed manifest sees the same number or none.
-    func integer(_ value: JSONValue?, _ field: String, required: Bool) throws -> Int? {
-        guard let value, !value.isNull else {
-            if required { throw fail(field, "missing") }
-            return nil
-        }
-        guard let (literal, isInteger) = value.number else { throw fail(field, "expected an integer, got \(describe(value))") }
-        guard isInteger else { throw fail(field, "expected an integer, got \(literal), which is not an integer") }
-        guard let integer = Int(literal) else {
-            throw fail(field, "expected an integer, got \(literal), a number too large for 64 bits")
-        }
-        return integer
-    }
-
-    func describe(_ value: JSONValue) -> String {
-        switch value.kind {
-        case .null: "null"
-        case .boolean: "a boolean"
-        case .number: "the number \(value.number!.literal)"
-        case .string: "the string \(quoted(value.string!))"
-        case .array: "a list"
-        case .object: "an object"
-        }
-    }
-
-    /// A value from the manifest for a message: quoted, controls and quotes escaped, cut at 200 characters.
-    func quoted(_ text: String) -> String {
-        let cut = text.unicodeScalars.count > 200 ? String(String.UnicodeScalarView(text.unicodeScalars.prefix(200))) + "…" : text
-        return "\"" + OfflinePkgError.escaped(cut) + "\""
-    }
-
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value)
-    }
 }
 
 /// RFC 3339 timestamps, with or without fractional seconds.
@@ -211,16 +160,9 @@ package enum RFC3339 {
     package static func parse(_ text: String) -> Date? {
         // RFC 3339 §5.6: "T" and "Z" may be lowercase; the other characters have no case.
         let text = text.uppercased()
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.date(from: text)
+        if let date = try? Date.ISO8601FormatStyle().parse(text) { return date }
+        return try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
     }
 
-    package static func format(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
-    }
+    package static func format(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The manifest's optional `runtime` object (docs/protocol.md#the-runtime-object): how URLs that no package answers are cached.
 package struct RuntimeConfiguration: Sendable, Equatable {
@@ -36,18 +36,23 @@ package struct RuntimeRule: Sendable, Equatable {
     package var maxAge: Int
     /// `network-first`: seconds to wait for the network before answering from the cache.
     package var timeout: Double
+    /// Whether answers to requests that carry a credential (`Authorization`, `Cookie`) or that are
+    /// marked `Cache-Control: private` are stored, each under a hash of the request's credential
+    /// (`"credentials": "separate"`), or never (the default), as a shared cache must (docs/protocol.md#neighbours-on-the-device).
+    package var separatesCredentials: Bool
 
     package static let defaultMaxAge = 3600
     package static let defaultTimeout = 10.0
 
     package init(
         prefix: String, strategy: RuntimeStrategy, maxAge: Int = RuntimeRule.defaultMaxAge,
-        timeout: Double = RuntimeRule.defaultTimeout
+        timeout: Double = RuntimeRule.defaultTimeout, separatesCredentials: Bool = false
     ) {
         self.prefix = prefix
         self.strategy = strategy
         self.maxAge = maxAge
         self.timeout = timeout
+        self.separatesCredentials = separatesCredentials
     }
 }
 
@@ -82,26 +87,36 @@ package struct RuntimeLimits: Sendable, Equatable {
 }
 
 extension RuntimeConfiguration {
-    /// Reads and validates an already decoded `runtime` value (what `JSONSerialization` returns);
-    /// `source` and `field` name it in errors, as every other manifest error does.
-    package init(json value: Any, source: String, field: String = "runtime") throws {
+    /// Reads and validates the `runtime` value of a parsed JSON document (the manifest's, or a rules file
+    /// `publish --runtime` reads); `source` and `field` name it in errors, as every other manifest error does.
+    package init(json value: JSONValue, source: String, field: String = "runtime") throws {
         func fail(_ at: String, _ reason: String) -> OfflinePkgError {
             .invalidManifest(source: source, field: at, reason: reason)
         }
-        guard let object = value as? [String: Any] else { throw fail(field, "expected an object") }
-        guard let list = object["rules"] as? [Any] else { throw fail("\(field).rules", "expected a list") }
+        guard let object = value.object else { throw fail(field, "expected an object") }
+        guard let list = object["rules"]?.array else { throw fail("\(field).rules", "expected a list") }
         var rules = [RuntimeRule]()
         var seen = [String: Int]()
         for (index, item) in list.enumerated() {
             let at = "\(field).rules[\(index)]"
-            guard let rule = item as? [String: Any] else { throw fail(at, "expected an object") }
-            guard let prefix = rule["prefix"] as? String else { throw fail("\(at).prefix", "missing or not a string") }
+            guard let rule = item.object else { throw fail(at, "expected an object") }
+            guard let prefix = rule["prefix"]?.string else { throw fail("\(at).prefix", "missing or not a string") }
             guard let key = LookupURL.key(prefix), prefix.hasSuffix("/") else {
                 throw fail("\(at).prefix", "\"\(prefix)\" is not an absolute http or https URL prefix ending in /")
             }
+            // docs/protocol.md#neighbours-on-the-device: a page must not make the device fetch its own or its network's services.
+            let authority = key[..<(key.firstIndex(of: "/") ?? key.endIndex)]
+            let host =
+                authority.hasPrefix("[")
+                ? authority[...(authority.firstIndex(of: "]") ?? authority.startIndex)] : authority.prefix { $0 != ":" }
+            if let address = PrivateAddress.literal(String(host)) {
+                throw fail(
+                    "\(at).prefix",
+                    "\"\(prefix)\" names \(address), a loopback, link-local or private address; a device reaches a name only (serve --resolve pins one)")
+            }
             if let other = seen[key] { throw fail("\(at).prefix", "\(prefix) is already the prefix of rules[\(other)]") }
             seen[key] = index
-            guard let name = rule["strategy"] as? String else { throw fail("\(at).strategy", "missing or not a string") }
+            guard let name = rule["strategy"]?.string else { throw fail("\(at).strategy", "missing or not a string") }
             guard let strategy = RuntimeStrategy(rawValue: name) else {
                 throw fail(
                     "\(at).strategy",
@@ -109,14 +124,21 @@ extension RuntimeConfiguration {
             }
             let maxAge = try JSONNumbers.integer(rule["maxAge"], "\(at).maxAge", in: 0...(10 * 365 * 86_400), fail)
             let timeout = try JSONNumbers.seconds(rule["timeout"], "\(at).timeout", fail)
+            var separate = false
+            if let value = rule["credentials"], !value.isNull {
+                guard let mode = value.string, mode == "separate" || mode == "none" else {
+                    throw fail("\(at).credentials", "expected \"separate\" or \"none\", got \(value.string.map { "\"\($0)\"" } ?? "another kind of value")")
+                }
+                separate = mode == "separate"
+            }
             rules.append(
                 RuntimeRule(
                     prefix: prefix, strategy: strategy, maxAge: maxAge ?? RuntimeRule.defaultMaxAge,
-                    timeout: timeout ?? RuntimeRule.defaultTimeout))
+                    timeout: timeout ?? RuntimeRule.defaultTimeout, separatesCredentials: separate))
         }
         var limits = RuntimeLimits()
-        if let value = object["limits"], !(value is NSNull) {
-            guard let limitObject = value as? [String: Any] else { throw fail("\(field).limits", "expected an object") }
+        if let value = object["limits"], !value.isNull {
+            guard let limitObject = value.object else { throw fail("\(field).limits", "expected an object") }
             let at = "\(field).limits"
             if let memory = try JSONNumbers.integer(limitObject["memory"], "\(at).memory", in: 0...(1 << 40), fail) {
                 limits.memory = memory
@@ -137,6 +159,7 @@ extension RuntimeConfiguration {
             "rules": rules.map { rule -> [String: Any] in
                 var object: [String: Any] = ["prefix": rule.prefix, "strategy": rule.strategy.rawValue, "maxAge": rule.maxAge]
                 if rule.strategy == .networkFirst { object["timeout"] = rule.timeout }
+                if rule.separatesCredentials { object["credentials"] = "separate" }
                 return object
             },
             "limits": ["memory": limits.memory, "disk": limits.disk, "entries": limits.entries],
@@ -144,55 +167,39 @@ extension RuntimeConfiguration {
     }
 }
 
-/// JSON numbers as `JSONSerialization` hands them back, told apart from booleans.
+/// The numbers of the `runtime` object: a JSON number (not a boolean), its value as a `Double`, and the
+/// number as written for messages.
 private enum JSONNumbers {
-    static func number(_ value: Any?, _ field: String, _ fail: (String, String) -> OfflinePkgError) throws -> NSNumber? {
-        guard let value, !(value is NSNull) else { return nil }
-        if value is NSDecimalNumber { throw fail(field, "expected a number, got one too large for 64 bits") }
-        guard let number = value as? NSNumber else { throw fail(field, "expected a number") }
-        // JSONSerialization hands back booleans as NSNumber too: type code "c", or a subclass.
-        if String(cString: number.objCType) == "c" || type(of: value) != NSNumber.self {
-            throw fail(field, "expected a number, got a boolean")
+    static func number(
+        _ value: JSONValue?, _ field: String, _ fail: (String, String) -> OfflinePkgError
+    ) throws -> (value: Double, literal: String)? {
+        guard let value, !value.isNull else { return nil }
+        guard let (literal, isInteger) = value.number else {
+            throw fail(field, value.boolean != nil ? "expected a number, got a boolean" : "expected a number")
         }
-        return number
+        if isInteger {
+            guard let integer = Int(literal) else { throw fail(field, "expected a number, got one too large for 64 bits") }
+            return (Double(integer), literal)
+        }
+        guard let double = Double(literal), double.isFinite else {
+            throw fail(field, "expected a number, got one too large for 64 bits")
+        }
+        return (double, literal)
     }
 
     static func integer(
-        _ value: Any?, _ field: String, in range: ClosedRange<Int>, _ fail: (String, String) -> OfflinePkgError
+        _ value: JSONValue?, _ field: String, in range: ClosedRange<Int>, _ fail: (String, String) -> OfflinePkgError
     ) throws -> Int? {
-        guard let number = try number(value, field, fail) else { return nil }
-        guard let integer = Int(exactly: number.doubleValue), range.contains(integer) else {
-            throw fail(field, "expected an integer from \(range.lowerBound) to \(range.upperBound), got \(number)")
+        guard let (number, literal) = try number(value, field, fail) else { return nil }
+        guard let integer = Int(exactly: number), range.contains(integer) else {
+            throw fail(field, "expected an integer from \(range.lowerBound) to \(range.upperBound), got \(literal)")
         }
         return integer
     }
 
-    static func seconds(_ value: Any?, _ field: String, _ fail: (String, String) -> OfflinePkgError) throws -> Double? {
-        guard let number = try number(value, field, fail) else { return nil }
-        let seconds = number.doubleValue
-        guard seconds > 0, seconds <= 600 else { throw fail(field, "expected seconds above 0 and at most 600, got \(number)") }
+    static func seconds(_ value: JSONValue?, _ field: String, _ fail: (String, String) -> OfflinePkgError) throws -> Double? {
+        guard let (seconds, literal) = try number(value, field, fail) else { return nil }
+        guard seconds > 0, seconds <= 600 else { throw fail(field, "expected seconds above 0 and at most 600, got \(literal)") }
         return seconds
-    }
-}
-
-extension JSONValue {
-    /// The value as `JSONSerialization` would hand it back (dictionaries, arrays, strings, NSNumber,
-    /// NSNull), for readers shared with JSON that did not come through the manifest's strict parser
-    /// (`publish --runtime` reads a rules file).
-    package var foundationValue: Any {
-        switch kind {
-        case .null: return NSNull()
-        case .boolean: return NSNumber(value: boolean ?? false)
-        case .string: return string ?? ""
-        case .number:
-            guard let (literal, isInteger) = number else { return NSNull() }
-            if isInteger, let integer = Int(literal) { return NSNumber(value: integer) }
-            return NSNumber(value: Double(literal) ?? .nan)
-        case .array: return (array ?? []).map(\.foundationValue)
-        case .object:
-            var dictionary = [String: Any]()
-            for (key, value) in object?.members ?? [] { dictionary[key] = value.foundationValue }
-            return dictionary
-        }
     }
 }

@@ -1,13 +1,21 @@
-import Foundation
+import FoundationEssentials
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The one authority on where things live in a cache root: no code in Store, Sync or Fetch joins a
 /// path of the root's layout itself. (Inside a tree it was handed, the unpacker and `DeltaApplier`
 /// join package paths to the tree's folder; `file(_:inTree:)` is that join for everyone else.)
 ///
+/// Everything below the root is its user's alone (docs/protocol.md#neighbours-on-the-device): folders 0700, files 0600, installed
+/// trees 0500 and 0400 (`RootModes` tightens a root an older build left open).
+///
 ///     root/
 ///       active.json             the active set (and the one before it), switched by atomic rename
 ///       state.json              manifest validators, accepted sequence, last check time
 ///       manifest.json           the last accepted manifest, byte for byte (+ manifest.json.minisig)
+///       manifest.json.signatures  the signatures it was accepted with under a keys document, JSON
 ///       device-id               random UUID, for rollout buckets
 ///       lock                    flock'd by the one sync at a time
 ///       history.json            the last activations (bounded), rewritten atomically
@@ -15,7 +23,7 @@ import Foundation
 ///       trees/<id>/<version>-<tree prefix>/          installed trees, read-only
 ///       trees/<id>/<version>-<tree prefix>.index     "<sha256> <size> <path>" per file
 ///       trees/<id>/<version>-<tree prefix>.lookup    the tree's lookup table, memory-mapped by readers
-///       content/<hex digit>/<sha256>                 every installed file once by content (0444); trees' files link it
+///       content/<hex digit>/<sha256>                 every installed file once by content (0400); trees' files link it
 ///       content/.tmp/<pid>-<random>                  content being inserted or relinked, same file system
 ///       content.json            held content's files and bytes (`status`), "open" while a sync changes them
 ///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable
@@ -43,6 +51,7 @@ public struct CacheLayout: Sendable, Equatable {
     package var state: String { root + "/state.json" }
     package var storedManifest: String { root + "/manifest.json" }
     package var storedSignature: String { root + "/manifest.json.minisig" }
+    package var storedSignatures: String { root + "/manifest.json.signatures" }
     package var deviceID: String { root + "/device-id" }
     package var lock: String { root + "/lock" }
     package var history: String { root + "/history.json" }
@@ -163,7 +172,7 @@ public struct CacheLayout: Sendable, Equatable {
     public static func defaultRoot(environment: [String: String]) -> String {
         if let root = environment["OFFLINEPKG_ROOT"], !root.isEmpty { return root }
         if let data = environment["XDG_DATA_HOME"], !data.isEmpty { return data + "/offlinepkg" }
-        let home = environment["HOME"] ?? NSHomeDirectory()
+        let home = environment["HOME"] ?? getpwuid(getuid()).flatMap { $0.pointee.pw_dir.map { String(cString: $0) } } ?? "/"
         return home + "/.local/share/offlinepkg"
     }
 

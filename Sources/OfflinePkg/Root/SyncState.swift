@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What a cache root remembers between syncs about the manifest: validators for conditional requests,
 /// the accepted sequence for rollback protection, and the inputs the stored manifest was judged with.
@@ -28,11 +28,31 @@ package struct SyncState: Codable, Sendable, Equatable {
     package var lastError: SyncFailure?
     /// What the last activating sync changed, how each package came and its bytes (`status`).
     package var lastChanges: [PackageChange]?
+    /// What the root trusts per manifest URL (docs/protocol.md#keys-documents): kept here, in the file that
+    /// holds the rollback baselines, so that one atomic write changes a URL's trust and its baseline
+    /// together.
+    package var trust: [String: StoredTrust]?
 
     package init() {}
 
     package static func load(_ layout: CacheLayout) throws -> SyncState {
-        try JSONCoding.load(SyncState.self, from: layout.state) ?? SyncState()
+        var state = try JSONCoding.load(SyncState.self, from: layout.state) ?? SyncState()
+        state.forgetUserinfo()
+        return state
+    }
+
+    /// A state written before URLs were kept without userinfo (docs/protocol.md#neighbours-on-the-device): its URLs as they are kept now,
+    /// each channel's history kept (the highest sequence, where two URLs become one).
+    private mutating func forgetUserinfo() {
+        manifestURL = manifestURL.map { Userinfo.removed(from: $0) }
+        guard let kept = channels, kept.keys.contains(where: { $0.contains("@") }) else { return }
+        var merged = [String: AcceptedManifest]()
+        for (url, record) in kept {
+            let key = Userinfo.removed(from: url)
+            if let other = merged[key], other.sequence >= record.sequence { continue }
+            merged[key] = record
+        }
+        channels = merged
     }
 
     /// Writes the state atomically; `durable: false` leaves out the two flushes, for a state whose
@@ -57,10 +77,24 @@ package struct SyncState: Codable, Sendable, Equatable {
     }
 }
 
-/// The manifest a device last accepted from one URL.
+/// The manifest a device last accepted from one URL: the rollback baseline.
 package struct AcceptedManifest: Codable, Sendable, Equatable {
     package var sequence: Int
     package var sha256: String?
+    /// The keys version the manifest named, when it was accepted under a keys document
+    /// (docs/protocol.md#keys-documents).
+    package var keysVersion: Int? = nil
+    /// The manifest keys and threshold it was accepted under (`KeysDocument.Role.fingerprint`); nil when
+    /// unsigned, or accepted by a build that did not record them. Under other manifest keys the sequence
+    /// is no baseline: the keys that signed it may be the leaked ones a rotation removed.
+    package var manifestKeys: String? = nil
+
+    package init(sequence: Int, sha256: String?, keysVersion: Int? = nil, manifestKeys: String? = nil) {
+        self.sequence = sequence
+        self.sha256 = sha256
+        self.keysVersion = keysVersion
+        self.manifestKeys = manifestKeys
+    }
 }
 
 /// The last failed sync of a root, as `status --json` shows it.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A cache root opened for writing: the one owner of what changes in a root — its lock, its state,
 /// syncs (an `Updater` runs them through it), rollback, garbage collection, verify and repair (see
@@ -38,7 +38,9 @@ public struct CacheRoot: Sendable {
         try FileSystem.makeDirectories(path)
         // libarchive's secure-symlink check walks the whole target path: resolve the root's own links,
         // as PackageStore does.
-        self.init(layout: CacheLayout(root: try FileSystem.realPath(path)), world: world, launchesBeforeRevert: launchesBeforeRevert)
+        let resolved = try FileSystem.realPath(path)
+        try RootModes.checkOwner(resolved)
+        self.init(layout: CacheLayout(root: resolved), world: world, launchesBeforeRevert: launchesBeforeRevert)
     }
 
     package init(layout: CacheLayout, reader: PackageStore? = nil, world: World = .live, launchesBeforeRevert: Int = 0) {

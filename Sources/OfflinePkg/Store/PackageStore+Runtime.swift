@@ -1,9 +1,5 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 extension PackageStore {
     /// The runtime cache of this root, opened with `Options.runtime` at first use.
@@ -19,10 +15,13 @@ extension PackageStore {
     /// The answer for a URL hook (docs/protocol.md#the-runtime-cache): a package's file when one answers the URL, else the runtime
     /// cache's answer per the manifest's rule for it; nil when neither a package nor a rule covers it
     /// (the hook lets the request go on as it would without offlinepkg). Other methods than GET and
-    /// HEAD on a rule's URLs go to the network unchanged, with `httpBody` as their body.
-    public func cachedResponse(for request: URLRequest) async throws -> CachedResponse? {
-        guard let url = request.url?.absoluteString else { return nil }
-        let method = (request.httpMethod ?? "GET").uppercased()
+    /// HEAD on a rule's URLs go to the network unchanged, with `body` as their body. A host that holds a
+    /// `URLRequest` passes it whole through the `OfflinePkgURLRequest` product's
+    /// `cachedResponse(for:)`, which calls this.
+    public func cachedResponse(
+        url: String, method: String = "GET", headers: [(name: String, value: String)] = [], body: Data? = nil
+    ) async throws -> CachedResponse? {
+        let method = method.uppercased()
         if method == "GET" || method == "HEAD", let resource = resolve(url) {
             return CachedResponse(
                 status: 200,
@@ -32,27 +31,30 @@ extension PackageStore {
                 body: .file(URL(fileURLWithPath: resource.path)), cacheStatus: "offlinepkg; hit; detail=package")
         }
         let cache = try runtimeCache()
-        guard let rule = cache.rule(for: url) else { return nil }
-        let fields = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
-        var runtimeRequest = RuntimeRequest(url: url, method: method, fields: fields)
-        if let body = request.httpBody {
+        guard let route = cache.route(for: url) else { return nil }
+        var runtimeRequest = RuntimeRequest(url: url, method: method, fields: headers)
+        if let body {
             let reader = DataReader(body)
             runtimeRequest.body = { reader.read(into: $0) }
             runtimeRequest.bodyLength = Int64(body.count)
         }
-        let answer = await cache.answer(runtimeRequest, rule: rule)
-        let body: CachedResponse.Body
+        let answer = await cache.answer(runtimeRequest, route: route)
+        let answerBody: CachedResponse.Body
         switch answer.body {
-        case .empty: body = .data(Data())
-        case .data(let data): body = .data(data)
-        case .stored(let path, _): body = .file(URL(fileURLWithPath: path))
-        case .transient(let path, _):
-            // Not stored: read once, then gone.
-            defer { FileSystem.discardFile(path) }
-            body = .data(Data(try FileSystem.read(path, limit: Int.max)))
+        case .empty: answerBody = .data(Data())
+        case .data(let data): answerBody = .data(data)
+        case .stored(let path, _): answerBody = .file(URL(fileURLWithPath: path))
+        case .streamed(let stream):
+            // Not stored: read once as it arrives, into memory (never onto the disk); nothing for a HEAD.
+            if method == "HEAD" {
+                stream.cancel()
+                answerBody = .data(Data())
+            } else {
+                answerBody = .data(try await runBlocking { try stream.collect(limit: Int.max) })
+            }
         }
         return CachedResponse(
-            status: answer.status, headers: answer.fields, body: method == "HEAD" ? .data(Data()) : body,
+            status: answer.status, headers: answer.fields, body: method == "HEAD" ? .data(Data()) : answerBody,
             cacheStatus: answer.cacheStatus)
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The fetch-and-install stage of a sync: the free-space check before it, the downloads and unpacks
 /// in a task group bounded by `--jobs`, and the one commit that makes every verified tree durable.
@@ -127,7 +127,7 @@ extension SyncEngine {
                 id: $0.id, from: $0.from, to: $0.to, via: $0.via, bytes: $0.bytes ?? 0, notes: $0.notes, mandatory: $0.mandatory)
         }
         return SyncPlan(
-            manifestURL: manifestURL.absoluteString, sequence: planned.accepted.manifest.sequence,
+            manifestURL: source, sequence: planned.accepted.manifest.sequence,
             wouldActivate: !candidate.hasSameContent(as: planned.current), steps: steps, heldBack: planned.plan.heldBack,
             bytesToFetch: steps.reduce(0) { $0 + $1.bytes }, mandatory: steps.contains { $0.mandatory == true })
     }
