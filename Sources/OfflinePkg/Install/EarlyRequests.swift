@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// What a sync asks beside the manifest, from what the device holds, so that a device behind does not
