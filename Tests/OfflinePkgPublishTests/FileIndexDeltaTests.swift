@@ -65,16 +65,17 @@ import Testing
         try await Self.expectSyncByTheIndexDelta(updater, nginx: nginx, repo: repo, root: root)
     }
 
-    /// A device behind asks for the newest delta from its tree beside the manifest, not after it: the
-    /// server holds the manifest's last byte back, and the delta is asked before it is sent. The
-    /// full-named delta and the index are never asked.
+    /// A device behind asks for the newest delta from its tree beside the manifest, not after it: on an
+    /// origin it knows speaks HTTP/2, the server holds the manifest's answer back, and the delta is
+    /// asked and answered before it is sent. The full-named delta and the index are never asked.
     @Test func aDeviceOneReleaseBehindAsksForTheNewestDeltaBesideTheManifest() async throws {
-        let (scratch, site, publisher, server, updater) = try await Self.deviceOnTheFirstRelease("index-delta-early")
+        let device = try await Self.deviceOnTheFirstRelease("index-delta-early")
+        let (scratch, server, updater) = (device.scratch, device.server, device.updater)
         let hold = 2.0
         let first = try Self.published(scratch.path("repo"))
-        let report = try Self.publishByFiles(publisher, site: site, version: 2)
+        let report = try Self.publishByFiles(device.publisher, site: device.site, version: 2)
         let index = try #require(report.fileIndex)
-        server.script("/manifest.json", [.holdLastByte(seconds: hold)])
+        server.script("/manifest.json", [.holdHead(seconds: hold)])
         let before = server.requests.count
         let sync = try await updater.sync()
         #expect(sync.changes.first?.via == .files)
@@ -83,16 +84,34 @@ import Testing
         let newest = "/" + FileIndexDelta.newestURL(nextTo: index.url, fromTree: first.tree)
         let early = try #require(requests.first { $0.path == newest }, "\(requests.map(\.path))")
         #expect(early.status == 200)
-        #expect(early.receivedAt < manifest.answeredAt.addingTimeInterval(hold), "the delta was asked after the manifest came")
+        #expect(early.answeredAt < manifest.answeredAt, "the delta was asked after the manifest came")
         let named = "/" + RepositoryLayout(root: scratch.path("repo")).fileIndexDeltaURL(fromTree: first.tree, index: index.sha256)
         #expect(!requests.contains { $0.path == named || $0.path == "/" + index.url }, "\(requests.map(\.path))")
+    }
+
+    /// On an origin that answered over HTTP/1.1, nothing is asked early however slow the manifest: the
+    /// request would open a second connection (a TLS handshake over https) for what the manifest's
+    /// answer may make useless. The delta is asked after the manifest, by its name.
+    @Test func anHTTP1OriginGetsNoEarlyRequest() async throws {
+        let device = try await Self.deviceOnTheFirstRelease("index-delta-http1", overHTTP2: false)
+        let first = try Self.published(device.scratch.path("repo"))
+        let report = try Self.publishByFiles(device.publisher, site: device.site, version: 2)
+        let index = try #require(report.fileIndex)
+        device.server.script("/manifest.json", [.holdHead(seconds: 1)])
+        let before = device.server.requests.count
+        #expect(try await device.updater.sync().changes.first?.via == .files)
+        let requests = device.server.requests.dropFirst(before)
+        let newest = "/" + FileIndexDelta.newestURL(nextTo: index.url, fromTree: first.tree)
+        #expect(requests.first?.path == "/manifest.json", "\(requests.map(\.path))")
+        #expect(!requests.contains { $0.path == newest }, "\(requests.map(\.path))")
     }
 
     /// The newest delta fetched beside the manifest is a guess: a stale copy (it stands for an older
     /// index) or a damaged one is dropped, and the delta is fetched by its full name in the same sync.
     @Test(arguments: ["stale", "damaged"])
     func aStaleOrDamagedNewestDeltaFallsBackToTheNamedOneInTheSameSync(_ kind: String) async throws {
-        let (scratch, site, publisher, server, updater) = try await Self.deviceOnTheFirstRelease("index-delta-stale-\(kind)")
+        let device = try await Self.deviceOnTheFirstRelease("index-delta-stale-\(kind)")
+        let (scratch, site, publisher, server, updater) = (device.scratch, device.site, device.publisher, device.server, device.updater)
         let repo = scratch.path("repo")
         let first = try Self.published(repo)
         var reports = [PublishReport]()
@@ -109,6 +128,7 @@ import Testing
         // What an edge that kept release 2's copy, or a damaged one, serves under the newest name.
         let bytes = kind == "stale" ? try FileSystem.read(scratch.path("stale-newest")) : [UInt8](repeating: 7, count: 300)
         try FileSystem.writeAtomically(bytes, to: repo + newest)
+        server.script("/manifest.json", [.holdHead(seconds: 1)])
         let before = server.requests.count
         let sync = try await updater.sync()
         let change = try #require(sync.changes.first)
@@ -122,11 +142,23 @@ import Testing
         #expect(try treeHash(of: installedTree(root: scratch.path("root"), id: "app", version: "3.0", tree: entry.tree)) == entry.tree)
     }
 
-    /// A repository with release 1 of the demo site, served by a `FaultServer`, and a device that
-    /// synced it (by the archive).
-    static func deviceOnTheFirstRelease(_ prefix: String) async throws -> (
-        TemporaryDirectory, String, Publisher, FaultServer, Updater
-    ) {
+    /// A device on release 1 of the demo site, and what serves it: a `FaultServer` holding the
+    /// repository (its log sees every request, its script holds answers back), behind nginx speaking
+    /// HTTP/2 over TLS with a test CA's certificate, as a device's origin does where early requests are
+    /// made (`overHTTP2` false: the `FaultServer` alone, HTTP/1.1 in the clear). The device synced
+    /// release 1 (by the archive) and so remembers which protocol the origin speaks.
+    struct Device {
+        var scratch: TemporaryDirectory
+        var site: String
+        var publisher: Publisher
+        var server: FaultServer
+        var front: NginxServer?
+        /// Kept while the device trusts its certificate file.
+        var authority: TestCertificateAuthority?
+        var updater: Updater
+    }
+
+    static func deviceOnTheFirstRelease(_ prefix: String, overHTTP2: Bool = true) async throws -> Device {
         let scratch = try TemporaryDirectory(prefix: prefix)
         chmod(scratch.path, 0o755)
         let site = scratch.path("site")
@@ -134,10 +166,20 @@ import Testing
         try writeSite(DemoSite.files(version: 1), to: site)
         _ = try publisher.publish(DemoSite.request(site: site, version: 1))
         let server = try FaultServer(documentRoot: scratch.path("repo"))
+        let authority = overHTTP2 ? try TestCertificateAuthority() : nil
+        let front = try authority.map {
+            try NginxServer(
+                documentRoot: scratch.path("repo"),
+                locations: "location / { proxy_pass \(server.baseURL.absoluteString.dropLast()); proxy_buffering off; }",
+                authority: $0, http2: true)
+        }
         let store = try PackageStore(root: URL(fileURLWithPath: scratch.path("root")), options: .init(watchInterval: 0))
-        let updater = Updater(store: store, manifestURL: server.url("manifest.json"), options: .init(retry: .init(attempts: 1)))
+        var options = Updater.Options(retry: .init(attempts: 1))
+        options.caBundle = authority?.certificatePath
+        let updater = Updater(store: store, manifestURL: (front?.url ?? server.url)("manifest.json"), options: options)
         #expect(try await updater.sync().changes.first?.via == .archive)
-        return (scratch, site, publisher, server, updater)
+        return Device(
+            scratch: scratch, site: site, publisher: publisher, server: server, front: front, authority: authority, updater: updater)
     }
 
     /// Publishes the demo site's `version` with no package deltas: a device goes by files.

@@ -37,15 +37,17 @@ extension SyncEngine {
         return installer
     }
 
-    /// The newest file-index deltas of the active packages, fetched while the manifest is
-    /// (`EarlyRequests`), named from the manifest last accepted (its index URLs resolved against this
+    /// The newest file-index deltas of the active packages, fetched while the manifest is, when it is
+    /// slow on an HTTP/2 origin (`EarlyRequests`), named from the manifest last accepted (its index URLs resolved against this
     /// sync's manifest URL: from another URL they are a guess like any other, checked all the same).
     func startEarlyRequests(_ start: Start) -> EarlyRequests {
         guard !start.record.current.packages.isEmpty,
             let bytes = try? FileSystem.read(layout.storedManifest, limit: Manifest.maximumSize),
             let stored = try? Manifest(parsing: bytes, source: manifestURL.absoluteString)
         else { return .none }
-        return EarlyRequests.start(installer, stored: stored, manifestURL: manifestURL, current: start.record.current)
+        return EarlyRequests.start(
+            installer, stored: stored, manifestURL: manifestURL, current: start.record.current, origins: origins,
+            answer: manifestAnswer)
     }
 
     /// `current` is the active set: the versions deltas can start from.

@@ -28,6 +28,8 @@ package struct SyncEngine: Sendable {
     let transport: any Transport
     /// How the origins of file-level updates take ranges, read from the root once per sync.
     let origins: OriginRanges
+    /// The manifest's first answer in this sync, which the early requests wait on.
+    let manifestAnswer = ManifestAnswer()
 
     /// The manifest URL as the root keeps and reports it: without userinfo (docs/protocol.md#neighbours-on-the-device).
     var source: String { Userinfo.removed(from: manifestURL) }
@@ -56,7 +58,6 @@ package struct SyncEngine: Sendable {
         if let skipped = skipIfCheckedRecently(start) { return skipped }
         let early = startEarlyRequests(start)
         defer { early.cancel() }
-        await early.started()
         let accepted = try await accept(start)
         if accepted.unchanged { return try finishUnchanged(accepted) }
         let planned = try plan(accepted)
@@ -132,7 +133,7 @@ package struct SyncEngine: Sendable {
         CheckedManifest, Manifest, SyncTrust
     ) {
         var trust = try resolveTrust(state)
-        var checked = try await check(conditionally: sameSource ? state : nil, uncached: false, trust: trust)
+        var checked = try await check(conditionally: sameSource ? state : nil, uncached: false, trust: trust, commit: commit)
         do {
             let manifest = try await accept(&checked, state: &state, trust: &trust, uncached: false, commit: commit)
             return (checked, manifest, trust)
@@ -143,7 +144,7 @@ package struct SyncEngine: Sendable {
             default: throw error
             }
             options.events?(.retryingUncached(reason: "\(error)"))
-            var again = try await check(conditionally: nil, uncached: true, trust: trust)
+            var again = try await check(conditionally: nil, uncached: true, trust: trust, commit: commit)
             again.requests += checked.requests
             let manifest = try await accept(&again, state: &state, trust: &trust, uncached: true, commit: commit)
             return (again, manifest, trust)
@@ -152,11 +153,20 @@ package struct SyncEngine: Sendable {
 
     /// The check stage: the manifest (conditionally, with the validators of `stored`, if any) and, under
     /// fixed keys, its signature. A 304 brings back the stored copy and the signatures kept with it.
-    private func check(conditionally stored: SyncState?, uncached: Bool, trust: SyncTrust) async throws -> CheckedManifest {
+    /// Each answer's head tells `manifestAnswer` (the early requests wait on it) and, unless a dry run,
+    /// the origins record its protocol.
+    private func check(conditionally stored: SyncState?, uncached: Bool, trust: SyncTrust, commit: Bool) async throws
+        -> CheckedManifest
+    {
         let fetcher = manifestFetcher()
         options.events?(.checking(manifestURL: source))
+        let (origins, answer, manifestURL) = (self.origins, manifestAnswer, self.manifestURL)
         let response = try await fetcher.fetchManifest(
-            manifestURL, etag: stored?.etag, lastModified: stored?.lastModified, uncached: uncached)
+            manifestURL, etag: stored?.etag, lastModified: stored?.lastModified, uncached: uncached
+        ) { head in
+            answer.answered(head.status)
+            if commit { origins.remember(http: head.httpVersion, for: manifestURL, server: head.headers["server"]) }
+        }
         var requests = 1
         let bytes: [UInt8]
         var signature: [UInt8]?
