@@ -21,7 +21,9 @@ Then wall time on `docs`, 5 behind, HTTP/2 over TLS (a CA made here by openssl) 
 `Benchmarks/slowlink.py` at 150 ms RTT and 8 Mbit/s, against 3 round trips + bytes / bandwidth. The same
 sync straight to the origin is taken first and taken off: the target is about the link, not about
 hashing held content on a loaded machine; the median of three such rounds, each on fresh copies of the
-device. With --before, the older build syncs the same repository the same way (`origins.link.before`). The origin speaks TLS 1.3 (one round trip to a shared key), as
+device. The device on the link remembers the origin speaks HTTP/2 (its `origins.json` says so, as any
+earlier check of that URL leaves it): a sync asks for the newest index delta beside a slow manifest only
+then (docs/protocol.md#file-index-deltas). With --before, the older build syncs the same repository the same way (`origins.link.before`). The origin speaks TLS 1.3 (one round trip to a shared key), as
 CDNs and object stores do; nginx before 1.23.4 offers TLS 1.2 at most unless told, a round trip more.
 
 ORIGINS_SITES=docs (a comma list of `docs`, `100k`) runs those sites only.
@@ -92,6 +94,16 @@ def slow_link(h, upstream):
     return int(open(out).read())
 
 
+def remember_http2(root, origin):
+    """Writes into `root`'s origins.json what a sync of `origin` before leaves there: it speaks HTTP/2."""
+    path = os.path.join(root, "origins.json")
+    records = json.load(open(path)) if os.path.exists(path) else {}
+    records.setdefault(origin, {"checked": time.time()})["http"] = "h2"
+    with open(path, "w") as out:
+        json.dump(records, out)
+    os.chmod(path, 0o600)
+
+
 def wall_time(h, www, repo_url, cold):
     """The `origins.link*` figures: the sync 5 behind over HTTP/2 and TLS, straight and through the link,
     the median of `h.runs(3)` rounds (fresh roots each); with --before, the older build's too."""
@@ -108,6 +120,7 @@ def wall_time(h, www, repo_url, cold):
             roots = {way: h.path(f"wall{side}-{number}-{way}") for way in ("direct", "slow")}
             for root in roots.values():
                 shutil.copytree(cold, root, symlinks=True)
+            remember_http2(roots["slow"], f"https://127.0.0.1:{slow}")
             _, on_device = sync(h, f"https://127.0.0.1:{port}/{repo_url}", roots["direct"], "--cacert", ca, binary=binary)
             mark = origin.mark()
             via, seconds = sync(h, f"https://127.0.0.1:{slow}/{repo_url}", roots["slow"], "--cacert", ca, binary=binary)
