@@ -166,18 +166,9 @@ import Testing
     /// The publisher's own chunked archives (`publish`'s default): a device five versions behind (no
     /// delta from its version) goes by files; one version behind, the three-file delta is cheaper.
     @Test func publishersArchivesGoByFilesOrByTheCheaperDelta() async throws {
-        let scratch = try TemporaryDirectory(prefix: "files-publish")
-        let repo = scratch.path("repo")
-        try FileSystem.makeDirectories(repo)
-        chmod(scratch.path, 0o755)
-        let nginx = try NginxServer(documentRoot: repo)
-        let publisher = Publisher(repository: URL(fileURLWithPath: repo))
-        func publish(_ version: Int) throws -> PublishReport {
-            let site = scratch.path("site-\(version)")
-            try writeSite(Self.files(version: version), to: site)
-            return try publisher.publish(
-                PublishRequest(site: site, id: "app", version: "\(version).0", routes: ["https://m.example.com/app/"], deltaCount: 3))
-        }
+        let published = try PublisherRepo(prefix: "files-publish")
+        let (scratch, nginx) = (published.scratch, published.nginx)
+        func publish(_ version: Int) throws -> PublishReport { try published.publish(version, files: Self.files(version: version)) }
         _ = try publish(1)
         let behind = try TemporaryDirectory(prefix: "files-device")
         let near = try TemporaryDirectory(prefix: "files-device")
