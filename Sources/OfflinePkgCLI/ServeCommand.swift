@@ -32,6 +32,9 @@ enum ServeCommand {
             .init(
                 name: "resolve", value: "HOST:PORT:ADDR", repeatable: true,
                 help: "reach an upstream HOST:PORT at ADDR, as curl's --resolve (repeatable)"),
+            .init(
+                name: "cacert", value: "FILE",
+                help: "trust these certificate authorities (PEM) for runtime-cache upstreams instead of the system's, as curl's --cacert"),
         ],
         summary: "serve the active set over HTTP on loopback for the shell; prints the URL, runs until SIGINT/SIGTERM",
         run: run)
@@ -103,7 +106,11 @@ enum ServeCommand {
             }
         }
         let offline = arguments.flag("offline") || context.environment["OFFLINEPKG_OFFLINE"] == "1"
-        return RuntimeCache.Options(offline: offline, resolve: pins)
+        let authorities = arguments.value("cacert")
+        if let authorities, !FileManager.default.isReadableFile(atPath: authorities) {
+            throw UsageError("--cacert \(authorities): no such readable file")
+        }
+        return RuntimeCache.Options(offline: offline, resolve: pins, caBundle: authorities)
     }
 
     /// `OFFLINEPKG_SERVE_THREADS`: a pool size, or `per-connection`; to compare thread models

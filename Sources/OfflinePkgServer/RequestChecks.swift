@@ -15,10 +15,12 @@ enum RequestChecks {
             (0..<length).contains { bytes[$0] < 0x20 || bytes[$0] == 0x7f }
         }
         if hasControlByte { return "the request target holds a control byte" }
-        // MHD splits the request line in place ("GET\0/target\0HTTP/1.1"), so the version string
-        // starts right after the target's terminating NUL — unless the target held a NUL of its own,
-        // which cut the C string short.
-        if let version, UnsafeRawPointer(version) != UnsafeRawPointer(target + length + 1) {
+        // MHD splits the request line in place ("GET\0/target?query\0HTTP/1.1"), so the version string
+        // starts right after the whole target's terminating NUL — unless the target held a NUL of its
+        // own, which cut the C string short. The length is the one MHD's URI callback saw, before MHD
+        // cut the query off at its `?` (which `strlen` of the target here would stop at).
+        let whole = requestTargetLength(connection) ?? length
+        if let version, UnsafeRawPointer(version) != UnsafeRawPointer(target + whole + 1) {
             return "the request target holds a NUL byte"
         }
         let hosts = cmicrohttpd_field_count(connection, "Host")

@@ -27,9 +27,10 @@ final class RuntimeCacheResponder: Sendable {
         self.canSuspend = canSuspend
     }
 
-    /// The absolute URL of a request: an absolute-form target as it is, else `http://` + `Host` + target.
+    /// The absolute URL of a request: an absolute-form target as it is, else `http://` + `Host` + target;
+    /// with its query, which the handler's target lacks (`requestQuerySuffix`).
     static func requestURL(_ connection: OpaquePointer, target: UnsafePointer<CChar>) -> String? {
-        let path = String(cString: target)
+        let path = String(cString: target) + requestQuerySuffix(connection)
         if !path.hasPrefix("/") { return path }
         guard let host = MHD_lookup_connection_value(connection, .HEADER_KIND, "Host") else { return nil }
         return "http://" + String(cString: host) + path

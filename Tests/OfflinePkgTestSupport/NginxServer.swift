@@ -44,14 +44,20 @@ public final class NginxServer: Sendable {
     ///   - tls: serve https with a fresh self-signed certificate for 127.0.0.1 (`certificatePath`).
     ///   - http: raw config for the `http` block (`proxy_cache_path`, `map`, ...), e.g. for a caching edge;
     ///     `PREFIX` in it stands for this server's prefix folder.
+    ///   - certificate: serve https with this certificate and key (PEM files) instead, e.g. one a test's
+    ///     private CA issued for a host name.
     public init(
-        documentRoot: String, limitRate: Int? = nil, locations: String = "", tls: Bool = false, http: String = ""
+        documentRoot: String, limitRate: Int? = nil, locations: String = "", tls: Bool = false, http: String = "",
+        certificate: (certificate: String, key: String)? = nil
     ) throws {
         guard let nginx = which("nginx") else { throw TestSupportError("nginx: not installed") }
         self.documentRoot = documentRoot
         prefix = try TemporaryDirectory(prefix: "offlinepkg-nginx")
         var tlsConfig = ""
-        if tls {
+        let tls = tls || certificate != nil
+        if let certificate {
+            tlsConfig = "ssl_certificate \"\(certificate.certificate)\"; ssl_certificate_key \"\(certificate.key)\";"
+        } else if tls {
             try run(
                 "openssl",
                 [
@@ -271,7 +277,7 @@ public final class NginxServer: Sendable {
     // MARK: - Sockets and processes
 
     /// Whether nothing listens on (or lingers in TIME_WAIT at) 127.0.0.1:`port` right now.
-    private static func portLooksFree(_ port: Int) -> Bool {
+    public static func portLooksFree(_ port: Int) -> Bool {
         withLoopbackSocket(port: port) { bind($0, $1, $2) == 0 }
     }
 
