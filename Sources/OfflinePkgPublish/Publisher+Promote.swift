@@ -8,7 +8,7 @@ extension Publisher {
     /// published it (routes, notes, rollout...). The same stages as `publish`: everything under `.tmp/`
     /// first, the manifest and its signature last.
     package func promote(
-        id: String, version: String, from source: URL, signer: (([UInt8]) throws -> [UInt8])? = nil,
+        id: String, version: String, from source: URL, signer: (([UInt8]) throws -> [UInt8])? = nil, unsign: Bool = false,
         waiting: (() -> Void)? = nil
     ) throws -> PublishReport {
         guard ManifestRules.isValidID(id) else {
@@ -37,6 +37,7 @@ extension Publisher {
 
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
+        try RepositorySigning(layout).check(signs: signer != nil, unsign: unsign, repository: layout.root)
         try document.checkRoutes(parsed.routes, for: id)
         let existing = layout.treeIndex(id: id, version: version)
         let republished = FileSystem.exists(existing)
@@ -82,7 +83,7 @@ extension Publisher {
     /// The entry `version` of `id` had when `repository` published it: from its history, else from its
     /// manifest if that still offers the version.
     static func publishedEntry(id: String, version: String, in repository: RepositoryLayout) throws -> [String: Any] {
-        if let record = PublishHistory.load(repository.publishHistory(id: id)).last(where: { $0.version == version }),
+        if let record = PublishHistory.load(repository.publishHistory(id: id)).last(where: { $0.version == version && $0.entry != nil }),
             let text = record.entry,
             let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
         {

@@ -26,14 +26,26 @@ package struct Publisher: Sendable {
     }
 
     /// Publishes `request`. `signer` turns the manifest bytes into a `manifest.json.minisig`; without
-    /// one, a signature left by an earlier publish is removed (it no longer matches). When another
-    /// publish holds the repository, `waiting` is called once and the publish waits for it to finish.
+    /// one, a signed repository is refused unless `unsign` (then its signature is removed: it would no
+    /// longer match). When another publish holds the repository, `waiting` is called once and the
+    /// publish waits for it to finish.
+    ///
+    /// Refused before anything takes a published name (`publishRefused`): a site without a file, a
+    /// release devices would refuse (`checkAsDevice`), a version lower than the newest published for
+    /// the package unless `request.allowDowngrade`. With `checkOnly` (`publish --check`) the release is
+    /// built and checked all the same, and nothing is published.
     package func publish(
-        _ request: PublishRequest, signer: (([UInt8]) throws -> [UInt8])? = nil, waiting: (() -> Void)? = nil,
-        events: (@Sendable (PublishEvent) -> Void)? = nil
+        _ request: PublishRequest, signer: (([UInt8]) throws -> [UInt8])? = nil, unsign: Bool = false, checkOnly: Bool = false,
+        waiting: (() -> Void)? = nil, events: (@Sendable (PublishEvent) -> Void)? = nil
     ) throws -> PublishReport {
         try request.validate()
         let site = try SiteScan(site: request.site)
+        guard !site.files.isEmpty else {
+            throw OfflinePkgError.publishRefused(
+                reason:
+                    "the site \(site.root) holds no file: devices refuse an empty archive, and with it every other package's update in the same release"
+            )
+        }
         let siteFiles = Set(site.files)
         var warnings = [String]()
         for (name, path) in [("entry", request.entry), ("fallback", request.fallback)] {
@@ -49,7 +61,9 @@ package struct Publisher: Sendable {
         }
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
+        try RepositorySigning(layout).check(signs: signer != nil, unsign: unsign, repository: layout.root)
         try document.checkRoutes(request.routes, for: request.id)
+        try checkNotDowngrade(request, document: document)
 
         // Everything is written under .tmp/ first; nothing takes a published name before it is all there.
         var pending = [(scratch: String, url: String)]()
@@ -67,11 +81,16 @@ package struct Publisher: Sendable {
         pending.append((scratch, archiveURL))
         let archive = try describe(scratch, url: archiveURL, sha256: archiveHash)
         var fileIndex: PublishReport.WrittenFile?
+        var indexToCheck: (path: String, reference: FileIndexReference)?
         if let ranges {
             let (written, path) = try writeFileIndex(files: files, ranges: ranges, name: "\(request.id)-\(request.version)")
             fileIndex = written
+            indexToCheck = (path, FileIndexReference(url: written.url, sha256: written.sha256, size: written.size))
             pending.append((path, written.url))
         }
+        try checkAsDevice(
+            archive: scratch, url: archiveURL, tree: tree, archiveSize: archive.size, fileIndex: indexToCheck,
+            limits: request.deviceLimits)
 
         // Deltas from the versions published before this one, newest first.
         let earlier = try versionLog(request.id).filter { $0 != request.version }
@@ -86,8 +105,10 @@ package struct Publisher: Sendable {
             case .skipped(let reason): skipped.append(.init(from: from, reason: reason))
             }
         }
-        FailPoint.publishBeforeRename.hit()
-        for (path, url) in pending { try moveIntoPlace(path, url: url) }
+        if !checkOnly {
+            FailPoint.publishBeforeRename.hit()
+            for (path, url) in pending { try moveIntoPlace(path, url: url) }
+        }
 
         var archiveFile = RemoteFile(url: archive.url, sha256: archive.sha256, size: archive.size)
         archiveFile.files = fileIndex.map { FileIndexReference(url: $0.url, sha256: $0.sha256, size: $0.size) }
@@ -99,15 +120,29 @@ package struct Publisher: Sendable {
                 Delta(from: $0.from, file: RemoteFile(url: $0.file.url, sha256: $0.file.sha256, size: $0.file.size))
             },
             minShellVersion: request.minShellVersion, rollout: request.rollout,
-            unpackedSize: files.values.reduce(0) { $0 + $1.size }, notes: request.notes, mandatory: request.mandatory)
+            unpackedSize: files.values.reduce(0) { $0 + $1.size }, notes: request.notes, mandatory: request.mandatory,
+            maxShellVersion: request.maxShellVersion)
+        var report = PublishReport(
+            id: request.id, version: request.version, sequence: document.sequence + 1, archive: archive, fileIndex: fileIndex,
+            tree: tree, files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished,
+            signed: signer != nil, warnings: warnings)
+        if checkOnly {
+            // The manifest it would write, read as a device reads it; then the scratch files go.
+            _ = try nextManifest(document, expires: request.expires, expiresIn: request.expiresIn) { document in
+                document.replacePackage(object: ManifestDocument.json(entry), id: request.id)
+                if let runtime = request.runtime { document.setRuntime(runtime) }
+                if case .set(let url) = request.reports { document.setReports(url) }
+            }
+            try? FileSystem.removeTree(layout.scratch)
+            report.checkedOnly = true
+            return report
+        }
         let release = try writeRelease(
             ManifestDocument.json(entry), id: request.id, version: request.version, index: TreeIndexFile.encode(files),
             document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events,
             runtime: request.runtime, reports: request.reports)
-        return PublishReport(
-            id: request.id, version: request.version, sequence: release.sequence, archive: archive, fileIndex: fileIndex, tree: tree,
-            files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished, signed: release.signed,
-            warnings: warnings)
+        (report.sequence, report.signed) = (release.sequence, release.signed)
+        return report
     }
 
     /// The repository from here on: the lock first, so that nothing below reads a manifest that another
@@ -125,79 +160,102 @@ package struct Publisher: Sendable {
     }
 
     /// The last stage of a publish or a promote, once the archives are in place: the tree listing (which
-    /// marks the version as published), the version log and history, then the manifest with this
-    /// package entry and sequence + 1, checked as a device would, and its signatures — the manifest and
-    /// `manifest.json.minisig` last of all.
+    /// marks the version as published), the version log, then the manifest with this package entry and
+    /// sequence + 1 (`writeManifest`).
     package func writeRelease(
         _ entry: [String: Any], id: String, version: String, index: [UInt8], document: ManifestDocument,
         expires: Date?, expiresIn: TimeInterval?, signer: (([UInt8]) throws -> [UInt8])?,
         events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil,
         reports: ReportsChange? = nil
     ) throws -> (sequence: Int, signed: Bool) {
-        var document = document
         try FileSystem.makeDirectories(layout.packageTrees(id))
         try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version))
         try recordVersion(version, id: id)
-
-        let sequence = document.sequence + 1
-        events?(.writingManifest(sequence: sequence))
-        document.setSequence(sequence)
-        document.replacePackage(object: entry, id: id)
-        document.setExpires(try expiry(expires: expires, expiresIn: expiresIn))
-        // The runtime object stays as the manifest has it unless this publish names one.
-        if let runtime { document.setRuntime(runtime) }
-        // So does the reports URL: set by `--reports URL`, removed by `--reports none`.
-        switch reports {
-        case .set(let url): document.setReports(url)
-        case .remove: document.setReports(nil)
-        case nil: break
+        let next = try nextManifest(document, expires: expires, expiresIn: expiresIn) { document in
+            document.replacePackage(object: entry, id: id)
+            // The runtime object stays as the manifest has it unless this publish names one.
+            if let runtime { document.setRuntime(runtime) }
+            // So does the reports URL: set by `--reports URL`, removed by `--reports none`.
+            switch reports {
+            case .set(let url): document.setReports(url)
+            case .remove: document.setReports(nil)
+            case nil: break
+            }
         }
+        let record = PublishHistory.Record(
+            version: version, publishedAt: clock.now(), sequence: next.sequence, notes: entry["notes"] as? String,
+            mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
+            entry: String(decoding: try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]), as: UTF8.self))
+        return try writeManifest(next, id: id, record: record, expiresIn: expiresIn, signer: signer, events: events)
+    }
+
+    /// The manifest `document` becomes once `edit` has changed its packages: sequence + 1 and this
+    /// publish's expiry, checked as a device reads it (one this build's devices would refuse is never
+    /// written). Writes nothing.
+    package func nextManifest(
+        _ document: ManifestDocument, expires: Date?, expiresIn: TimeInterval?, edit: (inout ManifestDocument) -> Void
+    ) throws -> (bytes: [UInt8], sequence: Int) {
+        var document = document
+        let sequence = document.sequence + 1
+        document.setSequence(sequence)
+        edit(&document)
+        document.setExpires(expiry(expires: expires, expiresIn: expiresIn))
         let bytes = try document.encoded()
-        // The result must be a manifest this build's devices accept — expired, they would refuse it all.
         let written = try Manifest(parsing: bytes, source: layout.manifest)
         if let expires = written.expires, expires <= clock.now() {
             throw OfflinePkgError.publishRefused(
                 reason: "the manifest expired at \(RFC3339.format(expires)); devices would refuse it: pass --expires (e.g. 30d)")
         }
-        try PublishHistory.append(
-            .init(
-                version: version, publishedAt: clock.now(), sequence: sequence, notes: entry["notes"] as? String,
-                mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
-                entry: String(decoding: try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]), as: UTF8.self)),
-            to: layout.publishHistory(id: id))
-        let signature = try signer?(bytes)
+        return (bytes, sequence)
+    }
+
+    /// Writes a manifest `nextManifest` made: the history line of `id`, the remembered expiry, the
+    /// signatures — the manifest and `manifest.json.minisig` last of all.
+    package func writeManifest(
+        _ next: (bytes: [UInt8], sequence: Int), id: String, record: PublishHistory.Record, expiresIn: TimeInterval?,
+        signer: (([UInt8]) throws -> [UInt8])?, events: (@Sendable (PublishEvent) -> Void)?
+    ) throws -> (sequence: Int, signed: Bool) {
+        events?(.writingManifest(sequence: next.sequence))
+        try rememberExpiry(expiresIn)
+        try FileSystem.makeDirectories(layout.packageTrees(id))
+        try PublishHistory.append(record, to: layout.publishHistory(id: id))
+        let signature = try signer?(next.bytes)
         if let signature {
             // The immutable copy first: a device that finds `.minisig` out of step with the manifest
             // fetches this one (docs/protocol.md#signatures).
             try FileSystem.makeDirectories(layout.signatures)
-            try FileSystem.writeAtomically(signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(bytes).hex))
+            try FileSystem.writeAtomically(signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(next.bytes).hex))
         }
-        try FileSystem.writeAtomically(bytes, to: layout.manifest)
+        try FileSystem.writeAtomically(next.bytes, to: layout.manifest)
         if let signature {
             try FileSystem.writeAtomically(signature, to: layout.signature)
         } else {
             FileSystem.discardFile(layout.signature)
         }
         try? FileSystem.removeTree(layout.scratch)
-        return (sequence, signature != nil)
+        return (next.sequence, signature != nil)
     }
 
     /// `expires` for this publish only; else `expiresIn` (given now, or remembered from an earlier
     /// publish) from now; else none, so a date given once never outlives the publish that gave it.
-    private func expiry(expires: Date?, expiresIn: TimeInterval?) throws -> Date? {
-        if let expiresIn {
-            if expiresIn == 0 {
-                FileSystem.discardFile(layout.expiresIn)
-            } else {
-                try FileSystem.makeDirectories(layout.trees)
-                try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn)
-            }
-        }
+    private func expiry(expires: Date?, expiresIn: TimeInterval?) -> Date? {
         if let expires { return expires }
+        if let expiresIn { return expiresIn > 0 ? clock.now().addingTimeInterval(expiresIn) : nil }
         let remembered = (try? FileSystem.read(layout.expiresIn, limit: 64)).flatMap {
             TimeInterval(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         }
         return remembered.flatMap { $0 > 0 ? clock.now().addingTimeInterval($0) : nil }
+    }
+
+    /// Keeps `--expires-in` for later publishes (0 forgets it).
+    private func rememberExpiry(_ expiresIn: TimeInterval?) throws {
+        guard let expiresIn else { return }
+        if expiresIn == 0 {
+            FileSystem.discardFile(layout.expiresIn)
+        } else {
+            try FileSystem.makeDirectories(layout.trees)
+            try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn)
+        }
     }
 
     // MARK: Stages
@@ -337,20 +395,5 @@ package struct Publisher: Sendable {
     package func describe(_ path: String, url: String, sha256: String? = nil) throws -> PublishReport.WrittenFile {
         guard let size = FileSystem.fileSize(path) else { throw OfflinePkgError.io(path: path, operation: "stat", Errno.noEntry) }
         return .init(url: url, sha256: try sha256 ?? FileHasher.sha256(ofFile: path), size: size)
-    }
-
-    // MARK: Version log
-
-    package func versionLog(_ id: String) throws -> [String] {
-        let path = layout.versionLog(id: id)
-        guard FileSystem.exists(path) else { return [] }
-        return String(decoding: try FileSystem.read(path), as: UTF8.self).split(separator: "\n").map(String.init)
-    }
-
-    /// Moves `version` to the end of the log: the most recently published version is the newest, even
-    /// when it is an old version published again.
-    private func recordVersion(_ version: String, id: String) throws {
-        let versions = try versionLog(id).filter { $0 != version } + [version]
-        try FileSystem.writeAtomically(Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id))
     }
 }
