@@ -59,7 +59,7 @@ enum SyncCommand {
             if let signal = interruption.received {
                 let name = signal == SIGINT ? "SIGINT" : "SIGTERM"
                 let message = "interrupted by \(name); the active set is unchanged, the next sync resumes"
-                if !dryRun { found.recordFailure(exitStatus: 128 + signal, message: message) }
+                if !dryRun { found.recordFailure(exitStatus: 128 + signal, message: message, counted: false) }
                 context.output.error("offlinepkg sync: \(message)")
                 if arguments.flag("json") {
                     context.output.json(OfflinePkgCommand.JSONFailure(error: message, exitStatus: 128 + signal))

@@ -15,9 +15,9 @@ struct PublisherMistakesTests {
         var root: String { scratch.path("root") }
         var key: String { scratch.path("key") }
 
-        init() throws {
+        init() async throws {
             scratch = try TemporaryDirectory(prefix: "offlinepkg-mistakes")
-            try OfflinePkgBinary.run(["keygen", key]).checked("keygen")
+            try await InProcessCLI.run(["keygen", key]).checked("keygen")
         }
 
         /// A site folder `name` holding `files` (path → text); none makes an empty folder.
@@ -32,10 +32,10 @@ struct PublisherMistakesTests {
         /// `publish SITE --repo R --id ID --version V --route https://ID.example.com/ --sign-key K` plus
         /// `options`, where SITE holds an index.html saying "ID V" unless `site` names another folder.
         func publish(_ id: String, _ version: String, site: String? = nil, signed: Bool = true, _ options: [String] = [])
-            throws -> ProcessResult
+            async throws -> ProcessResult
         {
             let folder = try site ?? self.site("\(id)-\(version)", ["index.html": "\(id) \(version)"])
-            let result = try OfflinePkgBinary.run(
+            let result = await InProcessCLI.run(
                 [
                     "publish", folder, "--repo", repo, "--id", id, "--version", version, "--route", "https://\(id).example.com/",
                     "--quiet",
@@ -52,15 +52,15 @@ struct PublisherMistakesTests {
             }
         }
 
-        func run(_ arguments: [String]) throws -> ProcessResult { try OfflinePkgBinary.run(arguments) }
+        func run(_ arguments: [String]) async -> ProcessResult { await InProcessCLI.run(arguments) }
 
-        func sync(_ url: String, root: String? = nil, _ options: [String] = []) throws -> ProcessResult {
-            try run(["sync", url, "--root", root ?? self.root, "--trust-key", key + ".pub", "--quiet"] + options)
+        func sync(_ url: String, root: String? = nil, _ options: [String] = []) async -> ProcessResult {
+            await run(["sync", url, "--root", root ?? self.root, "--trust-key", key + ".pub", "--quiet"] + options)
         }
 
         /// What the root serves for `https://ID.example.com/`, or nil on a miss.
-        func served(_ id: String, root: String? = nil) throws -> String? {
-            let lookup = try run(["lookup", "https://\(id).example.com/", "--root", root ?? self.root])
+        func served(_ id: String, root: String? = nil) async throws -> String? {
+            let lookup = await run(["lookup", "https://\(id).example.com/", "--root", root ?? self.root])
             guard lookup.status == 0 else { return nil }
             return try String(contentsOfFile: String(lookup.stdout.dropLast()), encoding: .utf8)
         }
@@ -114,39 +114,40 @@ struct PublisherMistakesTests {
     /// The issue's case end to end: an empty site is refused with nothing written; a repository that
     /// already holds an empty release (every device refuses it, and with it home's update in the same
     /// manifest) is healed by `remove`, after which home's update activates.
-    @Test func anEmptySiteIsRefusedAndARepositoryHoldingOneIsHealedByRemove() throws {
-        let desk = try Desk()
-        try desk.publish("home", "1").checked("publish home 1")
-        try desk.publish("docs", "1").checked("publish docs 1")
+    @Test func anEmptySiteIsRefusedAndARepositoryHoldingOneIsHealedByRemove() async throws {
+        let desk = try await Desk()
+        try await desk.publish("home", "1").checked("publish home 1")
+        try await desk.publish("docs", "1").checked("publish docs 1")
         let nginx = try NginxServer(documentRoot: desk.repo, locations: "location / { }")
         let url = nginx.url("manifest.json").absoluteString
-        try desk.sync(url).checked("first sync")
-        #expect(try desk.served("home") == "home 1" && desk.served("docs") == "docs 1")
+        try await desk.sync(url).checked("first sync")
+        #expect(try await desk.served("home") == "home 1")
+        #expect(try await desk.served("docs") == "docs 1")
 
         let before = try desk.published()
-        let refused = try desk.publish("broken", "1", site: try desk.site("empty", [:]))
+        let refused = try await desk.publish("broken", "1", site: try desk.site("empty", [:]))
         #expect(refused.status == 4, "\(refused.stderr)")
         #expect(refused.stderr.contains("holds no file: devices refuse an empty archive"), "\(refused.stderr)")
         #expect(try desk.published() == before, "the refused publish wrote under a published name")
 
-        try desk.publish("home", "2").checked("publish home 2")
+        try await desk.publish("home", "2").checked("publish home 2")
         try desk.addEmptyReleaseByHand("broken", "1")
-        let blocked = try desk.sync(url)
+        let blocked = await desk.sync(url)
         #expect(blocked.status == 4)
         #expect(blocked.stderr.contains("not an archive, or an empty one"), "\(blocked.stderr)")
-        #expect(try desk.served("home") == "home 1", "a release is all or nothing: home 2 waits with it")
+        #expect(try await desk.served("home") == "home 1", "a release is all or nothing: home 2 waits with it")
 
-        let removed = try desk.run(["remove", "--repo", desk.repo, "--id", "broken", "--sign-key", desk.key + ".key"])
+        let removed = await desk.run(["remove", "--repo", desk.repo, "--id", "broken", "--sign-key", desk.key + ".key"])
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(removed.stdout.contains("removed broken (1 was offered): devices stop serving it at their next sync"))
         desk.touchManifest()
         #expect(try desk.entry("broken") == nil)
         try OfflinePkgTestSupport.run("minisign", ["-V", "-p", desk.key + ".pub", "-m", desk.repo + "/manifest.json"])
             .checked("the new manifest verifies with stock minisign")
-        try desk.sync(url).checked("the sync after remove")
-        #expect(try desk.served("home") == "home 2")
-        #expect(try desk.served("docs") == "docs 1")
-        let history = try desk.run(["history", "--repo", desk.repo]).checked("history")
+        try await desk.sync(url).checked("the sync after remove")
+        #expect(try await desk.served("home") == "home 2")
+        #expect(try await desk.served("docs") == "docs 1")
+        let history = try await desk.run(["history", "--repo", desk.repo]).checked("history")
         #expect(
             history.stdout.contains("broken (not in the manifest)") && history.stdout.contains("removed"), "\(history.stdout)")
     }
@@ -154,125 +155,125 @@ struct PublisherMistakesTests {
     /// `--disable` keeps the package and holds its release back: a device keeps what it has of it
     /// (docs 1) and takes the other updates; a new publish of the package is taken; `remove` then
     /// makes devices stop serving it.
-    @Test func aDisabledReleaseIsNotTakenAndADeviceKeepsWhatItHas() throws {
-        let desk = try Desk()
-        try desk.publish("home", "1").checked()
-        try desk.publish("docs", "1").checked()
+    @Test func aDisabledReleaseIsNotTakenAndADeviceKeepsWhatItHas() async throws {
+        let desk = try await Desk()
+        try await desk.publish("home", "1").checked()
+        try await desk.publish("docs", "1").checked()
         let nginx = try NginxServer(documentRoot: desk.repo, locations: "location / { }")
         let url = nginx.url("manifest.json").absoluteString
-        try desk.sync(url).checked("first sync")
-        try desk.publish("home", "2").checked()
+        try await desk.sync(url).checked("first sync")
+        try await desk.publish("home", "2").checked()
         try desk.addEmptyReleaseByHand("docs", "2")
-        #expect(try desk.sync(url).status == 4)
+        #expect(await desk.sync(url).status == 4)
 
         let sign = ["--sign-key", desk.key + ".key"]
-        try desk.run(["remove", "--repo", desk.repo, "--id", "docs", "--disable"] + sign).checked("remove --disable")
+        try await desk.run(["remove", "--repo", desk.repo, "--id", "docs", "--disable"] + sign).checked("remove --disable")
         desk.touchManifest()
         #expect(try desk.entry("docs")?["disabled"] as? Bool == true)
-        let again = try desk.run(["remove", "--repo", desk.repo, "--id", "docs", "--disable"] + sign).checked()
+        let again = try await desk.run(["remove", "--repo", desk.repo, "--id", "docs", "--disable"] + sign).checked()
         #expect(again.stdout.contains("docs 2 is disabled already: nothing written"), "\(again.stdout)")
 
-        let dry = try desk.run(["sync", url, "--root", desk.root, "--trust-key", desk.key + ".pub", "--dry-run"]).checked()
+        let dry = try await desk.run(["sync", url, "--root", desk.root, "--trust-key", desk.key + ".pub", "--dry-run"]).checked()
         #expect(dry.stdout.contains("held back docs 2: disabled by the publisher"), "\(dry.stdout)")
-        try desk.sync(url).checked("sync with docs 2 disabled")
-        #expect(try desk.served("home") == "home 2")
-        #expect(try desk.served("docs") == "docs 1")
+        try await desk.sync(url).checked("sync with docs 2 disabled")
+        #expect(try await desk.served("home") == "home 2")
+        #expect(try await desk.served("docs") == "docs 1")
 
-        try desk.publish("docs", "3").checked("a fixed docs")
+        try await desk.publish("docs", "3").checked("a fixed docs")
         #expect(try desk.entry("docs")?["disabled"] == nil, "a new publish writes the entry anew, enabled")
-        try desk.sync(url).checked()
-        #expect(try desk.served("docs") == "docs 3")
+        try await desk.sync(url).checked()
+        #expect(try await desk.served("docs") == "docs 3")
 
-        try desk.run(["remove", "--repo", desk.repo, "--id", "docs"] + sign).checked("remove docs")
+        try await desk.run(["remove", "--repo", desk.repo, "--id", "docs"] + sign).checked("remove docs")
         desk.touchManifest()
-        try desk.sync(url).checked()
-        #expect(try desk.served("docs") == nil, "a removed package is no longer served")
-        #expect(try desk.served("home") == "home 2")
-        let missing = try desk.run(["remove", "--repo", desk.repo, "--id", "docs"] + sign)
+        try await desk.sync(url).checked()
+        #expect(try await desk.served("docs") == nil, "a removed package is no longer served")
+        #expect(try await desk.served("home") == "home 2")
+        let missing = await desk.run(["remove", "--repo", desk.repo, "--id", "docs"] + sign)
         #expect(missing.status == 1 && missing.stderr.contains("has no package \"docs\""), "\(missing.stderr)")
     }
 
-    @Test func enableTakesTheMarkOffAndDevicesTakeTheRelease() throws {
-        let desk = try Desk()
-        try desk.publish("home", "1").checked()
+    @Test func enableTakesTheMarkOffAndDevicesTakeTheRelease() async throws {
+        let desk = try await Desk()
+        try await desk.publish("home", "1").checked()
         let sign = ["--sign-key", desk.key + ".key"]
-        try desk.run(["remove", "--repo", desk.repo, "--id", "home", "--disable"] + sign).checked()
+        try await desk.run(["remove", "--repo", desk.repo, "--id", "home", "--disable"] + sign).checked()
         let url = desk.repo + "/manifest.json"
-        try desk.sync(url).checked()
-        #expect(try desk.served("home") == nil, "a device without the package does not take a disabled release")
-        try desk.run(["remove", "--repo", desk.repo, "--id", "home", "--enable"] + sign).checked()
+        try await desk.sync(url).checked()
+        #expect(try await desk.served("home") == nil, "a device without the package does not take a disabled release")
+        try await desk.run(["remove", "--repo", desk.repo, "--id", "home", "--enable"] + sign).checked()
         #expect(try desk.entry("home")?["disabled"] == nil)
-        try desk.sync(url).checked()
-        #expect(try desk.served("home") == "home 1")
-        let both = try desk.run(["remove", "--repo", desk.repo, "--id", "home", "--enable", "--disable"])
+        try await desk.sync(url).checked()
+        #expect(try await desk.served("home") == "home 1")
+        let both = await desk.run(["remove", "--repo", desk.repo, "--id", "home", "--enable", "--disable"])
         #expect(both.status == 2)
     }
 
-    @Test func aMissingSiteFolderIsAUsageError() throws {
-        let desk = try Desk()
-        let result = try desk.publish("home", "1", site: desk.scratch.path("no-such-site"))
+    @Test func aMissingSiteFolderIsAUsageError() async throws {
+        let desk = try await Desk()
+        let result = try await desk.publish("home", "1", site: desk.scratch.path("no-such-site"))
         #expect(result.status == 2, "\(result.stderr)")
         #expect(result.stderr.contains("no site folder at \(desk.scratch.path("no-such-site"))"), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: desk.repo))
     }
 
-    @Test func aLowerVersionIsRefusedUnlessAllowed() throws {
-        let desk = try Desk()
-        try desk.publish("app", "1.3.0").checked()
+    @Test func aLowerVersionIsRefusedUnlessAllowed() async throws {
+        let desk = try await Desk()
+        try await desk.publish("app", "1.3.0").checked()
         let before = try desk.published()
         for lower in ["0.9.0", "1.3.0-rc.1", "1.2.99"] {
-            let refused = try desk.publish("app", lower)
+            let refused = try await desk.publish("app", lower)
             #expect(refused.status == 4, "\(lower): \(refused.stderr)")
             #expect(refused.stderr.contains("app \(lower) is lower than 1.3.0, published before"), "\(refused.stderr)")
             #expect(refused.stderr.contains("--allow-downgrade"))
         }
         #expect(try desk.published() == before)
         // Dotted numbers compare as numbers, not as text; the same version again is no downgrade.
-        try desk.publish("app", "1.10.0").checked("1.10.0 after 1.3.0")
-        try desk.publish("app", "1.10.0").checked("1.10.0 again")
-        #expect(try desk.publish("app", "1.9.0").status == 4)
+        try await desk.publish("app", "1.10.0").checked("1.10.0 after 1.3.0")
+        try await desk.publish("app", "1.10.0").checked("1.10.0 again")
+        #expect(try await desk.publish("app", "1.9.0").status == 4)
         // A version without an order (a git hash) cannot be judged, and is not refused.
-        try desk.publish("app", "g3f2a91c").checked("a version without an order")
-        try desk.publish("app", "0.9.0", ["--allow-downgrade"]).checked("--allow-downgrade")
+        try await desk.publish("app", "g3f2a91c").checked("a version without an order")
+        try await desk.publish("app", "0.9.0", ["--allow-downgrade"]).checked("--allow-downgrade")
         #expect(try desk.entry("app")?["version"] as? String == "0.9.0")
     }
 
-    @Test func anUnsignedWriteIntoASignedRepositoryIsRefused() throws {
-        let desk = try Desk()
-        try desk.publish("app", "1").checked()
+    @Test func anUnsignedWriteIntoASignedRepositoryIsRefused() async throws {
+        let desk = try await Desk()
+        try await desk.publish("app", "1").checked()
         let before = try desk.published()
-        let unsigned = try desk.publish("app", "2", signed: false)
+        let unsigned = try await desk.publish("app", "2", signed: false)
         #expect(unsigned.status == 4, "\(unsigned.stderr)")
         #expect(unsigned.stderr.contains("is signed (manifest.json.minisig)") && unsigned.stderr.contains("--unsign"))
         let staging = desk.scratch.path("staging")
-        try OfflinePkgBinary.run(
+        try await InProcessCLI.run(
             [
                 "publish", try desk.site("s", ["index.html": "s"]), "--repo", staging, "--id", "other", "--version", "1",
                 "--route",
                 "https://other.example.com/", "--quiet",
             ]
         ).checked()
-        let promote = try desk.run([
+        let promote = await desk.run([
             "promote", "--from", staging, "--to", desk.repo, "--id", "other", "--version", "1", "--quiet",
         ])
         #expect(promote.status == 4, "\(promote.stderr)")
-        let remove = try desk.run(["remove", "--repo", desk.repo, "--id", "app"])
+        let remove = await desk.run(["remove", "--repo", desk.repo, "--id", "app"])
         #expect(remove.status == 4, "\(remove.stderr)")
         #expect(try desk.published() == before, "a refused write touched the repository")
-        #expect(try desk.publish("app", "2", ["--unsign"]).status == 2, "--sign-key with --unsign")
+        #expect(try await desk.publish("app", "2", ["--unsign"]).status == 2, "--sign-key with --unsign")
 
-        try desk.publish("app", "2", signed: false, ["--unsign"]).checked("--unsign")
+        try await desk.publish("app", "2", signed: false, ["--unsign"]).checked("--unsign")
         #expect(!FileManager.default.fileExists(atPath: desk.repo + "/manifest.json.minisig"))
-        try desk.publish("app", "3", signed: false).checked("an unsigned repository takes unsigned publishes")
+        try await desk.publish("app", "3", signed: false).checked("an unsigned repository takes unsigned publishes")
     }
 
-    @Test func checkRunsTheDevicesChecksAndPublishesNothing() throws {
-        let desk = try Desk()
-        let first = try desk.publish("app", "1", ["--check"])
+    @Test func checkRunsTheDevicesChecksAndPublishesNothing() async throws {
+        let desk = try await Desk()
+        let first = try await desk.publish("app", "1", ["--check"])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(!FileManager.default.fileExists(atPath: desk.repo + "/manifest.json"))
         #expect(try desk.published().isEmpty)
-        let summary = try desk.run(
+        let summary = try await desk.run(
             [
                 "publish", try desk.site("app-1", ["index.html": "app 1"]), "--repo", desk.repo, "--id", "app", "--version", "1",
                 "--route", "https://app.example.com/", "--check",
@@ -281,43 +282,43 @@ struct PublisherMistakesTests {
         #expect(summary.stdout.hasPrefix("check passed: devices would accept app 1 as sequence 1"), "\(summary.stdout)")
         #expect(summary.stdout.contains("nothing was published (--check)"))
 
-        try desk.publish("app", "1").checked()
+        try await desk.publish("app", "1").checked()
         let before = try desk.published()
-        try desk.publish("app", "2", ["--check"]).checked("--check of 2")
+        try await desk.publish("app", "2", ["--check"]).checked("--check of 2")
         #expect(try desk.published() == before)
-        #expect(try desk.publish("app", "3", site: try desk.site("empty", [:]), ["--check"]).status == 4)
-        #expect(try desk.publish("app", "0.5", ["--check"]).status == 4, "--check refuses what a publish refuses")
+        #expect(try await desk.publish("app", "3", site: try desk.site("empty", [:]), ["--check"]).status == 4)
+        #expect(try await desk.publish("app", "0.5", ["--check"]).status == 4, "--check refuses what a publish refuses")
         #expect(try desk.published() == before)
     }
 
-    @Test func maxShellVersionHoldsAReleaseBackOnANewerShell() throws {
-        let desk = try Desk()
+    @Test func maxShellVersionHoldsAReleaseBackOnANewerShell() async throws {
+        let desk = try await Desk()
         let url = desk.repo + "/manifest.json"
-        try desk.publish("home", "1").checked()
-        try desk.sync(url, ["--shell-version", "3.3"]).checked()
-        try desk.publish("home", "2", ["--max-shell-version", "3.2"]).checked()
+        try await desk.publish("home", "1").checked()
+        try await desk.sync(url, ["--shell-version", "3.3"]).checked()
+        try await desk.publish("home", "2", ["--max-shell-version", "3.2"]).checked()
         #expect(try desk.entry("home")?["maxShellVersion"] as? String == "3.2")
 
-        let dry = try desk.run(["sync", url, "--root", desk.root, "--shell-version", "3.3", "--dry-run"]).checked()
+        let dry = try await desk.run(["sync", url, "--root", desk.root, "--shell-version", "3.3", "--dry-run"]).checked()
         #expect(dry.stdout.contains("held back home 2: needs shell 3.2 or older, this shell is 3.3"), "\(dry.stdout)")
-        try desk.sync(url, ["--shell-version", "3.3"]).checked()
-        #expect(try desk.served("home") == "home 1")
+        try await desk.sync(url, ["--shell-version", "3.3"]).checked()
+        #expect(try await desk.served("home") == "home 1")
         // 3.2 stands for the 3.2 line: a 3.2.7 shell takes it, as does a sync told no shell version.
         let within = desk.scratch.path("root-3.2.7")
-        try desk.sync(url, root: within, ["--shell-version", "3.2.7"]).checked()
-        #expect(try desk.served("home", root: within) == "home 2")
+        try await desk.sync(url, root: within, ["--shell-version", "3.2.7"]).checked()
+        #expect(try await desk.served("home", root: within) == "home 2")
         let untold = desk.scratch.path("root-untold")
-        try desk.sync(url, root: untold).checked()
-        #expect(try desk.served("home", root: untold) == "home 2")
+        try await desk.sync(url, root: untold).checked()
+        #expect(try await desk.served("home", root: untold) == "home 2")
 
-        let crossed = try desk.publish("home", "3", ["--min-shell-version", "3.3", "--max-shell-version", "3.2"])
+        let crossed = try await desk.publish("home", "3", ["--min-shell-version", "3.3", "--max-shell-version", "3.2"])
         #expect(crossed.status == 2 && crossed.stderr.contains("above the maximum"), "\(crossed.stderr)")
     }
 
-    @Test func historyJSONHoldsEachEntryAsAnObject() throws {
-        let desk = try Desk()
-        try desk.publish("app", "1", ["--notes", "first"]).checked()
-        let history = try jsonObject(try desk.run(["history", "--repo", desk.repo, "--json"]).checked().stdout)
+    @Test func historyJSONHoldsEachEntryAsAnObject() async throws {
+        let desk = try await Desk()
+        try await desk.publish("app", "1", ["--notes", "first"]).checked()
+        let history = try jsonObject(await desk.run(["history", "--repo", desk.repo, "--json"]).checked().stdout)
         let release = try #require(((history["packages"] as? [[String: Any]])?.first?["releases"] as? [[String: Any]])?.first)
         let entry = try #require(release["entry"] as? [String: Any], "entry is \(String(describing: release["entry"]))")
         #expect(entry["version"] as? String == "1" && entry["notes"] as? String == "first")

@@ -99,10 +99,10 @@ import FoundationNetworking
 
     /// A runtime-cache URL's query reaches the upstream as the client sent it and keys the stored
     /// answer: page 2 is not answered with page 1's copy.
-    @Test func aRuntimeRequestKeepsItsQuery() throws {
+    @Test func aRuntimeRequestKeepsItsQuery() async throws {
         let rig = try RuntimeCacheRig(
             files: [:], locations: #"location /v1/echo { default_type text/plain; return 200 "args=$args"; }"#)
-        try rig.publishAndSync(strategy: "cache-first", extra: "\"maxAge\": 3600")
+        try await rig.publishAndSync(strategy: "cache-first", extra: "\"maxAge\": 3600")
         try rig.startServe()
         #expect(try rig.get("v1/echo?page=1&q=a%20b").body == "args=page=1&q=a%20b")
         #expect(try rig.get("v1/echo?page=2").body == "args=page=2")

@@ -52,7 +52,7 @@ extension FileFetchTests {
         #expect(index.size < delta.file.size)
         let before = nginx.accessLog().count
         let report = try await Self.sync(root.path, nginx.url("manifest.json"))
-        #expect(report.changes.first?.via == "delta")
+        #expect(report.changes.first?.via == .delta)
         let log = nginx.waitForRequests(before + 3)
         let indexSent = Self.bytesSent(log, from: before, path: index.url)
         let deltaSent = Self.bytesSent(log, from: before, path: delta.file.url)
