@@ -233,6 +233,10 @@ struct PublishOperationsTests {
         let service = try #require(blocks.first { $0.contains("[Service]") })
         let timer = try #require(blocks.first { $0.contains("[Timer]") })
         #expect(timer.contains("OnCalendar=") && service.contains("OFFLINEPKG_SHELL_VERSION"))
+        // The sync runs as a user of its own, and systemd makes the root it owns: the root the unit
+        // names is the state directory it asks for.
+        #expect(service.contains("\nUser=offlinepkg\n") && service.contains("\nStateDirectory=offlinepkg\n"), "\(service)")
+        #expect(service.contains("--root /var/lib/offlinepkg "), "\(service)")
         let scratch = try TemporaryDirectory()
         try scratch.write(service.replacingOccurrences(of: "/usr/local/bin/offlinepkg", with: OfflinePkgBinary.path), to: "offlinepkg-sync.service")
         try scratch.write(timer, to: "offlinepkg-sync.timer")
@@ -242,6 +246,8 @@ struct PublishOperationsTests {
         // The crontab line names the binary by an absolute path (cron's PATH is /usr/bin:/bin).
         let cronLine = try #require(doc.split(separator: "\n").first { $0.hasPrefix("*/15") })
         #expect(cronLine.contains(" /usr/local/bin/offlinepkg sync "))
+        // A system crontab line (/etc/cron.d) names the user that owns the root.
+        #expect(cronLine.contains("  offlinepkg  /usr/local/bin/offlinepkg sync ") && cronLine.contains("--root /var/lib/offlinepkg "))
     }
 }
 
