@@ -253,7 +253,7 @@ public final class LoopbackServer: Sendable {
     /// socket to a daemon presenting the new one: no restart, no refused connection (the kernel queues
     /// connections during the hand-over). The old daemon finishes the requests it has, then stops.
     ///
-    /// The runtime rules' hosts are served too (SPEC §11), and a manifest may change them without a
+    /// The runtime rules' hosts are served too (docs/protocol.md#the-runtime-cache), and a manifest may change them without a
     /// switch (a republish with new `--runtime` rules): while the server has a runtime cache, they are
     /// looked at once a second, and a change presents a certificate for them the same way.
     private func watchForNewHosts() -> Task<Void, Never> {

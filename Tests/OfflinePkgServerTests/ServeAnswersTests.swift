@@ -79,7 +79,7 @@ import FoundationNetworking
         #expect(answer.status == 301 && answer.header("Location") == "https://m.example.com/help/")
     }
 
-    /// A query string is no part of the file a URL names (SPEC §7): `/app.js?v=3` is `app.js`, as a
+    /// A query string is no part of the file a URL names (docs/protocol.md#lookups): `/app.js?v=3` is `app.js`, as a
     /// page's cache-busting links and tracking parameters expect; a NUL in the target is still refused.
     @Test func aQueryStringIsAnsweredAsItsPath() async throws {
         let scratch = try TemporaryDirectory()
