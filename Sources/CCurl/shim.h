@@ -48,4 +48,19 @@ static inline CURLcode ccurl_getinfo_string(CURL *handle, CURLINFO info, char **
 static inline CURLcode ccurl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value) {
     return curl_easy_getinfo(handle, info, value);
 }
+
+static inline CURLcode ccurl_getinfo_pointer(CURL *handle, CURLINFO info, void **value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
+// curl_multi_setopt is variadic too.
+static inline CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}
+
+// CURLMsg's `data` is an anonymous union, which Swift reaches awkwardly: the two fields a finished
+// transfer needs.
+static inline CURL *ccurl_message_handle(const CURLMsg *message) { return message->easy_handle; }
+static inline int ccurl_message_is_done(const CURLMsg *message) { return message->msg == CURLMSG_DONE; }
+static inline CURLcode ccurl_message_result(const CURLMsg *message) { return message->data.result; }
 #endif

@@ -42,6 +42,8 @@ final class ProgressReporter: Sendable {
             line("delta for \(id) \(version) failed, fetching the full archive: \(error)", .warning)
         case .filesFailed(let id, let version, let error):
             line("file-level update of \(id) \(version) failed, fetching a delta or the full archive: \(error)", .warning)
+        case .indexDeltaFailed(let id, let version, let error):
+            line("file-index delta of \(id) \(version) refused, fetching the full file index: \(error)", .warning)
         case .contentDamaged(let path, let problem): line("damaged held content \(path): \(problem)", .warning)
         case .installed(let id, let version): line("installed \(id) \(version)")
         case .heldBack(let id, let version, let reason): line("held back \(id) \(version): \(reason)")

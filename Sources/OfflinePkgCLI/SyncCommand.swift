@@ -28,7 +28,10 @@ enum SyncCommand {
                 name: "manifest-deadline", value: "S",
                 help: "the manifest, and the signature, must each arrive within S seconds (default 60)"),
             .wait,
-            .init(name: "ca-bundle", value: "FILE", help: "trust these certificate authorities (PEM) for https"),
+            .init(
+                name: "cacert", value: "FILE",
+                help: "trust these certificate authorities (PEM) for https instead of the system's (a private CA)"),
+            .init(name: "ca-bundle", value: "FILE", help: "the same as --cacert (its older name)"),
             .init(
                 name: "dry-run", value: nil,
                 help: "fetch and verify the manifest, print what a sync would fetch and switch; change nothing"),
@@ -40,6 +43,16 @@ enum SyncCommand {
         ],
         summary: "fetch the manifest, download what changed, verify it, switch the active set atomically",
         run: run)
+
+    /// `--cacert FILE` (or `--ca-bundle`): a readable file, checked before any request, so a typo is a
+    /// usage error and not every https transfer failing on its certificate.
+    static func certificateAuthorities(_ arguments: ParsedArguments) throws -> String? {
+        guard let path = arguments.value("cacert") ?? arguments.value("ca-bundle") else { return nil }
+        guard access(path, R_OK) == 0, !FileSystem.isDirectory(path) else {
+            throw UsageError("--cacert: \(path) is not a readable file of certificate authorities (PEM)")
+        }
+        return path
+    }
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
         let path = context.rootPath(arguments)
@@ -114,7 +127,7 @@ enum SyncCommand {
             trustedKeys: keys, minInterval: try arguments.seconds("min-interval") ?? 0,
             jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: shellVersion,
             stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"),
-            caBundle: arguments.value("ca-bundle"),
+            caBundle: try certificateAuthorities(arguments),
             events: { reporter.handle($0) })
         options.minimumRate = Int64(try arguments.integer("min-rate", in: 0...(1 << 40)) ?? 1024)
         options.minimumRateWindow = try arguments.seconds("min-rate-window") ?? 30

@@ -83,10 +83,11 @@ package struct Publisher: Sendable {
         var fileIndex: PublishReport.WrittenFile?
         var indexToCheck: (path: String, reference: FileIndexReference)?
         if let ranges {
-            let (written, path) = try writeFileIndex(files: files, ranges: ranges, name: "\(request.id)-\(request.version)")
+            let (written, path, entries) = try writeFileIndex(files: files, ranges: ranges, name: "\(request.id)-\(request.version)")
             fileIndex = written
             indexToCheck = (path, FileIndexReference(url: written.url, sha256: written.sha256, size: written.size))
             pending.append((path, written.url))
+            pending += try writeFileIndexDeltas(request, entries: entries, index: written)
         }
         try checkAsDevice(
             archive: scratch, url: archiveURL, tree: tree, archiveSize: archive.size, fileIndex: indexToCheck,
@@ -298,7 +299,7 @@ package struct Publisher: Sendable {
     /// `files/<sha256 of the compressed bytes>.json.zst`.
     private func writeFileIndex(
         files: [PackagePath: TreeFile], ranges: [(path: PackagePath, offset: Int64, length: Int64)], name: String
-    ) throws -> (PublishReport.WrittenFile, path: String) {
+    ) throws -> (PublishReport.WrittenFile, path: String, entries: [FileIndex.Entry]) {
         let entries = ranges.sorted { $0.path < $1.path }.map { range in
             FileIndex.Entry(
                 path: range.path, sha256: files[range.path]!.sha256, size: files[range.path]!.size, offset: range.offset,
@@ -309,7 +310,37 @@ package struct Publisher: Sendable {
         let scratch = layout.temporary(name + ".files.json.zst")
         try FileSystem.write(compressed, to: scratch)
         let sha256 = SHA256.hash(compressed).hex
-        return (.init(url: layout.fileIndexURL(sha256: sha256), sha256: sha256, size: Int64(compressed.count)), scratch)
+        return (.init(url: layout.fileIndexURL(sha256: sha256), sha256: sha256, size: Int64(compressed.count)), scratch, entries)
+    }
+
+    /// Index deltas kept per release: from the trees of this many versions published before it.
+    /// A delta is a few hundred bytes for a few changed files, so many versions cost the repository little,
+    /// and a device that many versions behind pays for the files that changed, not for the whole index.
+    package static let fileIndexDeltaCount = 32
+
+    /// File-index deltas (`FileIndexDelta`) into `index` from the trees of the versions published before,
+    /// newest first, each in a scratch file with its URL; one whose tree equals the new one is not
+    /// needed, and one as large as the index is not worth it.
+    private func writeFileIndexDeltas(
+        _ request: PublishRequest, entries: [FileIndex.Entry], index: PublishReport.WrittenFile
+    ) throws -> [(scratch: String, url: String)] {
+        var written = [(scratch: String, url: String)]()
+        var trees = Set<String>()
+        for from in try versionLog(request.id).filter({ $0 != request.version }).suffix(Self.fileIndexDeltaCount).reversed() {
+            let path = layout.treeIndex(id: request.id, version: from)
+            guard FileSystem.exists(path) else { continue }
+            let old = try TreeIndexFile.decode(FileSystem.read(path, limit: FileIndex.maximumSize), path: path)
+            let tree = TreeHash.compute(old)
+            guard trees.insert(tree).inserted else { continue }
+            let delta = FileIndexDelta(from: tree, old: old, new: entries, index: index.sha256)
+            if delta.files.isEmpty && delta.delete.isEmpty { continue }
+            let compressed = try ZstdFrames.fileIndex(delta.encode())
+            guard Int64(compressed.count) < index.size else { continue }
+            let scratch = layout.temporary("\(request.id)-\(request.version)-from-\(tree.prefix(16)).json.zst")
+            try FileSystem.write(compressed, to: scratch)
+            written.append((scratch, layout.fileIndexDeltaURL(fromTree: tree, index: index.sha256)))
+        }
+        return written
     }
 
     /// A version is published once. The same content again is allowed (to change routes or rollout, or

@@ -7,6 +7,7 @@ import OfflinePkg
 ///       archives/<id>/<version>/<id>-<version>.<ext>              full archives
 ///       archives/<id>/<version>/<id>-<from>-to-<version>.delta.<ext> deltas into <version>
 ///       files/<sha256>.json.zst                         a chunked archive's file index, named by its bytes' hash
+///       files/deltas/<tree>-<sha256>.json.zst           what changed in that index since a version's tree
 ///       trees/<id>/<version>.index                      "<sha256> <size> <path>" per file of a published version
 ///       trees/<id>/versions                             published versions, oldest first, one a line
 ///       signatures/<sha256 of manifest.json>.minisig    each manifest's signature under a name no edge holds stale
@@ -46,6 +47,11 @@ package struct RepositoryLayout: Sendable {
     /// A chunked archive's file index (docs/protocol.md#chunked-archives-and-file-indexes), named by the sha256 of its compressed bytes: written
     /// once, never rewritten, so an edge may cache it forever; the same index is one file for everyone.
     package func fileIndexURL(sha256: String) -> String { "files/\(sha256).json.zst" }
+
+    /// A file-index delta (`FileIndexDelta`): from a published tree to the index `sha256`, next to it.
+    package func fileIndexDeltaURL(fromTree tree: String, index sha256: String) -> String {
+        FileIndexDelta.url(nextTo: fileIndexURL(sha256: sha256), fromTree: tree, index: sha256)
+    }
 
     /// The file behind a relative URL this layout made.
     package func path(ofURL url: String) -> String { root + "/" + url }

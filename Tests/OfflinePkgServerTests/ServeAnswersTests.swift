@@ -186,21 +186,13 @@ import FoundationNetworking
     /// system's authorities refuse the upstream's certificate.
     @Test func cacertTrustsAPrivateCAForRuntimeUpstreams() async throws {
         let scratch = try TemporaryDirectory()
-        let pki = try scratch.makeDirectory("pki")
-        try shell(
-            """
-            cd '\(pki)'
-            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=offlinepkg-test-ca \
-                -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign -keyout ca.key -out ca.pem 2>/dev/null
-            openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=api.private.test -keyout api.key -out api.csr 2>/dev/null
-            printf 'subjectAltName=DNS:api.private.test\\n' > san.ext
-            openssl x509 -req -in api.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out api.crt 2>/dev/null
-            """)
+        let authority = try TestCertificateAuthority()
         let upstreamRoot = try scratch.makeDirectory("upstream")
         try scratch.write(#"{"from": "the private api"}"#, to: "upstream/v1/hello.json")
         chmod(scratch.path, 0o755)
         let upstream = try NginxServer(
-            documentRoot: upstreamRoot, locations: "location / { }", certificate: (pki + "/api.crt", pki + "/api.key"))
+            documentRoot: upstreamRoot, locations: "location / { }", authority: authority,
+            authorityNames: "DNS:api.private.test")
         let api = "api.private.test:\(upstream.port)"
         try writeSite(["index.html": "app"], to: scratch.path("site"))
         let rules = try scratch.write(
@@ -216,7 +208,7 @@ import FoundationNetworking
 
         for trusted in [true, false] {
             let serve = try ServeProcess(
-                root: scratch.path("root"), ["--resolve", "\(api):127.0.0.1"] + (trusted ? ["--cacert", pki + "/ca.pem"] : []))
+                root: scratch.path("root"), ["--resolve", "\(api):127.0.0.1"] + (trusted ? ["--cacert", authority.certificatePath] : []))
             defer { serve.stop() }
             let reply = HTTPReply(
                 try Tool.curl(["-D", "-", "-H", "Host: \(api)", "http://127.0.0.1:\(serve.port)/v1/hello.json"]).stdout)

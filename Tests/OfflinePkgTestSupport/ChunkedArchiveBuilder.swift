@@ -85,6 +85,29 @@ public enum ChunkedArchiveBuilder {
         return Built(archiveURL: archiveURL, indexURL: indexURL, members: members, entry: entry)
     }
 
+    /// Writes the file-index delta (`FileIndexDelta`) from `old`'s tree to `new`'s index into `repo`, as
+    /// `publish` names it, compressed by the stock `zstd`; `edit` may spoil it first. Returns its URL.
+    @discardableResult
+    package static func writeIndexDelta(
+        from old: Built, to new: Built, repo: String, edit: (inout FileIndexDelta) -> Void = { _ in }
+    ) throws -> String {
+        var oldFiles = [PackagePath: TreeFile]()
+        for member in old.members { oldFiles[PackagePath(member.path)] = TreeFile(sha256: member.sha256, size: Int64(member.size)) }
+        let entries = new.members.map {
+            FileIndex.Entry(
+                path: PackagePath($0.path), sha256: $0.sha256, size: Int64($0.size), offset: Int64($0.offset), length: Int64($0.length))
+        }
+        let index = String(new.indexURL.dropFirst("files/".count).prefix(64))
+        var delta = FileIndexDelta(from: old.entry["tree"] as! String, old: oldFiles, new: entries, index: index)
+        edit(&delta)
+        let url = FileIndexDelta.url(nextTo: new.indexURL, fromTree: old.entry["tree"] as! String, index: index)
+        let scratch = try TemporaryDirectory(prefix: "offlinepkg-index-delta")
+        try Data(delta.encode()).write(to: URL(fileURLWithPath: scratch.path("delta.json")))
+        try FileManager.default.createDirectory(atPath: repo + "/files/deltas", withIntermediateDirectories: true)
+        try run("zstd", ["-q", "-f", "-19", scratch.path("delta.json"), "-o", repo + "/" + url]).checked("zstd delta")
+        return url
+    }
+
     /// One ustar member: its header block, the data, padding to a 512-byte block; no end blocks.
     public static func member(path: String, bytes: [UInt8]) throws -> [UInt8] {
         let name = Array(path.utf8)

@@ -21,6 +21,11 @@ public struct AccessLogEntry: Sendable, Equatable {
     public var ifRange: String?
     public var ifNoneMatch: String?
     public var ifModifiedSince: String?
+    /// `HTTP/1.1` or `HTTP/2.0` (`$server_protocol`).
+    public var serverProtocol: String? = nil
+    /// nginx's serial number of the connection the request came on (`$connection`): requests with the
+    /// same number shared one connection.
+    public var connection: Int? = nil
 }
 
 /// The Debian `nginx` serving a folder on 127.0.0.1, the way a publisher's static server or CDN
@@ -34,6 +39,8 @@ public final class NginxServer: Sendable {
     /// The folder holding the generated config, the logs and nginx's temp paths.
     public let prefix: TemporaryDirectory
     private let process: Mutex<Process?>
+    /// The config for a given `locations` text, everything else as started.
+    private let configuration: @Sendable (String) -> String
 
     /// Starts nginx serving `documentRoot`.
     /// - Parameters:
@@ -44,19 +51,25 @@ public final class NginxServer: Sendable {
     ///   - tls: serve https with a fresh self-signed certificate for 127.0.0.1 (`certificatePath`).
     ///   - http: raw config for the `http` block (`proxy_cache_path`, `map`, ...), e.g. for a caching edge;
     ///     `PREFIX` in it stands for this server's prefix folder.
-    ///   - certificate: serve https with this certificate and key (PEM files) instead, e.g. one a test's
-    ///     private CA issued for a host name.
+    ///   - authority: serve https with a certificate for 127.0.0.1 that this test CA issues (the client
+    ///     trusts `authority.certificatePath`), instead of a self-signed one.
+    ///   - authorityNames: the subjectAltName of that certificate, e.g. `DNS:api.private.test` for a host
+    ///     a test resolves to this server.
+    ///   - http2: offer HTTP/2 (ALPN `h2`) on the https listener.
     public init(
         documentRoot: String, limitRate: Int? = nil, locations: String = "", tls: Bool = false, http: String = "",
-        certificate: (certificate: String, key: String)? = nil
+        authority: TestCertificateAuthority? = nil, authorityNames: String = TestCertificateAuthority.loopbackNames,
+        http2: Bool = false
     ) throws {
         guard let nginx = which("nginx") else { throw TestSupportError("nginx: not installed") }
         self.documentRoot = documentRoot
         prefix = try TemporaryDirectory(prefix: "offlinepkg-nginx")
+        let tls = tls || authority != nil
         var tlsConfig = ""
-        let tls = tls || certificate != nil
-        if let certificate {
-            tlsConfig = "ssl_certificate \"\(certificate.certificate)\"; ssl_certificate_key \"\(certificate.key)\";"
+        if let authority {
+            try authority.issueServerCertificate(
+                key: prefix.path("tls.key"), certificate: prefix.path("tls.crt"), names: authorityNames)
+            tlsConfig = "ssl_certificate \"\(prefix.path("tls.crt"))\"; ssl_certificate_key \"\(prefix.path("tls.key"))\";"
         } else if tls {
             try run(
                 "openssl",
@@ -68,21 +81,24 @@ public final class NginxServer: Sendable {
             ).checked("openssl req")
             tlsConfig = "ssl_certificate \"\(prefix.path("tls.crt"))\"; ssl_certificate_key \"\(prefix.path("tls.key"))\";"
         }
+        let prefixPath = prefix.path
+        let header = tlsConfig
         for attempt in 1...20 {
             let candidate = Int.random(in: 20000...60000)
             guard Self.portLooksFree(candidate) else { continue }
-            try prefix.write(
+            let configuration: @Sendable (String) -> String = { locations in
                 Self.config(
-                    prefix: prefix.path, port: candidate, root: documentRoot, limitRate: limitRate,
-                    locations: tlsConfig + "\n" + locations, ssl: tls,
-                    http: http.replacingOccurrences(of: "PREFIX", with: prefix.path)
-                ),
-                to: "nginx.conf")
+                    prefix: prefixPath, port: candidate, root: documentRoot, limitRate: limitRate,
+                    locations: header + "\n" + locations, ssl: tls, http2: http2,
+                    http: http.replacingOccurrences(of: "PREFIX", with: prefixPath))
+            }
+            try prefix.write(configuration(locations), to: "nginx.conf")
             let started = try Self.launch(nginx, prefix: prefix.path)
             if try Self.waitUntilServing(started, prefix: prefix.path, port: candidate) {
                 port = candidate
                 baseURL = URL(string: "\(tls ? "https" : "http")://127.0.0.1:\(candidate)/")!
                 process = Mutex(started)
+                self.configuration = configuration
                 return
             }
             // Lost a race for the port to another test (nginx exits on EADDRINUSE): pick another.
@@ -99,6 +115,22 @@ public final class NginxServer: Sendable {
 
     /// The URL of `path` (relative, no leading slash) on this server.
     public func url(_ path: String) -> URL { URL(string: path, relativeTo: baseURL)!.absoluteURL }
+
+    /// Serves on with another `locations` config, on the same port: the master re-reads its config
+    /// (SIGHUP), starts new workers and lets the old ones finish. Returns once no old worker is left.
+    public func reload(locations: String) throws {
+        try prefix.write(configuration(locations), to: "nginx.conf")
+        guard let master = masterPID else { throw TestSupportError("nginx is not running") }
+        let before = Set(childProcesses(of: master))
+        kill(master, SIGHUP)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let now = Set(childProcesses(of: master).filter(processIsAlive))
+            if !now.isEmpty && now.isDisjoint(with: before) { return }
+            usleep(10_000)
+        }
+        throw TestSupportError("nginx did not reload within 10 s: \(errorLog())")
+    }
 
     /// The pid of the nginx master process, while it runs.
     public var masterPID: pid_t? { process.withLock { $0.map(\.processIdentifier) } }
@@ -158,13 +190,14 @@ public final class NginxServer: Sendable {
     // Tab-separated (nginx escapes a tab inside a value as \x09), "-" for an absent header.
     private static let logFields =
         "$request_method\\t$uri\\t$request_uri\\t$status\\t$body_bytes_sent\\t$bytes_sent\\t"
-        + "$http_range\\t$http_if_range\\t$http_if_none_match\\t$http_if_modified_since"
+        + "$http_range\\t$http_if_range\\t$http_if_none_match\\t$http_if_modified_since\\t$server_protocol\\t$connection"
 
     /// The self-signed certificate of a `tls` server, to trust in the client under test.
     public var certificatePath: String { prefix.path("tls.crt") }
 
     private static func config(
-        prefix: String, port: Int, root: String, limitRate: Int?, locations: String, ssl: Bool, http: String
+        prefix: String, port: Int, root: String, limitRate: Int?, locations: String, ssl: Bool, http2: Bool = false,
+        http: String
     ) -> String {
         // A root master hands requests to workers running as `nobody`, who cannot enter the 0700
         // folders mkdtemp makes. Tests own their files, so the workers stay root. A non-root master
@@ -194,7 +227,7 @@ public final class NginxServer: Sendable {
                 keepalive_timeout 5s;
                 \(http)
                 server {
-                    listen 127.0.0.1:\(port)\(ssl ? " ssl" : "");
+                    listen 127.0.0.1:\(port)\(ssl ? " ssl" : "")\(http2 ? " http2" : "");
                     server_name localhost;
                     root "\(root)";
                     \(limitRate.map { "limit_rate \($0);" } ?? "")
@@ -245,7 +278,7 @@ public final class NginxServer: Sendable {
 
     private static func parseLogLine(_ line: Substring) -> AccessLogEntry? {
         let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(unescape)
-        guard fields.count == 10, let status = Int(fields[3]), let body = Int(fields[4]), let total = Int(fields[5])
+        guard fields.count >= 10, let status = Int(fields[3]), let body = Int(fields[4]), let total = Int(fields[5])
         else {
             return nil
         }
@@ -253,7 +286,8 @@ public final class NginxServer: Sendable {
         return AccessLogEntry(
             method: fields[0], uri: fields[1], requestURI: fields[2], status: status, bodyBytesSent: body,
             bytesSent: total, range: header(fields[6]), ifRange: header(fields[7]), ifNoneMatch: header(fields[8]),
-            ifModifiedSince: header(fields[9]))
+            ifModifiedSince: header(fields[9]), serverProtocol: fields.count > 10 ? header(fields[10]) : nil,
+            connection: fields.count > 11 ? Int(fields[11]) : nil)
     }
 
     /// Undoes nginx's default log escaping: `"`, `\\` and bytes outside printable ASCII are written

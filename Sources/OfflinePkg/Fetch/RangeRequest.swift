@@ -80,3 +80,38 @@ package struct RangePlan: Sendable, Equatable {
         self.requests = requests
     }
 }
+
+extension RangePlan {
+    /// Plans `wanted` for an origin that answers one range a request (S3, GCS, R2, OSS): every span is
+    /// a request of its own, and neighbours are merged smallest gap first while the bytes of the merged
+    /// gaps stay within `wasteBudget`. That is the fewest requests the budget allows: no other choice of
+    /// gaps of the same total merges more of them. The requests run side by side (HTTP/2 streams, or a
+    /// few HTTP/1.1 connections), so fewer requests save their heads' bytes more than time.
+    package init(oneRangeARequest wanted: [ByteRange], wasteBudget: Int64) {
+        let sorted = wanted.filter { $0.length > 0 }.sorted()
+        var merges = [Bool](repeating: false, count: max(0, sorted.count - 1))
+        var spent: Int64 = 0
+        let gaps = merges.indices.map { (index: $0, bytes: max(0, sorted[$0 + 1].offset - sorted[$0].end)) }
+        for gap in gaps.sorted(by: { ($0.bytes, $0.index) < ($1.bytes, $1.index) }) {
+            guard spent + gap.bytes <= wasteBudget else { break }
+            spent += gap.bytes
+            merges[gap.index] = true
+        }
+        var requests = [Request]()
+        for (index, range) in sorted.enumerated() {
+            if index > 0, merges[index - 1], var last = requests.last?.spans.last {
+                last.range.length = range.end - last.range.offset
+                last.wanted.append(range)
+                requests[requests.count - 1].spans[0] = last
+            } else {
+                requests.append(Request(spans: [Span(range: range, wanted: [range])]))
+            }
+        }
+        self.requests = requests
+    }
+
+    /// The gap bytes a one-range-a-request plan may spend to save requests: a sixteenth of what is
+    /// wanted, plus 4 KiB (what about ten answers' heads cost), so a small update merges its close
+    /// neighbours and a large one stays within a few percent of its own bytes.
+    package static func wasteBudget(forWanted bytes: Int64) -> Int64 { bytes / 16 + 4096 }
+}

@@ -17,39 +17,50 @@ package struct FileFetcher: Sendable {
     package var downloader: Downloader
     package var ranges: RangeFetcher
     package var limits: UnpackLimits
-    /// Requests in flight at once for one package.
+    /// Requests in flight at once for one package: a few large ones where the origin answers several
+    /// ranges a request; where it answers one, many small ones, which a `CurlSession` carries as HTTP/2
+    /// streams of one connection or queues for a few HTTP/1.1 connections.
     package var maxInFlight = 4
+    package var maxOneRangeInFlight = 16
     package var mergeGap = RangePlan.defaultMergeGap
+    /// How the origins take ranges, remembered in the root.
+    package var origins: OriginRanges
 
-    package init(layout: CacheLayout, downloader: Downloader, limits: UnpackLimits) {
+    package init(layout: CacheLayout, downloader: Downloader, limits: UnpackLimits, origins: OriginRanges? = nil) {
         self.layout = layout
         self.downloader = downloader
         ranges = RangeFetcher(transport: downloader.transport, limits: downloader.limits, caBundle: downloader.caBundle)
         self.limits = limits
+        self.origins = origins ?? OriginRanges(layout: layout)
     }
 
-    /// What fetching a package by files would take, once its index is on disk.
+    /// What fetching a package by files would take, once its index (or an index delta) is read.
     package struct Plan: Sendable {
-        package var index: FileIndex
+        /// Every file of the new tree, sorted by path. From an index delta, only the files in `fetch`
+        /// carry their ranges.
+        package var tree: [FileIndex.Entry]
         /// The index's path in `downloads/` (kept until the tree is installed).
         package var indexPath: String
         /// Bytes the index download cost in this call (0 when it was already on disk).
         package var indexBytes: Int64
         /// One entry per missing content, whose frames are fetched.
         package var fetch: [FileIndex.Entry]
+        /// How the archive's origin takes ranges, as the root remembers it (nil: to be found out).
+        package var support: RangeSupport?
         package var ranges: RangePlan
 
         /// The bytes the range requests will cost: what they ask for, plus about 120 bytes of part
-        /// headers a span (multipart/byteranges) and the response head of each request.
+        /// headers a span of a multipart/byteranges answer.
         package var rangeBytes: Int64 {
-            let spans = ranges.requests.reduce(0) { $0 + $1.spans.count }
-            return ranges.bytes + (spans > 1 ? Int64(spans) * 120 : 0)
+            let parts = ranges.requests.reduce(0) { $0 + ($1.spans.count > 1 ? $1.spans.count : 0) }
+            return ranges.bytes + Int64(parts) * 120
         }
     }
 
     /// Fetches (or finds) the index of `entry` and plans what to fetch.
     package func plan(_ entry: PackageEntry, reference: FileIndexReference, manifestURL: URL) async throws -> Plan {
         let url = try ManifestLocation.resolve(reference.url, against: manifestURL)
+        let support = origins.support(for: try ManifestLocation.resolve(entry.archive.url, against: manifestURL))
         let file = RemoteFile(url: reference.url, sha256: reference.sha256, size: reference.size)
         let download = try await downloader.fetch(file, from: url, name: reference.url) { _ in }
         let fetcher = self
@@ -57,7 +68,7 @@ package struct FileFetcher: Sendable {
         var plan = try await runBlocking {
             try fetcher.plan(
                 entry, compressedIndex: try FileSystem.read(download.path, limit: Int(reference.size)), reference: reference,
-                checkingHeld: true)
+                support: support, checkingHeld: true)
         }
         plan.indexPath = download.path
         plan.indexBytes = download.bytesFetched
@@ -68,21 +79,38 @@ package struct FileFetcher: Sendable {
     /// sync, not a dry run, which writes nothing): each held file to be linked is hashed first, once per
     /// sync, and a damaged one dropped and fetched instead.
     package func plan(
-        _ entry: PackageEntry, compressedIndex: [UInt8], reference: FileIndexReference, checkingHeld: Bool = false
+        _ entry: PackageEntry, compressedIndex: [UInt8], reference: FileIndexReference, support: RangeSupport? = nil,
+        checkingHeld: Bool = false
     ) throws -> Plan {
         let json = try FileIndex.decompress(compressedIndex, source: reference.url)
         let index = try FileIndex.decode(json: json, archiveSize: entry.archive.size, source: reference.url)
+        let fetch = try missing(index.entries, checkingHeld: checkingHeld)
+        return Plan(
+            tree: index.entries, indexPath: "", indexBytes: 0, fetch: fetch, support: support,
+            ranges: rangePlan(fetch, support: support))
+    }
+
+    /// The entries of `files` whose content the store does not hold, one per content.
+    func missing(_ files: [FileIndex.Entry], checkingHeld: Bool) throws -> [FileIndex.Entry] {
         let store = ContentStore(layout: layout)
         // A sync takes pending content in before it plans; a dry run counts it as held instead.
         let pending = checkingHeld ? [] : store.pendingSha256s()
         var seen = Set<String>()
         var fetch = [FileIndex.Entry]()
-        for file in index.entries where !seen.contains(file.sha256) {
+        for file in files where !seen.contains(file.sha256) {
             seen.insert(file.sha256)
             if try !pending.contains(file.sha256) && !Self.holds(store, file, checking: checkingHeld) { fetch.append(file) }
         }
-        let plan = RangePlan(fetch.map { ByteRange(offset: $0.offset, length: $0.length) }, mergeGap: mergeGap)
-        return Plan(index: index, indexPath: "", indexBytes: 0, fetch: fetch, ranges: plan)
+        return fetch
+    }
+
+    /// The requests for `fetch`'s frames, for an origin that takes ranges as `support` says: several a
+    /// request (or not known yet: asked so first), or one a request within the waste budget.
+    func rangePlan(_ fetch: [FileIndex.Entry], support: RangeSupport?) -> RangePlan {
+        let wanted = fetch.map { ByteRange(offset: $0.offset, length: $0.length) }
+        guard support == .single else { return RangePlan(wanted, mergeGap: mergeGap) }
+        let bytes = wanted.reduce(0) { $0 + $1.length }
+        return RangePlan(oneRangeARequest: wanted, wasteBudget: RangePlan.wasteBudget(forWanted: bytes))
     }
 
     /// The index into memory, for a plan that writes nothing (`sync --dry-run`): size and sha256 checked.
@@ -90,10 +118,12 @@ package struct FileFetcher: Sendable {
         let collected = Mutex<[UInt8]>([])
         let name = reference.url
         let request = TransferRequest(url: url, limits: downloader.limits, caBundle: downloader.caBundle)
-        let head = try await downloader.transport.get(request) { _ in } onBody: { chunk in
+        let head = try await downloader.transport.get(request) { _ in
+        } onBody: { chunk in
             try collected.withLock {
                 guard $0.count + chunk.count <= reference.size else {
-                    throw OfflinePkgError.sizeMismatch(what: name, reason: "more than the \(reference.size) bytes the manifest promised")
+                    throw OfflinePkgError.sizeMismatch(
+                        what: name, reason: "more than the \(reference.size) bytes the manifest promised")
                 }
                 $0 += chunk
             }
@@ -101,7 +131,9 @@ package struct FileFetcher: Sendable {
         if !head.isSuccess { throw OfflinePkgError.transfer(url: url.absoluteString, failure: head.failure) }
         let bytes = collected.withLock { $0 }
         let digest = SHA256.hash(bytes).hex
-        guard digest == reference.sha256 else { throw OfflinePkgError.hashMismatch(what: name, expected: reference.sha256, actual: digest) }
+        guard digest == reference.sha256 else {
+            throw OfflinePkgError.hashMismatch(what: name, expected: reference.sha256, actual: digest)
+        }
         return bytes
     }
 
@@ -129,63 +161,16 @@ package struct FileFetcher: Sendable {
         do {
             try await fetchFrames(entry, plan: plan, archiveURL: archiveURL, staging: staging, frames: frames, received: received)
             let layout = self.layout
-            return try await runBlocking { try Self.buildTree(entry, index: plan.index, staging: staging, layout: layout) }
+            return try await runBlocking { try Self.buildTree(entry, files: plan.tree, staging: staging, layout: layout) }
         } catch {
             ContentStore(layout: layout).discardStaging(staging)
             throw error
         }
     }
 
-    private func fetchFrames(
-        _ entry: PackageEntry, plan: Plan, archiveURL: URL, staging: String, frames: String, received: ProgressCounter
-    ) async throws {
-        var byRange = [ByteRange: FileIndex.Entry]()
-        for file in plan.fetch { byRange[ByteRange(offset: file.offset, length: file.length)] = file }
-        let members = byRange
-        let archiveName = entry.archive.url
-        let size = entry.archive.size
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var pending = plan.ranges.requests[...]
-            func startNext() {
-                guard let request = pending.popFirst() else { return }
-                group.addTask {
-                    let sink = try await fetch(request, from: archiveURL, size: size, frames: frames, received: received)
-                    defer { sink.removeAll() }
-                    try await runBlocking {
-                        for wanted in request.spans.flatMap(\.wanted) {
-                            try unpackMember(members[wanted]!, from: sink.path(of: wanted), archiveName: archiveName, staging: staging)
-                        }
-                    }
-                }
-            }
-            for _ in 0..<max(1, maxInFlight) { startNext() }
-            while try await group.next() != nil { startNext() }
-        }
-    }
-
-    /// One request, retried like a download; each attempt writes the members' frames afresh.
-    private func fetch(
-        _ request: RangePlan.Request, from url: URL, size: Int64, frames: String, received: ProgressCounter
-    ) async throws -> FrameFiles {
-        try await downloader.retry.run { _ in
-            let sink = FrameFiles(folder: frames)
-            do {
-                let bytes = try await ranges.fetch(request, from: url, size: size) { range, _, chunk in
-                    try sink.write(range, chunk)
-                }
-                _ = received.add(bytes)
-                try sink.closeAll()
-                return sink
-            } catch {
-                sink.removeAll()
-                throw error
-            }
-        }
-    }
-
     /// Decompresses one member's frames through the hardened reader into staging: exactly one regular
     /// file, at the index's path, of its size and sha256.
-    private func unpackMember(_ file: FileIndex.Entry, from path: String, archiveName: String, staging: String) throws {
+    func unpackMember(_ file: FileIndex.Entry, from path: String, archiveName: String, staging: String) throws {
         var memberLimits = limits
         memberLimits.maxEntries = 1
         // The frames are checked only by what they unpack to: stop once past the index's size, so a
@@ -193,8 +178,10 @@ package struct FileFetcher: Sendable {
         memberLimits.maxBytes = min(memberLimits.maxBytes, file.size)
         let name = "\(archiveName) bytes \(file.offset)-\(file.offset + file.length - 1)"
         // The unpacker takes the file into the content store under the sha256 it hashed as it wrote.
-        let unpacked = try ArchiveUnpacker(limits: memberLimits, archiveName: name, keepFile: ContentStore(layout: layout).keepFile)
-            .unpack(archivePath: path, into: staging)
+        let unpacked = try ArchiveUnpacker(
+            limits: memberLimits, archiveName: name, keepFile: ContentStore(layout: layout).keepFile
+        )
+        .unpack(archivePath: path, into: staging)
         guard unpacked.files.count == 1, let written = unpacked.files[file.path] else {
             throw OfflinePkgError.archiveRefused(
                 archive: name, entry: unpacked.files.keys.first, reason: "the frames of \"\(file.path)\" hold another member")
@@ -210,12 +197,14 @@ package struct FileFetcher: Sendable {
 
     /// Links every file not fetched into this staging (held content, or a path whose content another
     /// path brought) and stages the tree: the tree hash is checked there.
-    static func buildTree(_ entry: PackageEntry, index: FileIndex, staging: String, layout: CacheLayout) throws -> StagedTree {
+    static func buildTree(_ entry: PackageEntry, files tree: [FileIndex.Entry], staging: String, layout: CacheLayout) throws
+        -> StagedTree
+    {
         let store = ContentStore(layout: layout)
         let writer = try TreeWriter(root: staging, replacesFiles: false)
         var files = [PackagePath: TreeFile]()
         var folders = Set<PackagePath>()
-        for file in index.entries {
+        for file in tree {
             files[file.path] = TreeFile(sha256: file.sha256, size: file.size)
             var parent = file.path.parent
             while let folder = parent, folders.insert(folder).inserted { parent = folder.parent }
@@ -223,43 +212,5 @@ package struct FileFetcher: Sendable {
             try store.link(sha256: file.sha256, into: writer, at: file.path)
         }
         return try Staging(layout: layout).stage(files, folders: folders, in: staging, entry: entry)
-    }
-}
-
-/// The frames of one request's members, each in its own file in the frames folder, written on the
-/// transfer's thread.
-private final class FrameFiles: @unchecked Sendable {
-    let folder: String
-    private var open: [ByteRange: FileDescriptor] = [:]
-    private var paths: [ByteRange: String] = [:]
-
-    init(folder: String) { self.folder = folder }
-
-    func path(of range: ByteRange) -> String {
-        paths[range] ?? folder + "/\(range.offset)-\(range.length)"
-    }
-
-    func write(_ range: ByteRange, _ chunk: UnsafeRawBufferPointer) throws {
-        let path = self.path(of: range)
-        let descriptor: FileDescriptor
-        if let known = open[range] {
-            descriptor = known
-        } else {
-            descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
-            open[range] = descriptor
-            paths[range] = path
-        }
-        try descriptor.writeAll(chunk, path: path)
-    }
-
-    func closeAll() throws {
-        for descriptor in open.values { descriptor.close() }
-        open = [:]
-    }
-
-    func removeAll() {
-        for descriptor in open.values { descriptor.close() }
-        open = [:]
-        for path in paths.values { FileSystem.discardFile(path) }
     }
 }

@@ -15,6 +15,8 @@ package struct PackageInstaller: Sendable {
     /// unpacks run: deferred to the end of the sync, the links would run alone after the last unpack
     /// instead of beside the others' work.
     package var defersNewContent = false
+    /// How the origins of file-level updates take ranges (shared by the packages of one sync).
+    package var origins: OriginRanges?
 
     /// How a tree arrived, and what it cost on the network.
     package struct Outcome: Sendable {

@@ -19,6 +19,10 @@ public enum SyncEvent: Sendable {
     /// A file-level update (docs/protocol.md#chunked-archives-and-file-indexes) could not be used (no Range support, a bad frame, a wrong hash or
     /// index...); its staging is gone and a delta or the full archive is fetched instead, in the same sync.
     case filesFailed(packageID: String, version: String, error: OfflinePkgError)
+    /// A file-index delta (`files/deltas/…`) was there but wrong: it does not start from the installed
+    /// tree, does not give the manifest's tree, or names a range that unpacks to something else. The
+    /// full file index is used instead, in the same sync.
+    case indexDeltaFailed(packageID: String, version: String, error: OfflinePkgError)
     /// A held file (`content/<hex digit>/<sha256>`) that a new tree would have linked did not hash to its
     /// name (`problem` says how, as `verify` does): it is no longer held, and its file is fetched or
     /// written afresh in the same sync, so the damage spreads into no new tree.

@@ -55,21 +55,34 @@ package struct FileIndex: Sendable, Equatable {
     /// rules of archive members, sorted by path bytes with no duplicates, no path both a file and a
     /// folder, every range inside the archive and no two ranges overlapping.
     package static func decode(json: [UInt8], archiveSize: Int64, source: String) throws -> FileIndex {
-        func fail(_ field: String, _ reason: String) -> OfflinePkgError {
+        let (document, fail) = try parse(json, source: source)
+        guard let list = document.root.array else { throw fail("(document)", "expected a JSON list") }
+        return FileIndex(entries: try decode(list: list, field: "", archiveSize: archiveSize, fail: fail))
+    }
+
+    /// The JSON of an index or an index delta, no larger than `maximumSize`, and the error maker for
+    /// its fields.
+    static func parse(_ json: [UInt8], source: String) throws -> (JSONDocument, (String, String) -> OfflinePkgError) {
+        let fail = { (field: String, reason: String) -> OfflinePkgError in
             .invalidFileIndex(source: source, field: field, reason: reason)
         }
         guard json.count <= maximumSize else { throw fail("(document)", "larger than \(maximumSize) bytes") }
-        let document: JSONDocument
         do {
-            document = try JSONDocument(parsing: json)
+            return (try JSONDocument(parsing: json), fail)
         } catch {
             throw fail(error.path.isEmpty ? "(document)" : error.path, error.reason)
         }
-        guard let list = document.root.array else { throw fail("(document)", "expected a JSON list") }
+    }
+
+    /// The entries of `list` (a JSON list of file objects, at `field` in its document), by the rules of
+    /// `decode(json:…)`.
+    static func decode(
+        list: [JSONValue], field prefix: String, archiveSize: Int64, fail: (String, String) -> OfflinePkgError
+    ) throws -> [Entry] {
         var entries = [Entry]()
         entries.reserveCapacity(list.count)
         for (index, item) in list.enumerated() {
-            let field = "[\(index)]"
+            let field = "\(prefix)[\(index)]"
             guard let object = item.object else { throw fail(field, "expected an object") }
             guard let text = object["path"]?.string else { throw fail("\(field).path", "expected a string") }
             let path = PackagePath(text)
@@ -106,12 +119,12 @@ package struct FileIndex: Sendable, Equatable {
             }
             entries.append(entry)
         }
-        try checkNoFileIsAFolder(entries, fail)
-        try checkRangesDisjoint(entries, fail)
-        return FileIndex(entries: entries)
+        try checkNoFileIsAFolder(entries, prefix, fail)
+        try checkRangesDisjoint(entries, prefix, fail)
+        return entries
     }
 
-    private static func checkNoFileIsAFolder(_ entries: [Entry], _ fail: (String, String) -> OfflinePkgError) throws {
+    private static func checkNoFileIsAFolder(_ entries: [Entry], _ prefix: String, _ fail: (String, String) -> OfflinePkgError) throws {
         var files = Set<PackagePath>()
         files.reserveCapacity(entries.count)
         for entry in entries { files.insert(entry.path) }
@@ -119,20 +132,20 @@ package struct FileIndex: Sendable, Equatable {
             var folder = entry.path.parent
             while let current = folder {
                 if files.contains(current) {
-                    throw fail("[\(index)].path", "\"\(entry.path)\" is inside \"\(current)\", which is a file")
+                    throw fail("\(prefix)[\(index)].path", "\"\(entry.path)\" is inside \"\(current)\", which is a file")
                 }
                 folder = current.parent
             }
         }
     }
 
-    private static func checkRangesDisjoint(_ entries: [Entry], _ fail: (String, String) -> OfflinePkgError) throws {
+    private static func checkRangesDisjoint(_ entries: [Entry], _ prefix: String, _ fail: (String, String) -> OfflinePkgError) throws {
         let byOffset = entries.indices.sorted { entries[$0].offset < entries[$1].offset }
         for (before, after) in zip(byOffset, byOffset.dropFirst()) {
             let first = entries[before], second = entries[after]
             if first.offset + first.length > second.offset {
                 throw fail(
-                    "[\(after)]",
+                    "\(prefix)[\(after)]",
                     "\"\(second.path)\": range \(second.offset)+\(second.length) overlaps the range "
                         + "\(first.offset)+\(first.length) of \"\(first.path)\"")
             }
@@ -157,7 +170,7 @@ package struct FileIndex: Sendable, Equatable {
     }
 
     /// A JSON string of UTF-8 bytes: quotes, backslashes and control characters escaped, the rest as is.
-    private static func appendString(_ bytes: [UInt8], to out: inout [UInt8]) {
+    static func appendString(_ bytes: [UInt8], to out: inout [UInt8]) {
         let hex = Array("0123456789abcdef".utf8)
         out.append(UInt8(ascii: "\""))
         for byte in bytes {

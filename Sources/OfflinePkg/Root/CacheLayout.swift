@@ -49,6 +49,8 @@ public struct CacheLayout: Sendable, Equatable {
     /// The unbounded append-only history of earlier builds, read once and then removed.
     package var legacyHistory: String { root + "/history.jsonl" }
     package var launches: String { root + "/launch.json" }
+    /// How each origin answered `Range` requests (`OriginRanges`).
+    package var origins: String { root + "/origins.json" }
     package var trees: String { root + "/trees" }
     package var downloads: String { root + "/downloads" }
     package var staging: String { root + "/staging" }

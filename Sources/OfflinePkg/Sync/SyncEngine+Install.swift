@@ -33,6 +33,7 @@ extension SyncEngine {
                 caBundle: options.caBundle),
             limits: limits, events: options.events)
         installer.defersNewContent = defersNewContent
+        installer.origins = origins
         return installer
     }
 

@@ -24,17 +24,22 @@ package struct SyncEngine: Sendable {
     package var world: World
     /// Told what this sync accepted and planned, for its install report; nil for a dry run.
     package var attempt: SyncAttempt?
+    /// The world's transport, its transfers sharing connections for this sync (`CurlSession`).
+    let transport: any Transport
+    /// How the origins of file-level updates take ranges, read from the root once per sync.
+    let origins: OriginRanges
 
     package init(layout: CacheLayout, manifestURL: URL, options: Updater.Options, world: World) {
         self.layout = layout
         self.manifestURL = manifestURL
         self.options = options
         self.world = world
+        transport = (world.transport as? CurlTransport)?.sharingConnections() ?? world.transport
+        origins = OriginRanges(layout: layout)
     }
 
     /// The unpack limits of this sync.
     var limits: UnpackLimits { options.unpackLimits }
-    var transport: any Transport { world.transport }
     func now() -> Date { world.clock.now() }
 
     package func run() async throws -> SyncReport {

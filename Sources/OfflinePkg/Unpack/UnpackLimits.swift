@@ -23,6 +23,11 @@ public struct UnpackLimits: Sendable, Equatable {
 package struct TreeFile: Sendable, Equatable {
     package var sha256: String
     package var size: Int64
+
+    package init(sha256: String, size: Int64) {
+        self.sha256 = sha256
+        self.size = size
+    }
 }
 
 /// What an unpack produced: every regular file with its hash, every folder it created (relative
