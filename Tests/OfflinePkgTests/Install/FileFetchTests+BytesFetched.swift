@@ -32,8 +32,16 @@ struct PublisherRepo {
 
 /// What a sync reports it fetched, against what nginx sent.
 extension FileFetchTests {
+    /// The body bytes nginx answered (200 or 206) to the GETs after line `from` of `log`, all but the
+    /// manifest's: what a sync's package changes crossed the network for.
+    static func packageBytesSent(_ log: [AccessLogEntry], from: Int) -> Int64 {
+        log.dropFirst(from).filter { $0.method == "GET" && [200, 206].contains($0.status) && $0.uri != "/manifest.json" }
+            .reduce(0) { $0 + Int64($1.bodyBytesSent) }
+    }
+
     /// A file index fetched to weigh the file-level way, which then loses to the delta: its bytes crossed
-    /// the network all the same, and the report counts them with the delta's, as nginx sent them.
+    /// the network all the same, and the report counts them with the delta's, as nginx sent them. The
+    /// repository has no file-index deltas (as one written before them), so the full index is fetched.
     @Test func anIndexFetchedAndNotUsedIsCountedInTheBytesFetched() async throws {
         let published = try PublisherRepo(prefix: "files-unused-index")
         let nginx = published.nginx
@@ -48,6 +56,7 @@ extension FileFetchTests {
         let root = try TemporaryDirectory(prefix: "files-device")
         _ = try await Self.sync(root.path, nginx.url("manifest.json"))
         let v2 = try publish(2)
+        try FileManager.default.removeItem(atPath: published.scratch.path("repo/files/deltas"))
         let (index, delta) = (try #require(v2.fileIndex), try #require(v2.deltas.first))
         #expect(index.size < delta.file.size)
         let before = nginx.accessLog().count
@@ -61,5 +70,6 @@ extension FileFetchTests {
         )
         #expect(report.bytesFetched == Int64(indexSent.bytes + deltaSent.bytes))
         #expect(report.changes.first?.bytes == index.size + delta.file.size)
+        #expect(report.bytesFetched == Self.packageBytesSent(log, from: before))
     }
 }
