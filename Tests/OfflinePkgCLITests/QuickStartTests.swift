@@ -104,7 +104,7 @@ struct QuickStartTests {
 
     /// The README's Chromium snippet asks `status` for the pin only once serve has printed its URL: on a
     /// fresh root there is no certificate, hence no pin, before. A serve that takes a second to start
-    /// (here a wrapper that sleeps first) shows whether it waits.
+    /// (here a wrapper that sleeps first) shows whether it waits; one that exits, whether the wait ends.
     @Test func theReadmeChromiumSnippetWaitsForServesReadyLine() async throws {
         let snippet = try #require(
             try Self.blocks("sh", in: "README.md").first { $0.contains("--ignore-certificate-errors-spki-list") })
@@ -132,5 +132,16 @@ struct QuickStartTests {
         let pin = result.stdout
         #expect(
             pin != "null" && Data(base64Encoded: pin)?.count == 32, "the snippet read the pin before serve made it: \"\(pin)\"")
+
+        // A serve that exits (its port taken) ends the wait instead of leaving it to spin.
+        try scratch.write(
+            "#!/bin/sh\nif [ \"$1\" = serve ]; then echo 'port taken' >&2; exit 1; fi\nexec '\(OfflinePkgBinary.path)' \"$@\"\n",
+            to: "bin/offlinepkg")
+        try FileManager.default.removeItem(atPath: scratch.path("serve.url"))
+        let failed = try run(
+            "bash", ["-uo", "pipefail", "-c", script], environment: environment, currentDirectory: scratch.path, timeout: 20,
+            killingGroup: true)
+        #expect(failed.status != 128 + 9, "the snippet waited on for a serve that had exited")
+        #expect(failed.stderr.contains("port taken"), "\(failed.stderr)")
     }
 }
