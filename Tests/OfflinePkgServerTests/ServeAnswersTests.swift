@@ -146,19 +146,19 @@ import FoundationNetworking
         let scratch = try TemporaryDirectory()
         try writeSite(["index.html": "app"], to: scratch.path("site"))
         let repo = scratch.path("repo")
-        func publish(_ hosts: [String]) throws {
+        func publish(_ hosts: [String]) async throws {
             let rules = hosts.map { #"{"prefix": "https://\#($0)/v1/", "strategy": "network-first"}"# }.joined(separator: ",")
             let file = try scratch.write(#"{"rules": [\#(rules)]}"#, to: "rules-\(hosts.count).json")
-            try OfflinePkgBinary.run(
+            try await InProcessCLI.run(
                 [
                     "publish", scratch.path("site"), "--repo", repo, "--id", "app", "--version", "1", "--route",
                     "https://m.example.com/",
                     "--runtime", file, "--quiet",
                 ]
             ).checked("publish")
-            try OfflinePkgBinary.run(["sync", repo + "/manifest.json", "--root", scratch.path("root"), "--quiet"]).checked("sync")
+            try await InProcessCLI.run(["sync", repo + "/manifest.json", "--root", scratch.path("root"), "--quiet"]).checked("sync")
         }
-        try publish(["api.example.com"])
+        try await publish(["api.example.com"])
         let serve = try ServeProcess(root: scratch.path("root"), ["--tls"])
         defer { serve.stop() }
         let certificate = scratch.path("root/tls/certificate.pem")
@@ -166,7 +166,7 @@ import FoundationNetworking
         let first = try names()
         #expect(first.contains("DNS:m.example.com") && first.contains("DNS:api.example.com"), "\(first)")
 
-        try publish(["api.example.com", "img.example.com"])
+        try await publish(["api.example.com", "img.example.com"])
         var later = ""
         for _ in 0..<60 where !later.contains("DNS:img.example.com") {
             try await Task.sleep(for: .milliseconds(100))
@@ -197,13 +197,13 @@ import FoundationNetworking
         try writeSite(["index.html": "app"], to: scratch.path("site"))
         let rules = try scratch.write(
             #"{"rules": [{"prefix": "https://\#(api)/v1/", "strategy": "network-only"}]}"#, to: "rules.json")
-        try OfflinePkgBinary.run(
+        try await InProcessCLI.run(
             [
                 "publish", scratch.path("site"), "--repo", scratch.path("repo"), "--id", "app", "--version", "1", "--route",
                 "https://m.example.com/", "--runtime", rules, "--quiet",
             ]
         ).checked("publish")
-        try OfflinePkgBinary.run(["sync", scratch.path("repo/manifest.json"), "--root", scratch.path("root"), "--quiet"])
+        try await InProcessCLI.run(["sync", scratch.path("repo/manifest.json"), "--root", scratch.path("root"), "--quiet"])
             .checked()
 
         for trusted in [true, false] {
@@ -218,7 +218,7 @@ import FoundationNetworking
                 #expect(reply.status != 200, "an upstream behind a private CA answered without --cacert")
             }
         }
-        let missing = try OfflinePkgBinary.run(["serve", "--root", scratch.path("root"), "--cacert", scratch.path("nope.pem")])
+        let missing = await InProcessCLI.run(["serve", "--root", scratch.path("root"), "--cacert", scratch.path("nope.pem")])
         #expect(missing.status == 2 && missing.stderr.contains("--cacert \(scratch.path("nope.pem")): no such readable file"))
     }
 }
