@@ -106,10 +106,7 @@ enum ServeCommand {
             }
         }
         let offline = arguments.flag("offline") || context.environment["OFFLINEPKG_OFFLINE"] == "1"
-        let authorities = arguments.value("cacert")
-        if let authorities, !FileManager.default.isReadableFile(atPath: authorities) {
-            throw UsageError("--cacert \(authorities): no such readable file")
-        }
+        let authorities = try SyncCommand.certificateAuthorities(arguments)
         return RuntimeCache.Options(offline: offline, resolve: pins, caBundle: authorities)
     }
 

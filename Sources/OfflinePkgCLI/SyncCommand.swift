@@ -45,7 +45,7 @@ enum SyncCommand {
         run: run)
 
     /// `--cacert FILE` (or `--ca-bundle`): a readable file, checked before any request, so a typo is a
-    /// usage error and not every https transfer failing on its certificate.
+    /// usage error and not every https transfer failing on its certificate. `serve --cacert` too.
     static func certificateAuthorities(_ arguments: ParsedArguments) throws -> String? {
         guard let path = arguments.value("cacert") ?? arguments.value("ca-bundle") else { return nil }
         guard access(path, R_OK) == 0, !FileSystem.isDirectory(path) else {
