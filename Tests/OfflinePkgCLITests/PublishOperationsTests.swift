@@ -217,18 +217,7 @@ struct PublishOperationsTests {
             return
         }
         let doc = try String(contentsOfFile: Self.checkout + "/docs/cron.md", encoding: .utf8)
-        var blocks = [String]()
-        var current: [Substring]?
-        for line in doc.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line == "```ini" {
-                current = []
-            } else if line == "```", let lines = current {
-                blocks.append(lines.joined(separator: "\n") + "\n")
-                current = nil
-            } else {
-                current?.append(line)
-            }
-        }
+        let blocks = try QuickStartTests.blocks("ini", in: "docs/cron.md").map { $0 + "\n" }
         #expect(blocks.count == 2)
         let service = try #require(blocks.first { $0.contains("[Service]") })
         let timer = try #require(blocks.first { $0.contains("[Timer]") })
