@@ -54,12 +54,17 @@ test: build
 	# test runner's summary closes the output.
 	$(SWIFT) test --skip-build --no-parallel
 
+# The examples and the README's snippets are packages of their own that depend on this one as a host
+# app's would. They build in this package's .build: SwiftPM finds the library's compile commands
+# unchanged and reuses what `swift build` made, where a .build of their own compiled it again for each.
+EXAMPLE_BUILD := --scratch-path $(CURDIR)/.build
+
 # The host-app example links the OfflinePkg product as an outside package would, and runs against
 # the demo repository.
 example:
-	$(SWIFT) build --package-path Examples/HostShell
+	$(SWIFT) build --package-path Examples/HostShell $(EXAMPLE_BUILD)
 	@root=$$(mktemp -d /tmp/offlinepkg-example.XXXXXX); \
-	OFFLINEPKG_ROOT=$$root $$($(SWIFT) build --package-path Examples/HostShell --show-bin-path)/HostShell \
+	OFFLINEPKG_ROOT=$$root $$($(SWIFT) build --package-path Examples/HostShell $(EXAMPLE_BUILD) --show-bin-path)/HostShell \
 		"file://$(CURDIR)/Fixtures/demo-repo/manifest.json" $(DEMO_URL) $(DEMO_URL)docs/guide/ $(DEMO_URL)nope.png \
 		> $$root.out; status=$$?; cat $$root.out; \
 	grep -q "docs/guide/ -> docs 1.0.0" $$root.out && [ $$status = 0 ]; status=$$?; rm -rf $$root $$root.out; exit $$status
@@ -67,9 +72,9 @@ example:
 # The WebKitGTK shell (Examples/WebKitShell) under Xvfb: release 1's title, then release 2's after
 # a republish and the shell's background sync (scripts/example-webkit).
 example-webkit: build
-	$(SWIFT) build --package-path Examples/WebKitShell
+	$(SWIFT) build --package-path Examples/WebKitShell $(EXAMPLE_BUILD)
 	OFFLINEPKG=$$($(SWIFT) build --show-bin-path)/offlinepkg \
-		SHELL_BIN=$$($(SWIFT) build --package-path Examples/WebKitShell --show-bin-path)/WebKitShell scripts/example-webkit
+		SHELL_BIN=$$($(SWIFT) build --package-path Examples/WebKitShell $(EXAMPLE_BUILD) --show-bin-path)/WebKitShell scripts/example-webkit
 
 # Every Swift snippet of README.md compiles against the library (scripts/readme-snippets).
 readme-snippets:

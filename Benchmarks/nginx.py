@@ -7,7 +7,7 @@ from harness import Failure, free_port
 
 class Nginx:
     """nginx on loopback with one configuration for every row: sendfile, ETags, a free port, its own
-    prefix. `log=True` writes an access log of `uri status body-bytes "range"` for byte counts;
+    prefix. `log=True` writes an access log of `uri status body-bytes "range" method` for byte counts;
     `workers`: 1 for a repository, "auto" for a server raced under load; `http` adds directives;
     `servers` replaces the one static server (each a `server { ... }` block, ports chosen by the row)."""
 
@@ -20,7 +20,7 @@ class Nginx:
     def config(self, port):
         user = "user root root;" if os.getuid() == 0 else ""
         prefix = self.prefix
-        log = (f"log_format bench '$request_uri $status $body_bytes_sent \"$http_range\"';\n"
+        log = (f"log_format bench '$request_uri $status $body_bytes_sent \"$http_range\" $request_method';\n"
                f"    access_log {prefix}/access.log bench;") if self.log else "access_log off;"
         servers = self.servers or [f"server {{ listen 127.0.0.1:{port}; root {self.root}; {self.server} }}"]
         return f"""{user}

@@ -64,3 +64,30 @@ def real_files(root, count, folders=("/usr/share/doc",), largest=None, base="/")
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(os.path.join(base, path), target)
     return picked
+
+
+def python_docs(root, count):
+    """Debian's Python 3.11 HTML docs (python3.11-doc: about 1,060 files, 67 MB) when installed and `count`
+    reaches them, else a stand-in of `count` HTML pages of 8-118 KB in six folders. Returns what it made."""
+    real = "/usr/share/doc/python3.11/html"
+    if os.path.isdir(real) and count >= 1000:
+        shutil.copytree(real, root, symlinks=False, dirs_exist_ok=True)
+        return "Python 3.11 docs (python3.11-doc)"
+    words = [b"<p>", b"</p>", b"<a href=\"", b"\">", b"</a>", b"function", b"module", b"return", b"class",
+             b"value", b"<code>", b"</code>", b"the", b"of", b"import", b"<span class=\"n\">", b"</span>", b"\n"]
+    seed, text = 7, bytearray()
+    while len(text) < 4 << 20:
+        seed = (seed * 1103515245 + 12345) & 0x7FFFFFFF
+        text += words[seed % len(words)] + b" " + (b"x%d" % (seed % 997))
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, "index.html"), "w") as f:
+        f.write("<!doctype html><title>Python documentation</title>\n")
+    for i in range(count):
+        folder = os.path.join(root, ["library", "reference", "tutorial", "howto", "c-api", "whatsnew"][i % 6])
+        os.makedirs(folder, exist_ok=True)
+        size = 8000 + (i * 2654435761) % 110000
+        offset = (i * 7919) % (len(text) - size)
+        with open(os.path.join(folder, "page%d.html" % i), "wb") as f:
+            f.write(b"<!doctype html><title>page %d</title>\n" % i + text[offset:offset + size])
+    why = "" if os.path.isdir(real) else ", python3.11-doc is not installed"
+    return f"a generated stand-in for the Python docs ({count} pages{why})"

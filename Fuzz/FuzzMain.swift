@@ -1,6 +1,6 @@
 // libFuzzer entry point for offlinepkg's parsers. Not part of Package.swift (SwiftPM has no fuzzer
 // product type): Fuzz/build.sh compiles these files with the OfflinePkg sources into one binary, and
-// FUZZ_TARGET picks the parser: manifest, signature, archive or url. scripts/fuzz runs them.
+// FUZZ_TARGET picks the parser: manifest, signature, keys, archive or url. scripts/fuzz runs them.
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,6 +17,7 @@ public func offlinepkgFuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: In
     let bytes = size > 0 && data != nil ? Array(UnsafeBufferPointer(start: data, count: size)) : []
     switch target {
     case "signature": fuzzSignature(bytes)
+    case "keys": fuzzKeys(bytes)
     case "archive": fuzzArchive(bytes)
     default: fuzzManifest(bytes)
     }

@@ -11,7 +11,9 @@ for module in CSystemShims CByteLanes; do
         > "$out/modules/$module/module.modulemap"
 done
 clang -c -O1 -I Sources/CSystemShims/include Sources/CSystemShims/shims.c -o "$out/shims.o"
-swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
+# Whole-module: the library is type-checked once rather than once per batch of files, and optimised
+# across files as a release build is; LLVM's code generation runs on every core.
+swiftc -sanitize=fuzzer,address -parse-as-library -O -g -wmo -num-threads "$(nproc)" \
     -module-name OfflinePkg -package-name offlinepkg \
     -I Sources/CCrypto -I Sources/CArchive -I Sources/CCurl -I "$out/modules/CSystemShims" -I "$out/modules/CByteLanes" \
     Fuzz/*.swift $(find Sources/OfflinePkg -name '*.swift') "$out/shims.o" \

@@ -14,7 +14,8 @@ enum KeygenCommand {
         let key = SigningKey.generate()
         try key.write(prefix: prefix, overwrite: arguments.flag("force"))
         context.output.print("wrote \(prefix).pub and \(prefix).key (key id \(key.keyID))")
-        context.output.warning("keep \(prefix).key secret: store it in your CI's secret store, never in the repository")
+        context.output.warning(
+            "keep \(prefix).key secret, never in the repository: a manifest key in your CI's secret store, a root key offline")
         return OfflinePkgCommand.ExitStatus.success
     }
 }

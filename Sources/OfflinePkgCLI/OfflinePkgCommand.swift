@@ -17,10 +17,11 @@ package enum OfflinePkgCommand {
         SyncCommand.spec, StatusCommand.spec, LookupCommand.spec, VerifyCommand.spec, GCCommand.spec,
         RollbackCommand.spec, ServeCommand.spec, PublishCommand.spec, KeygenCommand.spec, HistoryCommand.spec,
         PromoteCommand.spec, RemoveCommand.spec, ReportsCommand.serve, ReportsCommand.importing, ReportsCommand.show,
+        TrustCommand.spec, KeysCommands.initSpec, KeysCommands.rotateSpec, KeysCommands.showSpec,
     ]
 
     /// Commands named by two words (`reports serve`): the group's first word.
-    static let groups: Set<String> = ["reports"]
+    static let groups: Set<String> = ["reports", "keys"]
 
     /// Runs the command line `arguments` (without the program name) and returns the exit status.
     package static func main(_ arguments: [String]) async -> Int32 {
@@ -67,7 +68,7 @@ package enum OfflinePkgCommand {
         } catch {
             (message, exitStatus) = ("\(error)", ExitStatus.failure)
         }
-        context.output.error("offlinepkg \(name): \(message)")
+        context.output.error("offlinepkg \(command.name): \(message)")
         // `--json` promises one JSON object on stdout, failures included, so a script never parses nothing.
         if rest.contains("--json") {
             context.output.json(

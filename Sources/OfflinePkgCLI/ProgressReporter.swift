@@ -53,6 +53,13 @@ final class ProgressReporter: Sendable {
             line("release \(id) \(version)\(mandatory ? " (mandatory)" : "")\(notes.map { ": \($0)" } ?? "")")
         case .retryingUncached(let reason):
             line("\(reason); fetching the manifest again past any cache", .warning)
+        case .keysUpdated(let from, let to, let removed):
+            let path =
+                from.map { $0 + 1 == to ? "keys version \(to) verified" : "keys versions \($0 + 1) to \(to) verified in order" }
+                ?? "the trust root given is newer"
+            line(
+                "trusting keys version \(to) (\(path))\(removed.isEmpty ? "" : "; removed keys: " + removed.joined(separator: ", "))"
+            )
         case .activated(let generation): line("activated set \(generation)")
         case .reportsSent(let events): line("sent \(events) install report(s)")
         case .reportsNotSent(let events, let reason):

@@ -17,7 +17,9 @@ enum PublishCommand {
             .init(name: "entry", value: "F", help: "file served for a path ending in / (default index.html)"),
             .init(name: "fallback", value: "F", help: "file served for a navigation miss (single-page apps)"),
             .init(name: "deltas", value: "N", help: "write deltas from the last N published versions (default 3)"),
-            .init(name: "sign-key", value: "FILE", help: "minisign secret key: writes manifest.json.minisig"),
+            .init(
+                name: "sign-key", value: "FILE", repeatable: true,
+                help: "minisign secret key: signs the manifest; with keys documents, a threshold of their manifest keys"),
             .init(name: "rollout", value: "P", help: "percentage of devices that take this version (0-100)"),
             .init(name: "min-shell-version", value: "V", help: "oldest shell version that may take this version"),
             .init(
@@ -85,7 +87,8 @@ enum PublishCommand {
         request.compressionLevel = try arguments.integer("compression-level", in: 1...19)
         if let text = arguments.value("layout") {
             guard let layout = ArchiveLayout(rawValue: text) else {
-                throw UsageError("--layout takes \(ArchiveLayout.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\"")
+                throw UsageError(
+                    "--layout takes \(ArchiveLayout.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\"")
             }
             request.layout = layout
         }
@@ -95,12 +98,12 @@ enum PublishCommand {
         // SIGINT and SIGTERM end a publish where it stands, even if our parent left them ignored: nothing
         // has a published name before the last stage, and the next publish clears `.tmp/`.
         for number in [SIGINT, SIGTERM] { signal(number, SIG_DFL) }
-        let signer = try self.signer(arguments.value("sign-key"), clock: context.world.clock)
+        let signingKeys = try self.signingKeys(arguments.all("sign-key"))
         let quiet = arguments.flag("quiet")
         let progress = PublishProgress(
             style: quiet ? .none : (context.output.stderrIsTerminal ? .bars : .lines), output: context.output, clock: context.world.clock)
         let report = try Publisher(repository: URL(fileURLWithPath: repo), clock: context.world.clock).publish(
-            request, signer: signer, unsign: arguments.flag("unsign"), checkOnly: arguments.flag("check"),
+            request, signingKeys: signingKeys, unsign: arguments.flag("unsign"), checkOnly: arguments.flag("check"),
             waiting: { if !quiet { context.output.info("waiting for another publish to \(repo) to finish") } },
             events: { progress.handle($0) })
         progress.finish()
@@ -140,20 +143,23 @@ enum PublishCommand {
         for skipped in report.skippedDeltas {
             lines.append("  no delta from \(skipped.from): \(skipped.reason)")
         }
-        lines.append(report.signed ? "  signed  manifest.json.minisig" : "  unsigned (no --sign-key)")
+        if report.signed {
+            let under = report.keysVersion.map { " under keys version \($0)" } ?? ""
+            lines.append("  signed  by \(report.signers.joined(separator: ", "))\(under)")
+        } else {
+            lines.append("  unsigned (no --sign-key)")
+        }
         if report.checkedOnly { lines.append("  nothing was published (--check)") }
         if let from = report.promotedFrom { lines.append("  promoted from \(from)") }
+        if let carried = report.keysCarried, !carried.isEmpty {
+            lines.append("  keys    carried keys/\(carried.map { "\($0).json" }.joined(separator: ", keys/")) from the source")
+        }
         return lines.joined(separator: "\n")
     }
 
-    /// A `--sign-key` file as a signer of manifest bytes.
-    static func signer(_ keyPath: String?, clock: WallClock) throws -> (([UInt8]) throws -> [UInt8])? {
-        guard let keyPath else { return nil }
-        let key = try SigningKey(contentsOfFile: keyPath)
-        return { message in
-            // minisign's own default trusted comment shape.
-            try key.sign(message, trustedComment: "timestamp:\(Int(clock.now().timeIntervalSince1970))\tfile:manifest.json")
-        }
+    /// The `--sign-key` files, read as minisign secret keys.
+    static func signingKeys(_ paths: [String]) throws -> [SigningKey] {
+        try paths.map { try SigningKey(contentsOfFile: $0) }
     }
 
     /// `--expires-in`: `30d`, `12h`, `90m` as seconds; `off` (0) forgets a remembered one.

@@ -82,7 +82,9 @@ enum PromoteCommand {
             .init(name: "to", value: "REPO", help: "the repository to publish it in (e.g. production); required"),
             .init(name: "id", value: "ID", help: "package id; required"),
             .init(name: "version", value: "V", help: "the published version to promote; required"),
-            .init(name: "sign-key", value: "FILE", help: "minisign secret key for the target's manifest"),
+            .init(
+                name: "sign-key", value: "FILE", repeatable: true,
+                help: "minisign secret key for the target's manifest; with keys documents, a threshold of their manifest keys"),
             .init(
                 name: "unsign", value: nil,
                 help: "promote without --sign-key into a signed repository, removing its signature (refused otherwise)"),
@@ -100,7 +102,7 @@ enum PromoteCommand {
         let quiet = arguments.flag("quiet")
         let report = try Publisher(repository: URL(fileURLWithPath: values["to"]!), clock: context.world.clock).promote(
             id: values["id"]!, version: values["version"]!, from: URL(fileURLWithPath: values["from"]!),
-            signer: try PublishCommand.signer(arguments.value("sign-key"), clock: context.world.clock), unsign: arguments.flag("unsign"),
+            signingKeys: try PublishCommand.signingKeys(arguments.all("sign-key")), unsign: arguments.flag("unsign"),
             waiting: { if !quiet { context.output.info("waiting for another publish to \(values["to"]!) to finish") } })
         if arguments.flag("json") {
             context.output.json(report)

@@ -14,7 +14,9 @@ enum RemoveCommand {
                 name: "disable", value: nil,
                 help: "keep the package but disable its release: devices do not take it, and keep what they have"),
             .init(name: "enable", value: nil, help: "enable a disabled release again: devices take it at their next sync"),
-            .init(name: "sign-key", value: "FILE", help: "minisign secret key: signs the new manifest"),
+            .init(
+                name: "sign-key", value: "FILE", repeatable: true,
+                help: "minisign secret key: signs the new manifest; with keys documents, a threshold of their manifest keys"),
             .init(
                 name: "unsign", value: nil,
                 help: "write the manifest without --sign-key into a signed repository, removing its signature"),
@@ -32,7 +34,7 @@ enum RemoveCommand {
         let action: PackageWithdrawal = arguments.flag("disable") ? .disable : arguments.flag("enable") ? .enable : .remove
         let quiet = arguments.flag("quiet")
         let report = try Publisher(repository: URL(fileURLWithPath: repo), clock: context.world.clock).withdraw(
-            id: id, action, signer: try PublishCommand.signer(arguments.value("sign-key"), clock: context.world.clock), unsign: arguments.flag("unsign"),
+            id: id, action, signingKeys: try PublishCommand.signingKeys(arguments.all("sign-key")), unsign: arguments.flag("unsign"),
             waiting: { if !quiet { context.output.info("waiting for another publish to \(repo) to finish") } })
         if arguments.flag("json") {
             context.output.json(report)

@@ -51,7 +51,8 @@ enum ReportsCommand {
         signal(SIGPIPE, SIG_IGN)
         let collector: ReportsCollector
         do {
-            collector = try ReportsCollector(database: try ReportsDatabase(path: file), host: host, port: UInt16(port))
+            collector = try ReportsCollector(
+                database: try ReportsDatabase(path: file, clock: context.world.clock), host: host, port: UInt16(port))
         } catch OfflinePkgError.invalidArgument(let reason) {
             throw UsageError(reason)
         }
@@ -65,7 +66,7 @@ enum ReportsCommand {
 
     static func runImport(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
         let file = try path(arguments, "reports import")
-        let result = try ReportsImport.run(arguments.positionals, into: try ReportsDatabase(path: file))
+        let result = try ReportsImport.run(arguments.positionals, into: try ReportsDatabase(path: file, clock: context.world.clock))
         for problem in result.problems { context.output.warning("refused \(problem)") }
         if result.refused > result.problems.count {
             context.output.warning("... and \(result.refused - result.problems.count) more refused line(s)")
@@ -84,7 +85,8 @@ enum ReportsCommand {
     static func runShow(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
         let file = try path(arguments, "reports show")
         let days = try arguments.integer("days", in: 1...36_500) ?? 30
-        let summary = try FleetSummary.make(try ReportsDatabase(path: file, readOnly: true), days: days)
+        let summary = try FleetSummary.make(
+            try ReportsDatabase(path: file, readOnly: true, clock: context.world.clock), days: days)
         if let out = arguments.value("html") {
             do {
                 try Data(summary.page.utf8).write(to: URL(fileURLWithPath: out), options: .atomic)

@@ -22,7 +22,8 @@ enum StatusCommand {
             )
             for package in status.active.packages {
                 lines.append(
-                    "  \(package.id) \(package.version)\(package.mandatory == true ? " (mandatory)" : "")  \(package.routes.joined(separator: " "))")
+                    "  \(package.id) \(package.version)\(package.mandatory == true ? " (mandatory)" : "")  \(package.routes.joined(separator: " "))"
+                )
                 if let notes = package.notes { lines.append("    notes: \(notes)") }
             }
         }
@@ -32,15 +33,22 @@ enum StatusCommand {
                     + previous.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
         }
         if let url = status.manifestURL { lines.append("manifest: \(url)") }
+        for trust in status.trust {
+            lines += TrustText.lines(trust).enumerated().map { index, line in (index == 0 ? "trust: " : "") + line }
+        }
         if let tls = status.tls { lines.append("tls: \(tls.certificate) (spki sha256 \(tls.spkiSHA256))") }
-        if let content = status.content, content.files > 0 { lines.append("content: \(content.files) file(s), \(content.bytes) bytes") }
+        if let content = status.content, content.files > 0 {
+            lines.append("content: \(content.files) file(s), \(content.bytes) bytes")
+        }
         if let check = status.lastCheck { lines.append("last check: \(RFC3339.format(check))") }
         if let attempt = status.lastAttempt { lines.append("last attempt: \(RFC3339.format(attempt))") }
         if let success = status.lastSuccess { lines.append("last success: \(RFC3339.format(success))") }
         if let changes = status.lastSync, !changes.isEmpty {
             lines.append(
                 "last sync: "
-                    + changes.map { "\($0.id) \($0.to ?? "removed")\($0.via.map { " via \($0)" } ?? "")\($0.bytes.map { ", \(ProgressReporter.format($0))" } ?? "")" }
+                    + changes.map {
+                        "\($0.id) \($0.to ?? "removed")\($0.via.map { " via \($0)" } ?? "")\($0.bytes.map { ", \(ProgressReporter.format($0))" } ?? "")"
+                    }
                     .joined(separator: "; "))
         }
         if let reports = status.reports {

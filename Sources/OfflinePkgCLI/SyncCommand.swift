@@ -15,7 +15,10 @@ enum SyncCommand {
             .init(name: "jobs", value: "N", help: "parallel downloads (default 4)"),
             .init(
                 name: "trust-key", value: "FILE", repeatable: true,
-                help: "minisign public key; the manifest must be signed by one"),
+                help: "minisign public key; the manifest must be signed by one (fixed: no rotation)"),
+            .init(
+                name: "trust-root", value: "FILE",
+                help: "keys document (keys/<N>.json) to follow: rotation, revocation, thresholds"),
             .init(name: "shell-version", value: "V", help: "this shell's version, compared with minShellVersion"),
             .init(name: "min-interval", value: "S", help: "skip the network if the last check is younger than S seconds"),
             .init(name: "jitter", value: "S", help: "sleep a random 0..S seconds first (fleets on one timer)"),
@@ -103,6 +106,15 @@ enum SyncCommand {
             guard FileManager.default.fileExists(atPath: path) else { throw UsageError("--trust-key \(path): no such file") }
             keys.append(try noted { try TrustedKey(contentsOfFile: path) })
         }
+        var trustRoot: KeysDocument?
+        if let path = arguments.value("trust-root") {
+            guard keys.isEmpty else {
+                throw UsageError(
+                    "--trust-key and --trust-root are two ways to trust a manifest: give one (a keys document rotates)")
+            }
+            guard FileManager.default.fileExists(atPath: path) else { throw UsageError("--trust-root \(path): no such file") }
+            trustRoot = try noted { try KeysDocument(contentsOfFile: path) }
+        }
         if let stall = try arguments.seconds("stall-timeout"), stall <= 0 {
             throw UsageError("--stall-timeout takes a number of seconds above 0, got \(stall)")
         }
@@ -128,7 +140,7 @@ enum SyncCommand {
             jobs: try arguments.integer("jobs", in: 1...64) ?? 4, shellVersion: shellVersion,
             stallTimeout: try arguments.seconds("stall-timeout") ?? 30, waitForLock: arguments.flag("wait"),
             caBundle: try certificateAuthorities(arguments),
-            events: { reporter.handle($0) })
+            events: { reporter.handle($0) }, trustRoot: trustRoot)
         options.minimumRate = Int64(try arguments.integer("min-rate", in: 0...(1 << 40)) ?? 1024)
         options.minimumRateWindow = try arguments.seconds("min-rate-window") ?? 30
         options.manifestDeadline = try arguments.seconds("manifest-deadline") ?? 60

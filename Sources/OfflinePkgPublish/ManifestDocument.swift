@@ -1,5 +1,5 @@
-import OfflinePkg
 import Foundation
+import OfflinePkg
 
 /// A repository's `manifest.json` as a JSON document, edited in place: `publish` replaces one package
 /// and the sequence, and keeps every other value — fields this build does not know included — as it
@@ -69,6 +69,12 @@ package struct ManifestDocument {
         return true
     }
 
+    /// Sets or (nil) removes `keys`, the keys version the manifest is signed under
+    /// (docs/protocol.md#keys-documents).
+    package mutating func setKeysVersion(_ version: Int?) {
+        object["keys"] = version
+    }
+
     package mutating func setSequence(_ sequence: Int) {
         object["sequence"] = sequence
         if object["format"] == nil { object["format"] = Manifest.supportedFormat }
@@ -104,7 +110,9 @@ package struct ManifestDocument {
             "archive": file(entry.archive), "tree": entry.tree,
         ]
         if let files = entry.archive.files {
-            object["archive"] = file(entry.archive).merging(["files": file(RemoteFile(url: files.url, sha256: files.sha256, size: files.size))]) { $1 }
+            object["archive"] = file(entry.archive).merging([
+                "files": file(RemoteFile(url: files.url, sha256: files.sha256, size: files.size))
+            ]) { $1 }
         }
         if let fallback = entry.fallback { object["fallback"] = fallback }
         if !entry.deltas.isEmpty {

@@ -1,5 +1,5 @@
-import OfflinePkg
 import Foundation
+import OfflinePkg
 
 /// What one `publish` should release: a site folder as one version of one package.
 package struct PublishRequest: Sendable, Equatable {
@@ -75,7 +75,8 @@ package struct PublishRequest: Sendable, Equatable {
         guard !routes.isEmpty else { throw OfflinePkgError.invalidArgument("a package needs at least one route") }
         if let level = compressionLevel, !format.levels.contains(level) {
             throw OfflinePkgError.invalidArgument(
-                "compression level \(level) is out of range for \(format.rawValue) (\(format.levels.lowerBound)-\(format.levels.upperBound))")
+                "compression level \(level) is out of range for \(format.rawValue) (\(format.levels.lowerBound)-\(format.levels.upperBound))"
+            )
         }
         if layout == .chunked && format != .tarZstd {
             throw OfflinePkgError.invalidArgument("--layout chunked needs --format tar.zst; \(format.rawValue) is always solid")
@@ -165,6 +166,10 @@ package struct PublishReport: Sendable, Codable, Equatable {
     /// The same version with the same content was already published (e.g. to change `rollout`).
     package var republished: Bool
     package var signed: Bool
+    /// The key ids that signed the manifest, in `--sign-key` order.
+    package var signers: [String] = []
+    /// The keys version the manifest names, when the repository has keys documents.
+    package var keysVersion: Int? = nil
     /// What publish did but would rather not have (an assets-only package without its entry file).
     package var warnings: [String] = []
     /// The `promote` source repository, when this release was copied rather than packed.
@@ -172,6 +177,8 @@ package struct PublishReport: Sendable, Codable, Equatable {
     /// `publish --check`: the release was built and checked as devices would, and nothing published;
     /// `sequence` is the one a publish would have written.
     package var checkedOnly: Bool = false
+    /// Keys versions `promote` copied from the source repository, which the target lacked.
+    package var keysCarried: [Int]? = nil
 }
 
 /// What `publish` reports while it runs, for a progress display (the library never prints).

@@ -28,11 +28,11 @@ package struct WithdrawalReport: Sendable, Codable, Equatable {
 
 extension Publisher {
     /// Takes package `id` out of the manifest, or disables or enables its release, in a new manifest
-    /// (sequence + 1) signed with `signer` — the way to heal a release devices refuse, whose other
+    /// (sequence + 1) signed with `signingKeys` — the way to heal a release devices refuse, whose other
     /// packages' updates they refuse with it. The archives and `trees/` stay: a later publish of the
     /// package still writes deltas, and `promote` still finds the version.
     package func withdraw(
-        id: String, _ action: PackageWithdrawal, signer: (([UInt8]) throws -> [UInt8])? = nil, unsign: Bool = false,
+        id: String, _ action: PackageWithdrawal, signingKeys: [SigningKey] = [], unsign: Bool = false,
         waiting: (() -> Void)? = nil
     ) throws -> WithdrawalReport {
         guard ManifestRules.isValidID(id) else {
@@ -43,7 +43,8 @@ extension Publisher {
         }
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
-        try RepositorySigning(layout).check(signs: signer != nil, unsign: unsign, repository: layout.root)
+        try RepositorySigning(layout).check(signs: !signingKeys.isEmpty, unsign: unsign, repository: layout.root)
+        let signer = try ManifestSigner(keys: signingKeys, repository: layout, now: clock.now())
         guard let package = document.package(id), var object = document.packageObject(id) else {
             throw OfflinePkgError.unavailable("\(layout.manifest) has no package \"\(id)\"")
         }
@@ -60,14 +61,14 @@ extension Publisher {
             }
             if action == .disable { object["disabled"] = true } else { object["disabled"] = nil }
         }
-        let next = try nextManifest(document, expires: nil, expiresIn: nil) { document in
+        let next = try nextManifest(document, expires: nil, expiresIn: nil, keysVersion: signer.keysVersion) { document in
             if action == .remove { document.removePackage(id) } else { document.replacePackage(object: object, id: id) }
         }
         var record = PublishHistory.Record(
             version: package.version, publishedAt: clock.now(), sequence: next.sequence, notes: nil, mandatory: false, rollout: nil)
         record.action = action
-        (report.sequence, report.signed) = try writeManifest(
-            next, id: id, record: record, expiresIn: nil, signer: signer, events: nil)
+        let written = try writeManifest(next, id: id, record: record, expiresIn: nil, signer: signer, events: nil)
+        (report.sequence, report.signed) = (written.sequence, !written.signers.isEmpty)
         return report
     }
 }

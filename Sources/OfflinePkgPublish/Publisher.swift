@@ -1,5 +1,5 @@
-import OfflinePkg
 import Foundation
+import OfflinePkg
 
 #if canImport(Glibc)
 import Glibc
@@ -25,17 +25,17 @@ package struct Publisher: Sendable {
         self.clock = clock
     }
 
-    /// Publishes `request`. `signer` turns the manifest bytes into a `manifest.json.minisig`; without
-    /// one, a signed repository is refused unless `unsign` (then its signature is removed: it would no
-    /// longer match). When another publish holds the repository, `waiting` is called once and the
-    /// publish waits for it to finish.
+    /// Publishes `request`, signed by `signingKeys` (a threshold of the newest keys version's manifest
+    /// keys when the repository has keys documents). Without any, a signed repository is refused unless
+    /// `unsign` (then its signature is removed: it would no longer match). When another publish holds
+    /// the repository, `waiting` is called once and the publish waits for it to finish.
     ///
     /// Refused before anything takes a published name (`publishRefused`): a site without a file, a
     /// release devices would refuse (`checkAsDevice`), a version lower than the newest published for
     /// the package unless `request.allowDowngrade`. With `checkOnly` (`publish --check`) the release is
     /// built and checked all the same, and nothing is published.
     package func publish(
-        _ request: PublishRequest, signer: (([UInt8]) throws -> [UInt8])? = nil, unsign: Bool = false, checkOnly: Bool = false,
+        _ request: PublishRequest, signingKeys: [SigningKey] = [], unsign: Bool = false, checkOnly: Bool = false,
         waiting: (() -> Void)? = nil, events: (@Sendable (PublishEvent) -> Void)? = nil
     ) throws -> PublishReport {
         try request.validate()
@@ -61,8 +61,9 @@ package struct Publisher: Sendable {
         }
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
-        try RepositorySigning(layout).check(signs: signer != nil, unsign: unsign, repository: layout.root)
+        try RepositorySigning(layout).check(signs: !signingKeys.isEmpty, unsign: unsign, repository: layout.root)
         try document.checkRoutes(request.routes, for: request.id)
+        let signer = try ManifestSigner(keys: signingKeys, repository: layout, now: clock.now())
         try checkNotDowngrade(request, document: document)
 
         // Everything is written under .tmp/ first; nothing takes a published name before it is all there.
@@ -126,53 +127,59 @@ package struct Publisher: Sendable {
         var report = PublishReport(
             id: request.id, version: request.version, sequence: document.sequence + 1, archive: archive, fileIndex: fileIndex,
             tree: tree, files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished,
-            signed: signer != nil, warnings: warnings)
+            signed: !signer.keys.isEmpty, warnings: warnings)
         if checkOnly {
             // The manifest it would write, read as a device reads it; then the scratch files go.
-            _ = try nextManifest(document, expires: request.expires, expiresIn: request.expiresIn) { document in
+            _ = try nextManifest(
+                document, expires: request.expires, expiresIn: request.expiresIn, keysVersion: signer.keysVersion
+            ) { document in
                 document.replacePackage(object: ManifestDocument.json(entry), id: request.id)
                 if let runtime = request.runtime { document.setRuntime(runtime) }
                 if case .set(let url) = request.reports { document.setReports(url) }
             }
             try? FileSystem.removeTree(layout.scratch)
             report.checkedOnly = true
+            (report.signers, report.keysVersion) = (signer.keys.map(\.keyID), signer.keysVersion)
             return report
         }
         let release = try writeRelease(
             ManifestDocument.json(entry), id: request.id, version: request.version, index: TreeIndexFile.encode(files),
             document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events,
             runtime: request.runtime, reports: request.reports)
-        (report.sequence, report.signed) = (release.sequence, release.signed)
+        (report.sequence, report.signed) = (release.sequence, !release.signers.isEmpty)
+        (report.signers, report.keysVersion) = (release.signers, signer.keysVersion)
         return report
     }
 
     /// The repository from here on: the lock first, so that nothing below reads a manifest that another
     /// publish is about to replace; then the scratch files an interrupted publish left are cleared.
     package func open(waiting: (() -> Void)?) throws -> (FileLock, ManifestDocument) {
-        try FileSystem.makeDirectories(layout.root)
-        var lock = try FileLock(path: layout.lock, wait: false)
-        if lock == nil {
-            waiting?()
-            lock = try FileLock(path: layout.lock, wait: true)
+        let lock = try lockRepository(waiting: waiting)
+        let document = try ManifestDocument.load(layout.manifest)
+        // Before any archive takes its name: a manifest at the last sequence cannot be published over.
+        guard document.sequence < Int.max else {
+            throw OfflinePkgError.publishRefused(
+                reason:
+                    "the manifest's sequence is \(document.sequence), the highest there is: restore the manifest of your last publish (one a leaked key signed may be in its place; docs/publishing.md)"
+            )
         }
-        if FileSystem.exists(layout.scratch) { try FileSystem.removeTree(layout.scratch) }
-        try FileSystem.makeDirectories(layout.scratch)
-        return (lock!, try ManifestDocument.load(layout.manifest))
+        return (lock, document)
     }
 
     /// The last stage of a publish or a promote, once the archives are in place: the tree listing (which
-    /// marks the version as published), the version log, then the manifest with this package entry and
-    /// sequence + 1 (`writeManifest`).
+    /// marks the version as published), the version log, then the manifest with this package entry,
+    /// sequence + 1 and the keys version it is signed under (`writeManifest`).
     package func writeRelease(
         _ entry: [String: Any], id: String, version: String, index: [UInt8], document: ManifestDocument,
-        expires: Date?, expiresIn: TimeInterval?, signer: (([UInt8]) throws -> [UInt8])?,
+        expires: Date?, expiresIn: TimeInterval?, signer: ManifestSigner,
         events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil,
         reports: ReportsChange? = nil
-    ) throws -> (sequence: Int, signed: Bool) {
+    ) throws -> (sequence: Int, signers: [String]) {
         try FileSystem.makeDirectories(layout.packageTrees(id))
         try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version))
         try recordVersion(version, id: id)
-        let next = try nextManifest(document, expires: expires, expiresIn: expiresIn) { document in
+        let next = try nextManifest(document, expires: expires, expiresIn: expiresIn, keysVersion: signer.keysVersion) {
+            document in
             document.replacePackage(object: entry, id: id)
             // The runtime object stays as the manifest has it unless this publish names one.
             if let runtime { document.setRuntime(runtime) }
@@ -194,13 +201,15 @@ package struct Publisher: Sendable {
     /// publish's expiry, checked as a device reads it (one this build's devices would refuse is never
     /// written). Writes nothing.
     package func nextManifest(
-        _ document: ManifestDocument, expires: Date?, expiresIn: TimeInterval?, edit: (inout ManifestDocument) -> Void
+        _ document: ManifestDocument, expires: Date?, expiresIn: TimeInterval?, keysVersion: Int?,
+        edit: (inout ManifestDocument) -> Void
     ) throws -> (bytes: [UInt8], sequence: Int) {
         var document = document
         let sequence = document.sequence + 1
         document.setSequence(sequence)
         edit(&document)
         document.setExpires(expiry(expires: expires, expiresIn: expiresIn))
+        document.setKeysVersion(keysVersion)
         let bytes = try document.encoded()
         let written = try Manifest(parsing: bytes, source: layout.manifest)
         if let expires = written.expires, expires <= clock.now() {
@@ -214,27 +223,32 @@ package struct Publisher: Sendable {
     /// signatures — the manifest and `manifest.json.minisig` last of all.
     package func writeManifest(
         _ next: (bytes: [UInt8], sequence: Int), id: String, record: PublishHistory.Record, expiresIn: TimeInterval?,
-        signer: (([UInt8]) throws -> [UInt8])?, events: (@Sendable (PublishEvent) -> Void)?
-    ) throws -> (sequence: Int, signed: Bool) {
+        signer: ManifestSigner, events: (@Sendable (PublishEvent) -> Void)?
+    ) throws -> (sequence: Int, signers: [String]) {
         events?(.writingManifest(sequence: next.sequence))
         try rememberExpiry(expiresIn)
         try FileSystem.makeDirectories(layout.packageTrees(id))
         try PublishHistory.append(record, to: layout.publishHistory(id: id))
-        let signature = try signer?(next.bytes)
-        if let signature {
-            // The immutable copy first: a device that finds `.minisig` out of step with the manifest
-            // fetches this one (docs/protocol.md#signatures).
+        let signatures = try signer.sign(next.bytes)
+        if let first = signatures.first {
+            // The copies named after the manifest's hash first: a device that finds `.minisig` out of step
+            // with the manifest fetches these (docs/protocol.md#signatures). One per key when a threshold is
+            // read from them (docs/protocol.md#keys-documents), or a device may trust another key than the first.
+            let digest = SHA256.hash(next.bytes).hex
             try FileSystem.makeDirectories(layout.signatures)
-            try FileSystem.writeAtomically(signature, to: layout.immutableSignature(manifestSHA256: SHA256.hash(next.bytes).hex))
+            for (keyID, file) in signatures where signer.document != nil || signatures.count > 1 {
+                try FileSystem.writeAtomically(file, to: layout.keySignature(manifestSHA256: digest, keyID: keyID))
+            }
+            try FileSystem.writeAtomically(first.bytes, to: layout.immutableSignature(manifestSHA256: digest))
         }
         try FileSystem.writeAtomically(next.bytes, to: layout.manifest)
-        if let signature {
-            try FileSystem.writeAtomically(signature, to: layout.signature)
+        if let first = signatures.first {
+            try FileSystem.writeAtomically(first.bytes, to: layout.signature)
         } else {
             FileSystem.discardFile(layout.signature)
         }
         try? FileSystem.removeTree(layout.scratch)
-        return (next.sequence, signature != nil)
+        return (next.sequence, signatures.map(\.keyID))
     }
 
     /// `expires` for this publish only; else `expiresIn` (given now, or remembered from an earlier

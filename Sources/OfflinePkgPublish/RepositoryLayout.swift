@@ -11,6 +11,9 @@ import OfflinePkg
 ///       trees/<id>/<version>.index                      "<sha256> <size> <path>" per file of a published version
 ///       trees/<id>/versions                             published versions, oldest first, one a line
 ///       signatures/<sha256 of manifest.json>.minisig    each manifest's signature under a name no edge holds stale
+///       signatures/<sha256>.<KEYID>.minisig             one per manifest key that signed it (a threshold)
+///       keys/<N>.json                                   keys documents, version 1, 2, … (never rewritten)
+///       keys/<N>.json.<KEYID>.minisig                   one per root key that signed version N
 ///       trees/<id>/history.jsonl                        one line per publish: version, time, notes, the entry
 ///       trees/expires-in                                `--expires-in` seconds, applied at every publish
 ///       .publish.lock                                   flock'd by the one publish at a time (not uploaded)
@@ -62,6 +65,13 @@ package struct RepositoryLayout: Sendable {
     package func temporary(_ name: String) -> String { scratch + "/" + name }
     package var signatures: String { root + "/signatures" }
     package func immutableSignature(manifestSHA256: String) -> String { signatures + "/\(manifestSHA256).minisig" }
+    /// One manifest key's signature of the manifest with this sha256.
+    package func keySignature(manifestSHA256: String, keyID: String) -> String {
+        signatures + "/\(manifestSHA256).\(keyID).minisig"
+    }
+    package var keys: String { root + "/keys" }
+    package func keysDocument(version: Int) -> String { keys + "/\(version).json" }
+    package func keysSignature(version: Int, keyID: String) -> String { keys + "/\(version).json.\(keyID).minisig" }
     package func publishHistory(id: String) -> String { packageTrees(id) + "/history.jsonl" }
     package var expiresIn: String { trees + "/expires-in" }
 

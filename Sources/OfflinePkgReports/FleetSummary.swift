@@ -84,7 +84,8 @@ package struct FleetSummary: Sendable, Codable, Equatable {
     static let maximumPoints = 60
 
     /// The summary of `database`'s events, the window being the `days` before `now`.
-    package static func make(_ database: ReportsDatabase, days: Int, now: Date = Date()) throws -> FleetSummary {
+    package static func make(_ database: ReportsDatabase, days: Int, now: Date? = nil) throws -> FleetSummary {
+        let now = now ?? database.clock.now()
         var rows = [ReportsDatabase.Row]()
         try database.eachRow { rows.append($0) }
         return make(rows, days: days, now: now)

@@ -16,6 +16,8 @@ import Synchronization
 ///                                                   PRIMARY KEY (event_id, package)
 package final class ReportsDatabase: Sendable {
     package let path: String
+    /// The time events are stamped as received with.
+    package let clock: WallClock
     private let connection: Mutex<SQLiteConnectionBox>
 
     /// The file's `application_id`: "opkr".
@@ -24,8 +26,9 @@ package final class ReportsDatabase: Sendable {
 
     /// Opens (creating it if need be) the database at `path`. `busyTimeout`: how long a write waits for
     /// another process's before it fails as locked.
-    package init(path: String, readOnly: Bool = false, busyTimeout: TimeInterval = 2) throws {
+    package init(path: String, readOnly: Bool = false, busyTimeout: TimeInterval = 2, clock: WallClock = .system) throws {
         self.path = path
+        self.clock = clock
         if readOnly && !FileManager.default.fileExists(atPath: path) {
             throw DatabaseFailure(.cannotWrite, "no reports database at \(path)")
         }
@@ -102,8 +105,9 @@ package final class ReportsDatabase: Sendable {
     }
 
     /// Stores `events` in one transaction; those already there are counted, not stored again.
-    package func store(_ events: [ReportEvent], receivedAt: Date = Date()) throws -> Stored {
-        try connection.withLock { box in
+    package func store(_ events: [ReportEvent], receivedAt: Date? = nil) throws -> Stored {
+        let receivedAt = receivedAt ?? clock.now()
+        return try connection.withLock { box in
             let connection = box.connection
             try connection.execute("BEGIN IMMEDIATE")
             do {

@@ -23,7 +23,7 @@ struct ReportsCommandTests {
         try await device.publish("3", ["--reports", "none"])
         #expect(try manifestReports(device) == nil)
         let site = device.scratch.path("sites/3")
-        let refused = try OfflinePkgBinary.run(
+        let refused = await InProcessCLI.run(
             [
                 "publish", site, "--repo", device.repo, "--id", "home", "--version", "4", "--route", "https://m.example.com/",
                 "--reports", "ftp://r.example.com/",
@@ -45,7 +45,7 @@ struct ReportsCommandTests {
         #expect((reports["bytes"] as? Int ?? 0) > 100)
         let failure = try #require(reports["lastFailure"] as? [String: Any])
         #expect((failure["message"] as? String)?.contains("127.0.0.1:1") == true)
-        let text = try OfflinePkgBinary.run(["sync", url, "--root", device.root, "--trust-key", device.key + ".pub"])
+        let text = await InProcessCLI.run(["sync", url, "--root", device.root, "--trust-key", device.key + ".pub"])
         #expect(text.status == 0)
         #expect(text.stderr.contains("install reports not sent, 1 kept for the next sync"), "\(text.stderr)")
         // A refused release is exit 4 with or without its report sent.
@@ -77,24 +77,24 @@ struct ReportsCommandTests {
 
     @Test func theReportsCommandsNeedWhatTheyNeed() async throws {
         let scratch = try TemporaryDirectory()
-        var result = try OfflinePkgBinary.run(["reports"])
+        var result = await InProcessCLI.run(["reports"])
         #expect(result.status == 2 && result.stderr.contains("reports needs one of: reports serve, reports import, reports show"))
-        result = try OfflinePkgBinary.run(["reports", "tally"])
+        result = await InProcessCLI.run(["reports", "tally"])
         #expect(result.status == 2 && result.stderr.contains("unknown command \"reports tally\""))
-        result = try OfflinePkgBinary.run(["reports", "serve"])
+        result = await InProcessCLI.run(["reports", "serve"])
         #expect(result.status == 2 && result.stderr.contains("reports serve needs --db FILE"))
-        result = try OfflinePkgBinary.run(["reports", "import", "--db", scratch.path("r.db")])
+        result = await InProcessCLI.run(["reports", "import", "--db", scratch.path("r.db")])
         #expect(result.status == 2 && result.stderr.contains("reports import needs <jsonl>..."))
-        result = try OfflinePkgBinary.run(["reports", "show", "--db", scratch.path("none.db")])
+        result = await InProcessCLI.run(["reports", "show", "--db", scratch.path("none.db")])
         #expect(result.status == 1 && result.stderr.contains("no reports database at \(scratch.path("none.db"))"))
         _ = try scratch.write("not sqlite at all, and long enough to be read as a header of one", to: "other.db")
-        result = try OfflinePkgBinary.run(["reports", "show", "--db", scratch.path("other.db")])
+        result = await InProcessCLI.run(["reports", "show", "--db", scratch.path("other.db")])
         #expect(result.status == 1 && result.stderr.contains("is not an intact SQLite database"), "\(result.stderr)")
-        result = try OfflinePkgBinary.run(["reports", "serve", "--db", scratch.path("r.db"), "--host", "nowhere.example"])
+        result = await InProcessCLI.run(["reports", "serve", "--db", scratch.path("r.db"), "--host", "nowhere.example"])
         #expect(
             result.status == 2 && result.stderr.contains("host nowhere.example is not an IPv4 or IPv6 address"),
             "\(result.stderr)")
-        result = try OfflinePkgBinary.run(["reports", "show", "--help"])
+        result = await InProcessCLI.run(["reports", "show", "--help"])
         #expect(
             result.status == 0
                 && result.stdout.contains("usage: offlinepkg reports show [--db FILE] [--days N] [--json] [--html OUT]"))

@@ -65,6 +65,12 @@ import Testing
             request.deltaCount = 0
             _ = try publisher.publish(request)
         }
+        try await Self.expectSyncByTheIndexDelta(updater, nginx: nginx, repo: repo, root: root)
+    }
+
+    /// Syncs `updater` to `repo`'s 3.0 and expects it to come by files with the index delta from
+    /// nginx, never the full index.
+    static func expectSyncByTheIndexDelta(_ updater: Updater, nginx: NginxServer, repo: String, root: String) async throws {
         // nginx's validators have one-second resolution.
         try FileManager.default.setAttributes(
             [.modificationDate: Date().addingTimeInterval(5)], ofItemAtPath: repo + "/manifest.json")
@@ -80,5 +86,40 @@ import Testing
         #expect(requests.contains { $0.uri.hasPrefix("/files/deltas/") && $0.status == 200 }, "\(Array(requests))")
         #expect(!requests.contains { $0.uri == "/" + reference.url }, "\(Array(requests))")
         #expect(try treeHash(of: installedTree(root: root, id: "app", version: "3.0", tree: entry.tree)) == entry.tree)
+    }
+
+    /// A release promoted to another channel brings the index deltas from the trees that channel
+    /// published, so its devices update by the delta there too; deltas from versions the channel never
+    /// had stay behind.
+    @Test func aDeviceOnAPromotedChannelOneReleaseBehindFetchesTheDelta() async throws {
+        let scratch = try TemporaryDirectory(prefix: "index-delta-promote")
+        chmod(scratch.path, 0o755)
+        let site = scratch.path("site")
+        let staging = scratch.path("staging")
+        let production = scratch.path("production")
+        let root = scratch.path("root")
+        let publisher = Publisher(repository: URL(fileURLWithPath: staging))
+        var reports = [PublishReport]()
+        for version in 1...3 {
+            try writeSite(DemoSite.files(version: version), to: site)
+            // No package deltas: the device goes by files.
+            var request = DemoSite.request(site: site, version: version)
+            request.deltaCount = 0
+            reports.append(try publisher.publish(request))
+        }
+        let channel = Publisher(repository: URL(fileURLWithPath: production))
+        _ = try channel.promote(id: "app", version: "1.0", from: URL(fileURLWithPath: staging))
+        let nginx = try NginxServer(documentRoot: production)
+        let store = try PackageStore(root: URL(fileURLWithPath: root), options: .init(watchInterval: 0))
+        let updater = Updater(store: store, manifestURL: nginx.url("manifest.json"), options: .init(retry: .init(attempts: 1)))
+        #expect(try await updater.sync().changes.first?.via == .archive)
+
+        _ = try channel.promote(id: "app", version: "3.0", from: URL(fileURLWithPath: staging))
+        let index = try #require(reports[2].fileIndex)
+        let layout = RepositoryLayout(root: production)
+        #expect(FileSystem.exists(layout.path(ofURL: layout.fileIndexDeltaURL(fromTree: reports[0].tree, index: index.sha256))))
+        // Staging's delta from 2.0, a tree no device of this channel holds, is not carried.
+        #expect(!FileSystem.exists(layout.path(ofURL: layout.fileIndexDeltaURL(fromTree: reports[1].tree, index: index.sha256))))
+        try await Self.expectSyncByTheIndexDelta(updater, nginx: nginx, repo: production, root: root)
     }
 }

@@ -48,7 +48,7 @@ struct CollectorFullDiskTests {
                 ).json, as: UTF8.self)
         }
         let lines = try scratch.write(late.joined(separator: "\n") + "\n", to: "late.jsonl")
-        let imported = try OfflinePkgBinary.run(["reports", "import", "--db", database, lines])
+        let imported = await InProcessCLI.run(["reports", "import", "--db", database, lines])
         #expect(
             imported.status == 1 && imported.stderr.contains("the disk is full"),
             "\(imported.status) \(imported.stdout) \(imported.stderr)")

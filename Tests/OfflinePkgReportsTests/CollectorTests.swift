@@ -179,7 +179,7 @@ struct CollectorTests {
         #expect(answer.status == 503 && answer.text.contains("is locked by another process"), "\(answer.text)")
         let lines = rig.scratch.path("events.jsonl")
         try Data(event("device-3", .activated, Self.home).json + [0x0a]).write(to: URL(fileURLWithPath: lines))
-        let imported = try OfflinePkgBinary.run(["reports", "import", "--db", rig.database, lines])
+        let imported = await InProcessCLI.run(["reports", "import", "--db", rig.database, lines])
         #expect(imported.status == 1)
         #expect(imported.stderr.contains("database \(rig.database) is locked by another process"), "\(imported.stderr)")
         holder.wait(timeout: 15)

@@ -5,7 +5,7 @@ import Testing
 @testable import OfflinePkg
 @testable import OfflinePkgReports
 
-/// Install reports (docs/protocol.md#install-reports) end to end on loopback: 50 device roots syncing with the `offlinepkg` binary through nginx,
+/// Install reports (docs/protocol.md#install-reports) end to end on loopback: 50 device roots syncing with the `offlinepkg` command line through nginx,
 /// which serves the repository and proxies `/reports` to `reports serve`, while the publisher releases
 /// three versions: one that fails on the devices its rollout reaches (a damaged archive), one that all
 /// take, one that some revert (their launch is never confirmed). The collector is down for one round;
@@ -31,10 +31,10 @@ struct FleetReportsTests {
         let did = Shared<[String: [String: Int]]>([:])
         private var publishes = 0
 
-        init() throws {
+        init() async throws {
             scratch = try TemporaryDirectory(prefix: "offlinepkg-fleet-reports")
             _ = try scratch.makeDirectory("repo")
-            try OfflinePkgBinary.run(["keygen", scratch.path("key")]).checked("keygen")
+            try await InProcessCLI.run(["keygen", scratch.path("key")]).checked("keygen")
             collector = try CollectorProcess(database: scratch.path("reports.db"))
             collectorPort = collector.port
             nginx = try NginxServer(
@@ -49,7 +49,7 @@ struct FleetReportsTests {
         func deviceID(_ device: Int) -> String { DeviceID.existing(CacheLayout(root: root(device))) ?? "?" }
 
         /// Publishes `id version` (a page and 2 KiB of its own), signed; `extra` options.
-        func publish(_ id: String, _ version: String, _ extra: [String] = []) throws {
+        func publish(_ id: String, _ version: String, _ extra: [String] = []) async throws {
             let site = scratch.path("sites/\(id)-\(version)")
             try writeSite(
                 [
@@ -58,7 +58,7 @@ struct FleetReportsTests {
                 ],
                 to: site)
             let route = id == "home" ? "https://m.example.com/" : "https://m.example.com/\(id)/"
-            try OfflinePkgBinary.run(
+            try await InProcessCLI.run(
                 [
                     "publish", site, "--repo", repo, "--id", id, "--version", version, "--route", route, "--sign-key",
                     key + ".key", "--quiet",
@@ -96,11 +96,11 @@ struct FleetReportsTests {
 
         /// Every device but `except` syncs, `parallel` at a time; returns the exit statuses by device.
         @discardableResult
-        func round(except: Set<Int> = []) throws -> [Int: Int32] {
+        func round(except: Set<Int> = []) async throws -> [Int: Int32] {
             let statuses = Shared<[Int: Int32]>([:])
-            try inParallel(FleetReportsTests.devices, width: FleetReportsTests.parallel) { device in
+            try await inParallel(FleetReportsTests.devices, width: FleetReportsTests.parallel) { device in
                 guard !except.contains(device) else { return }
-                let result = try OfflinePkgBinary.run(self.syncArguments(device), timeout: 60)
+                let result = await InProcessCLI.run(self.syncArguments(device))
                 try self.note(device, result)
                 statuses.with { $0[device] = result.status }
             }
@@ -142,13 +142,13 @@ struct FleetReportsTests {
     }
 
     @Test func theCollectorReceivesEveryEventOnceAndShowsTrueAdoption() async throws {
-        let fleet = try Fleet()
+        let fleet = try await Fleet()
         let collectorURL = "http://127.0.0.1:\(fleet.nginx.port)/reports"
 
         // Release 1 (home 1, docs 1), reports on: every device activates it.
-        try fleet.publish("home", "1", ["--reports", collectorURL])
-        try fleet.publish("docs", "1")
-        var statuses = try fleet.round()
+        try await fleet.publish("home", "1", ["--reports", collectorURL])
+        try await fleet.publish("docs", "1")
+        var statuses = try await fleet.round()
         #expect(statuses.values.allSatisfy { $0 == 0 } && statuses.count == Self.devices)
         for device in 0..<Self.devices {
             #expect(try fleet.launch(device, confirm: true) == .awaitingConfirmation(generation: 1, launch: 1))
@@ -156,16 +156,16 @@ struct FleetReportsTests {
 
         // docs 2, to 40 % of devices, with a damaged archive; the collector is down for this round. The
         // syncs that reach it fail (exit 4), the others succeed: no exit status says reports were lost.
-        try fleet.publish("docs", "2", ["--rollout", "40", "--deltas", "0", "--format", "tar.gz"])
+        try await fleet.publish("docs", "2", ["--rollout", "40", "--deltas", "0", "--format", "tar.gz"])
         try fleet.damage(fleet.repo + "/archives/docs/2/docs-2.tar.gz")
         fleet.collector.stop()
-        statuses = try fleet.round()
+        statuses = try await fleet.round()
         let reached = Set(
             (0..<Self.devices).filter { Rollout.bucket(deviceID: fleet.deviceID($0), packageID: "docs", version: "2") < 40 })
         #expect(!reached.isEmpty && reached.count < Self.devices)
         #expect(Set(statuses.filter { $0.value == 4 }.keys) == reached)
         #expect(statuses.filter { $0.value == 0 }.count == Self.devices - reached.count)
-        let queued = try OfflinePkgBinary.run(["status", "--root", fleet.root(reached.first!), "--json"]).checked("status").stdout
+        let queued = try await InProcessCLI.run(["status", "--root", fleet.root(reached.first!), "--json"]).checked("status").stdout
         let reports = try #require(
             (try JSONSerialization.jsonObject(with: Data(queued.utf8)) as? [String: Any])?["reports"] as? [String: Any])
         // Release 1's launch confirmation (recorded after that round's send) and this failure wait.
@@ -174,9 +174,9 @@ struct FleetReportsTests {
         fleet.collector = try CollectorProcess(database: fleet.database, port: fleet.collectorPort)
 
         // docs 3 mends it, with home 2: everyone activates and confirms the launch.
-        try fleet.publish("docs", "3", ["--rollout", "100"])
-        try fleet.publish("home", "2")
-        statuses = try fleet.round()
+        try await fleet.publish("docs", "3", ["--rollout", "100"])
+        try await fleet.publish("home", "2")
+        statuses = try await fleet.round()
         #expect(statuses.values.allSatisfy { $0 == 0 })
         for device in 0..<Self.devices {
             #expect(try fleet.launch(device, confirm: true) == .awaitingConfirmation(generation: 2, launch: 1))
@@ -185,7 +185,7 @@ struct FleetReportsTests {
         // home 3: two devices are killed in the middle of their send — one whose events the collector
         // stored without the device hearing it, one whose events never arrived. Ten never confirm the
         // launch, and revert.
-        try fleet.publish("home", "3")
+        try await fleet.publish("home", "3")
         fleet.collector.stop()
         let standIn = try CollectorProcess(database: fleet.database)
         let (storedThenKilled, killedBeforeStored) = (0, 1)
@@ -195,7 +195,7 @@ struct FleetReportsTests {
         let killed = try [storedThenKilled, killedBeforeStored].map {
             try ChildProcess(OfflinePkgBinary.path, fleet.syncArguments($0))
         }
-        try fleet.round(except: [storedThenKilled, killedBeforeStored])
+        try await fleet.round(except: [storedThenKilled, killedBeforeStored])
         let deadline = Date().addingTimeInterval(30)
         while proxy.held.count < 2 && Date() < deadline { usleep(10_000) }
         #expect(proxy.held.count == 2 && proxy.forwarded == [fleet.deviceID(storedThenKilled)])
@@ -217,7 +217,7 @@ struct FleetReportsTests {
         }
 
         // A last round sends what waited: the reverts, the confirmations, the killed devices' events.
-        statuses = try fleet.round()
+        statuses = try await fleet.round()
         #expect(statuses.values.allSatisfy { $0 == 0 })
         let stored = try fleet.stored()
         let truth = fleet.did.current
@@ -227,7 +227,7 @@ struct FleetReportsTests {
         #expect(try sqlite(fleet.database, "PRAGMA integrity_check") == "ok")
 
         // The adoption `reports show` gives is what the roots hold.
-        let shown = try OfflinePkgBinary.run(["reports", "show", "--db", fleet.database, "--json"]).checked("show")
+        let shown = try await InProcessCLI.run(["reports", "show", "--db", fleet.database, "--json"]).checked("show")
         let summary = try JSONDecoder().decode(FleetSummary.self, from: Data(shown.stdout.utf8))
         var onDisk = [String: [String: Int]]()
         for device in 0..<Self.devices {
@@ -252,7 +252,7 @@ struct FleetReportsTests {
         #expect(three.confirmed == Self.devices - reverting.count)
         #expect(home.versions.first { $0.version == "1" }?.confirmed == Self.devices)
 
-        let table = try OfflinePkgBinary.run([
+        let table = try await InProcessCLI.run([
             "reports", "show", "--db", fleet.database, "--html", fleet.scratch.path("fleet.html"),
         ])
         .checked("show").stdout

@@ -70,14 +70,14 @@ struct ImportAndShowTests {
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
     }
 
-    @Test func importStoresEachEventOnceAndNamesRefusedLines() throws {
+    @Test func importStoresEachEventOnceAndNamesRefusedLines() async throws {
         let scratch = try TemporaryDirectory(prefix: "offlinepkg-import")
         let events = Self.fleet(now: Date())
         try Self.writeLines(events, to: scratch.path("a.jsonl"))
         _ = try scratch.write(
             "{\"device\":\"d1\"}\nnot json\n" + String(decoding: events[0].json, as: UTF8.self) + "\n", to: "b.jsonl")
         let database = scratch.path("reports.db")
-        let first = try OfflinePkgBinary.run([
+        let first = await InProcessCLI.run([
             "reports", "import", "--db", database, scratch.path("a.jsonl"), scratch.path("b.jsonl"),
         ])
         #expect(first.status == 4, "\(first.stderr)")
@@ -87,20 +87,20 @@ struct ImportAndShowTests {
             ), "\(first.stdout)")
         #expect(first.stderr.contains("refused \(scratch.path("b.jsonl")):1: event.time: missing"), "\(first.stderr)")
         #expect(first.stderr.contains("refused \(scratch.path("b.jsonl")):2: events: not valid JSON"), "\(first.stderr)")
-        let again = try OfflinePkgBinary.run(["reports", "import", "--db", database, "--json", scratch.path("a.jsonl")])
+        let again = await InProcessCLI.run(["reports", "import", "--db", database, "--json", scratch.path("a.jsonl")])
         #expect(again.status == 0)
         let result = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any])
         #expect(result["stored"] as? Int == 0 && result["duplicates"] as? Int == events.count)
         #expect(try sqlite(database, "SELECT count(*) FROM events") == "\(events.count)")
     }
 
-    @Test func showGivesTheFleetsTrueNumbers() throws {
+    @Test func showGivesTheFleetsTrueNumbers() async throws {
         let scratch = try TemporaryDirectory(prefix: "offlinepkg-show")
         try Self.writeLines(Self.fleet(now: Date()), to: scratch.path("fleet.jsonl"))
         let database = scratch.path("reports.db")
-        try OfflinePkgBinary.run(["reports", "import", "--db", database, "--quiet", scratch.path("fleet.jsonl")]).checked(
+        try await InProcessCLI.run(["reports", "import", "--db", database, "--quiet", scratch.path("fleet.jsonl")]).checked(
             "import")
-        let shown = try OfflinePkgBinary.run(["reports", "show", "--db", database, "--json", "--html", scratch.path("page.html")])
+        let shown = try await InProcessCLI.run(["reports", "show", "--db", database, "--json", "--html", scratch.path("page.html")])
             .checked("show")
         let summary = try JSONDecoder().decode(FleetSummary.self, from: Data(shown.stdout.utf8))
         #expect(summary.devices == 10 && summary.events == 10 + 6 + 2 + 4 + 3 + 1 + 1)
@@ -122,7 +122,7 @@ struct ImportAndShowTests {
         let version = try #require(((json["packages"] as? [[String: Any]])?.first?["versions"] as? [[String: Any]])?.last)
         for key in ["version", "devices", "activated", "failed", "reverted"] { #expect(version[key] != nil, "\(key)") }
 
-        let table = try OfflinePkgBinary.run(["reports", "show", "--db", database]).checked("show").stdout
+        let table = try await InProcessCLI.run(["reports", "show", "--db", database]).checked("show").stdout
         #expect(table.contains("10 device(s), 27 event(s)"), "\(table)")
         let row = try #require(table.split(separator: "\n").first { $0.hasPrefix("  2 ") }).split(separator: " ")
         #expect(Array(row.prefix(8)) == ["2", "4", "6", "3", "2", "4", "33.3%", "33.3%"], "\(table)")

@@ -97,18 +97,18 @@ func sqlite(_ database: String, _ sql: String) throws -> String {
     return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
-/// Runs `count` jobs, at most `width` at once, on threads of their own (each may block on a process).
-func inParallel(_ count: Int, width: Int, _ job: @escaping @Sendable (Int) throws -> Void) throws {
-    let failures = Mutex<[String]>([])
-    let queue = OperationQueue()
-    queue.maxConcurrentOperationCount = width
-    for index in 0..<count {
-        queue.addOperation {
-            do { try job(index) } catch { failures.withLock { $0.append("job \(index): \(error)") } }
+/// Runs `count` jobs, at most `width` at once; throws the first failures once all have ended.
+func inParallel(_ count: Int, width: Int, _ job: @escaping @Sendable (Int) async throws -> Void) async throws {
+    let failures = Shared<[String]>([])
+    await withTaskGroup(of: Void.self) { group in
+        for index in 0..<count {
+            if index >= width { await group.next() }
+            group.addTask {
+                do { try await job(index) } catch { failures.with { $0.append("job \(index): \(error)") } }
+            }
         }
     }
-    queue.waitUntilAllOperationsAreFinished()
-    let all = failures.withLock { $0 }
+    let all = failures.current
     if !all.isEmpty { throw TestSupportError(all.prefix(5).joined(separator: "\n")) }
 }
 

@@ -15,8 +15,8 @@ struct SharedQueueTests {
         let collector = try ReportsCollector(database: try ReportsDatabase(path: scratch.path("reports.db")))
         try collector.start()
         defer { collector.stop() }
-        let device = try FleetDevice(scratch)
-        try device.publish("1", ["--reports", collector.url.appendingPathComponent("reports").absoluteString])
+        let device = try await FleetDevice(scratch)
+        try await device.publish("1", ["--reports", collector.url.appendingPathComponent("reports").absoluteString])
         let url = "file://" + device.repo + "/manifest.json"
         try device.sync(url).checked("first sync")
         let layout = CacheLayout(root: device.root)
@@ -31,7 +31,7 @@ struct SharedQueueTests {
             }
         }
         for version in 2...6 {
-            try device.publish("\(version)")
+            try await device.publish("\(version)")
             try device.sync(url).checked("sync \(version)")
         }
         await host.value
@@ -55,15 +55,15 @@ struct FleetDevice {
     var root: String { scratch.path("root") }
     var key: String { scratch.path("key") }
 
-    init(_ scratch: TemporaryDirectory) throws {
+    init(_ scratch: TemporaryDirectory) async throws {
         self.scratch = scratch
-        try OfflinePkgBinary.run(["keygen", scratch.path("key")]).checked("keygen")
+        try await InProcessCLI.run(["keygen", scratch.path("key")]).checked("keygen")
     }
 
-    func publish(_ version: String, _ extra: [String] = []) throws {
+    func publish(_ version: String, _ extra: [String] = []) async throws {
         let site = scratch.path("sites/\(version)")
         try writeSite([SiteFile("index.html", "home \(version)")], to: site)
-        try OfflinePkgBinary.run(
+        try await InProcessCLI.run(
             [
                 "publish", site, "--repo", repo, "--id", "home", "--version", version, "--route", "https://m.example.com/",
                 "--sign-key", key + ".key", "--quiet",

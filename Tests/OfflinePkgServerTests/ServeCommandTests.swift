@@ -37,7 +37,7 @@ import Glibc
         let scratch = try TemporaryDirectory()
         // A root that exists: on a missing one, serve stops first at "no cache root" (man/offlinepkg.1).
         _ = try scratch.makeDirectory("root")
-        let result = try run(OfflinePkgBinary.path, ["serve", "--root", scratch.path("root"), "--host", host], timeout: 10)
+        let result = await InProcessCLI.run(["serve", "--root", scratch.path("root"), "--host", host])
         #expect(result.status == 2)
         #expect(result.stderr.contains("not a loopback address"))
         #expect(result.stderr.contains("same device"))

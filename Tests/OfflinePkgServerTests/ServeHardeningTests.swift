@@ -154,8 +154,7 @@ import Glibc
         let connection = try RawConnection(port: serve.port)
         connection.send("GET /home/n.txt HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n")
         #expect(connection.readResponse()?.status == 404)
-        let refused = try run(
-            OfflinePkgBinary.path, ["serve", "--root", site.root, "--origin", "https://m.example.com/home/"])
+        let refused = await InProcessCLI.run(["serve", "--root", site.root, "--origin", "https://m.example.com/home/"])
         #expect(refused.status == 2 && refused.stderr.contains("--origin"), "\(refused.stderr)")
     }
 

@@ -18,6 +18,10 @@ package enum FailPoint: String, Sendable {
     case contentLink = "content-link"
     case beforeSwitch = "before-switch"
     case afterSwitch = "after-switch"
+    /// A newer keys version verified (docs/protocol.md#keys-documents), the root's state not written yet.
+    case keysVerified = "keys-verified"
+    /// The newer keys version and the rollback baseline it implies written, in one atomic write.
+    case keysSaved = "keys-saved"
     /// A collection (a sync's last stage, `gc`): one unused tree removed, the content only it linked not
     /// collected yet.
     case gcAfterTree = "gc-after-tree"

@@ -13,6 +13,10 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     case manifestExpired(source: String, expires: String)
     /// The manifest signature is missing, malformed, from an untrusted key, or wrong.
     case signatureRefused(source: String, reason: String)
+    /// A keys document (docs/protocol.md#keys-documents) is malformed, breaks the chain of versions, has
+    /// expired, or the manifest names a keys version this root cannot trust: `source` names the document or
+    /// manifest.
+    case keysRefused(source: String, reason: String)
     /// A download did not hash to what the manifest promised.
     case hashMismatch(what: String, expected: String, actual: String)
     /// A download or input is larger or smaller than it may be.
@@ -67,7 +71,7 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     public var category: Category {
         switch self {
         case .io, .transfer, .rangesRefused, .insufficientSpace, .corruptState, .unavailable, .rootNotWritable: .failure
-        case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused,
+        case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused, .keysRefused,
             .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused, .slowRetrieval,
             .invalidFileIndex:
             .refused
@@ -95,6 +99,8 @@ extension OfflinePkgError: CustomStringConvertible {
             "freeze protection refused manifest \(source): it expired at \(expires)"
         case .signatureRefused(let source, let reason):
             "signature check refused manifest \(source): \(reason)"
+        case .keysRefused(let source, let reason):
+            "keys check refused \(source): \(reason)"
         case .hashMismatch(let what, let expected, let actual):
             "sha256 mismatch for \(what): expected \(expected), got \(actual)"
         case .sizeMismatch(let what, let reason):
@@ -154,7 +160,9 @@ extension OfflinePkgError {
             switch parser.parseScalar(from: &input) {
             case .emptyInput: return out
             case .error(let length):
-                for byte in bytes[position..<position + length] { out += "\\x" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16) }
+                for byte in bytes[position..<position + length] {
+                    out += "\\x" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16)
+                }
                 position += length
             case .valid(let encoded):
                 position += encoded.count

@@ -35,11 +35,17 @@ package struct ManifestFetcher: Sendable {
         try await fetchSignature(at: Self.signatureURL(of: manifestURL), uncached: uncached)
     }
 
-    /// The signature at `url` (`.minisig` beside the manifest, or its immutable copy under
-    /// `signatures/`); nil when the server has none.
+    /// The signature at `url` (`.minisig` beside the manifest, or a copy under `signatures/`); nil when
+    /// the server has none.
     package func fetchSignature(at url: URL, uncached: Bool = false) async throws -> [UInt8]? {
+        try await fetchSmallFile(at: url, what: "signature", uncached: uncached)
+    }
+
+    /// A file of at most 64 KiB (a signature, a keys document) at `url`; nil when the server has none.
+    /// `what` names it in a size refusal.
+    package func fetchSmallFile(at url: URL, what: String, uncached: Bool = false) async throws -> [UInt8]? {
         do {
-            return try await get(url, headers: uncached ? Self.noCacheHeaders : [], limit: 64 << 10, what: "signature").1
+            return try await get(url, headers: uncached ? Self.noCacheHeaders : [], limit: 64 << 10, what: what).1
         } catch OfflinePkgError.transfer(_, .notFound) {
             return nil
         }
@@ -59,8 +65,29 @@ package struct ManifestFetcher: Sendable {
     /// `signatures/<sha256 of the manifest>.minisig` beside the manifest: the copy `publish` writes under
     /// a name no edge can hold stale, since it names the manifest bytes it signs.
     package static func immutableSignatureURL(of manifestURL: URL, manifestSHA256: String) -> URL {
-        URL(string: "signatures/\(manifestSHA256).minisig", relativeTo: manifestURL)?.absoluteURL
-            ?? manifestURL.deletingLastPathComponent().appendingPathComponent("signatures/\(manifestSHA256).minisig")
+        sibling("signatures/\(manifestSHA256).minisig", of: manifestURL)
+    }
+
+    /// `signatures/<sha256 of the manifest>.<KEYID>.minisig` beside the manifest: one signature of a
+    /// threshold of manifest keys (docs/protocol.md#keys-documents), one file per key.
+    package static func keySignatureURL(of manifestURL: URL, manifestSHA256: String, keyID: String) -> URL {
+        sibling("signatures/\(manifestSHA256).\(keyID).minisig", of: manifestURL)
+    }
+
+    /// `keys/<version>.json` beside the manifest (docs/protocol.md#keys-documents).
+    package static func keysDocumentURL(of manifestURL: URL, version: Int) -> URL {
+        sibling("keys/\(version).json", of: manifestURL)
+    }
+
+    /// `keys/<version>.json.<KEYID>.minisig`: one root key's signature of a keys document.
+    package static func keysSignatureURL(of manifestURL: URL, version: Int, keyID: String) -> URL {
+        sibling("keys/\(version).json.\(keyID).minisig", of: manifestURL)
+    }
+
+    /// A file at `path` (relative, no `..`) in the manifest's folder.
+    private static func sibling(_ path: String, of manifestURL: URL) -> URL {
+        URL(string: path, relativeTo: manifestURL)?.absoluteURL
+            ?? manifestURL.deletingLastPathComponent().appendingPathComponent(path)
     }
 
     private static let noCacheHeaders = [("Cache-Control", "no-cache"), ("Pragma", "no-cache")]

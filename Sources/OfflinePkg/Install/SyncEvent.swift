@@ -40,6 +40,10 @@ public enum SyncEvent: Sendable {
     /// The manifest or its signature did not pass, and is fetched once more with `Cache-Control:
     /// no-cache` (a stale CDN edge, docs/protocol.md#checking-the-manifest) before it is refused.
     case retryingUncached(reason: String)
+    /// The root now trusts a newer keys version for the manifest URL (docs/protocol.md#keys-documents): the
+    /// chain from `from` was verified version by version (nil: the shell shipped a newer document than the
+    /// root held), and `removed` names the key ids those versions dropped.
+    case keysUpdated(from: Int?, to: Int, removed: [String])
     /// The new active set was switched in.
     case activated(generation: Int)
     /// The sync failed as a whole; the active set is as it was.

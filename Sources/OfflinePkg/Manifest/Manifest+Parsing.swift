@@ -19,7 +19,7 @@ extension Manifest {
 }
 
 /// Walks the JSON tree and checks every rule of docs/protocol.md#the-manifest, naming the field of each failure.
-private struct ManifestReader {
+private struct ManifestReader: StrictFieldReader {
     let source: String
 
     func fail(_ field: String, _ reason: String) -> OfflinePkgError {
@@ -61,6 +61,11 @@ private struct ManifestReader {
             packages.append(package)
         }
         var manifest = Manifest(sequence: sequence, expires: expires, packages: packages)
+        // docs/protocol.md#keys-documents: the keys version the manifest is signed under.
+        if let keys = try integer(object["keys"], "keys", required: false) {
+            guard keys >= 1 else { throw fail("keys", "must be a keys version of at least 1, got \(keys)") }
+            manifest.keysVersion = keys
+        }
         if let runtime = object["runtime"], !runtime.isNull {
             manifest.runtime = try RuntimeConfiguration(json: runtime.foundationValue, source: source)
         }
@@ -155,62 +160,6 @@ private struct ManifestReader {
         let size = try integer(object["size"], "\(field).size", required: true)!
         guard size >= 0 else { throw fail("\(field).size", "must not be negative") }
         return RemoteFile(url: url, sha256: sha256, size: Int64(size))
-    }
-
-    /// What a string field may hold: `.identifier` for every value that names something (URLs, ids,
-    /// versions, routes, paths, hashes), where a control character is refused here, before the value
-    /// reaches a transport or a file system that would stop at a NUL or read it another way.
-    enum TextKind { case any, identifier }
-
-    func string(_ value: JSONValue?, _ field: String, required: Bool = true, text: TextKind = .any) throws -> String? {
-        guard let value, !value.isNull else {
-            if required { throw fail(field, "missing") }
-            return nil
-        }
-        guard let string = value.string else { throw fail(field, "expected a string, got \(describe(value))") }
-        if text == .identifier, let control = string.unicodeScalars.first(where: Self.isControl) {
-            throw fail(
-                field,
-                "\(quoted(string)) contains the control character U+\(String(format: "%04X", control.value)); "
-                    + "control characters are never allowed here")
-        }
-        return string
-    }
-
-    /// An integer written as one: `1.0`, `1e3` and `1.0000000000000000001` are not integers, whatever
-    /// their value, so that every reader of a signed manifest sees the same number or none.
-    func integer(_ value: JSONValue?, _ field: String, required: Bool) throws -> Int? {
-        guard let value, !value.isNull else {
-            if required { throw fail(field, "missing") }
-            return nil
-        }
-        guard let (literal, isInteger) = value.number else { throw fail(field, "expected an integer, got \(describe(value))") }
-        guard isInteger else { throw fail(field, "expected an integer, got \(literal), which is not an integer") }
-        guard let integer = Int(literal) else {
-            throw fail(field, "expected an integer, got \(literal), a number too large for 64 bits")
-        }
-        return integer
-    }
-
-    func describe(_ value: JSONValue) -> String {
-        switch value.kind {
-        case .null: "null"
-        case .boolean: "a boolean"
-        case .number: "the number \(value.number!.literal)"
-        case .string: "the string \(quoted(value.string!))"
-        case .array: "a list"
-        case .object: "an object"
-        }
-    }
-
-    /// A value from the manifest for a message: quoted, controls and quotes escaped, cut at 200 characters.
-    func quoted(_ text: String) -> String {
-        let cut = text.unicodeScalars.count > 200 ? String(String.UnicodeScalarView(text.unicodeScalars.prefix(200))) + "…" : text
-        return "\"" + OfflinePkgError.escaped(cut) + "\""
-    }
-
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value)
     }
 }
 

@@ -9,6 +9,9 @@ package struct Manifest: Sendable, Equatable {
     package var runtime: RuntimeConfiguration? = nil
     /// Where devices send their install reports (docs/protocol.md#install-reports, `reports.url`); nil: they send none.
     package var reportsURL: String? = nil
+    /// The keys document version whose manifest keys sign this manifest (`"keys"`,
+    /// docs/protocol.md#keys-documents); nil for a manifest signed by a fixed key, or not at all.
+    package var keysVersion: Int? = nil
 
     /// The highest manifest format this build reads.
     package static let supportedFormat = 1

@@ -8,6 +8,7 @@ import Foundation
 ///       active.json             the active set (and the one before it), switched by atomic rename
 ///       state.json              manifest validators, accepted sequence, last check time
 ///       manifest.json           the last accepted manifest, byte for byte (+ manifest.json.minisig)
+///       manifest.json.signatures  the signatures it was accepted with under a keys document, JSON
 ///       device-id               random UUID, for rollout buckets
 ///       lock                    flock'd by the one sync at a time
 ///       history.json            the last activations (bounded), rewritten atomically
@@ -43,6 +44,7 @@ public struct CacheLayout: Sendable, Equatable {
     package var state: String { root + "/state.json" }
     package var storedManifest: String { root + "/manifest.json" }
     package var storedSignature: String { root + "/manifest.json.minisig" }
+    package var storedSignatures: String { root + "/manifest.json.signatures" }
     package var deviceID: String { root + "/device-id" }
     package var lock: String { root + "/lock" }
     package var history: String { root + "/history.json" }

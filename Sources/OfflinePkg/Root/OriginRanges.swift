@@ -35,11 +35,14 @@ package final class OriginRanges: Sendable {
 
     private let path: String?
     private let records: Mutex<[String: Record]>
+    /// The time records are aged and stamped with.
+    private let clock: WallClock
 
     /// The records of `layout`'s root; a missing or unreadable file is no record. A `layout` of nil
     /// remembers nothing beyond this value (a dry run, which writes nothing).
-    package init(layout: CacheLayout?) {
+    package init(layout: CacheLayout?, clock: WallClock = .system) {
         path = layout?.origins
+        self.clock = clock
         let loaded = layout.flatMap { try? JSONCoding.load([String: Record].self, from: $0.origins) }
         records = Mutex(loaded ?? [:])
     }
@@ -52,7 +55,8 @@ package final class OriginRanges: Sendable {
     }
 
     /// The support remembered for `url`'s origin, if any, and not too old.
-    package func support(for url: URL, now: Double = Date().timeIntervalSince1970) -> RangeSupport? {
+    package func support(for url: URL) -> RangeSupport? {
+        let now = clock.now().timeIntervalSince1970
         guard let key = Self.key(url), let record = records.withLock({ $0[key] }) else { return nil }
         guard now - record.checked < Self.maximumAge, now >= record.checked else { return nil }
         return record.support
@@ -77,7 +81,8 @@ package final class OriginRanges: Sendable {
     }
 
     /// Records what an answer showed of `url`'s origin; written at once when it changes the record.
-    package func remember(_ support: RangeSupport, for url: URL, server: String?, now: Double = Date().timeIntervalSince1970) {
+    package func remember(_ support: RangeSupport, for url: URL, server: String?) {
+        let now = clock.now().timeIntervalSince1970
         guard let key = Self.key(url) else { return }
         let changed = records.withLock { records -> Bool in
             if let old = records[key], old.support == support, old.server == server, now - old.checked < Self.maximumAge / 2 {

@@ -31,6 +31,10 @@ package struct SyncState: Codable, Sendable, Equatable {
     package var lastError: SyncFailure?
     /// What the last activating sync changed, how each package came and its bytes (`status`).
     package var lastChanges: [PackageChange]?
+    /// What the root trusts per manifest URL (docs/protocol.md#keys-documents): kept here, in the file that
+    /// holds the rollback baselines, so that one atomic write changes a URL's trust and its baseline
+    /// together.
+    package var trust: [String: StoredTrust]?
 
     package init() {}
 
@@ -60,10 +64,24 @@ package struct SyncState: Codable, Sendable, Equatable {
     }
 }
 
-/// The manifest a device last accepted from one URL.
+/// The manifest a device last accepted from one URL: the rollback baseline.
 package struct AcceptedManifest: Codable, Sendable, Equatable {
     package var sequence: Int
     package var sha256: String?
+    /// The keys version the manifest named, when it was accepted under a keys document
+    /// (docs/protocol.md#keys-documents).
+    package var keysVersion: Int? = nil
+    /// The manifest keys and threshold it was accepted under (`KeysDocument.Role.fingerprint`); nil when
+    /// unsigned, or accepted by a build that did not record them. Under other manifest keys the sequence
+    /// is no baseline: the keys that signed it may be the leaked ones a rotation removed.
+    package var manifestKeys: String? = nil
+
+    package init(sequence: Int, sha256: String?, keysVersion: Int? = nil, manifestKeys: String? = nil) {
+        self.sequence = sequence
+        self.sha256 = sha256
+        self.keysVersion = keysVersion
+        self.manifestKeys = manifestKeys
+    }
 }
 
 /// The last failed sync of a root, as `status --json` shows it.

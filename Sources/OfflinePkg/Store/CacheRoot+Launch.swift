@@ -54,7 +54,7 @@ extension CacheRoot {
         guard stored?.confirmed != true, generation > 0 else { return }
         ReportQueue(layout: layout).record { device, state in
             ReportEvent(
-                device: device, time: Date(), event: .confirmed, sequence: record.current.sequence,
+                device: device, time: world.clock.now(), event: .confirmed, sequence: record.current.sequence,
                 packages: ReportEvent.packages(from: record.previous ?? .empty, to: record.current),
                 shellVersion: state.shellVersion)
         }

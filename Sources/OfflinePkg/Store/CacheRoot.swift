@@ -130,7 +130,7 @@ public struct CacheRoot: Sendable {
         switched()
         ReportQueue(layout: layout).record { device, state in
             ReportEvent(
-                device: device, time: Date(), event: .reverted, sequence: restored.sequence,
+                device: device, time: world.clock.now(), event: .reverted, sequence: restored.sequence,
                 packages: ReportEvent.packages(from: record.current, to: restored), shellVersion: state.shellVersion)
         }
         return restored

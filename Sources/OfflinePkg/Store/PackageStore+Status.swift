@@ -34,6 +34,65 @@ public struct StoreStatus: Sendable, Codable {
     /// Install reports (docs/protocol.md#install-reports): where they go and what waits in the queue; nil when reports are off
     /// and nothing is queued.
     public var reports: ReportsStatus? = nil
+    /// What the root trusts to sign each manifest URL's manifests (docs/protocol.md#keys-documents), by URL.
+    public var trust: [TrustStatus] = []
+}
+
+/// What a root trusts for one manifest URL: a keys document (its version, expiry, keys and thresholds) or
+/// fixed keys, remembered from the signed syncs of that URL.
+public struct TrustStatus: Sendable, Codable, Equatable {
+    public var manifestURL: String
+    /// `keys-document` (`--trust-root`) or `keys` (`--trust-key`).
+    public var kind: String
+    /// The keys version trusted, for a keys document.
+    public var keysVersion: Int?
+    public var expires: Date?
+    /// The root keys' ids and threshold, for a keys document.
+    public var rootKeys: [String]?
+    public var rootThreshold: Int?
+    /// The key ids that may sign manifests, and how many must.
+    public var manifestKeys: [String]
+    public var manifestThreshold: Int
+    /// Key ids that a keys version removed, with that version.
+    public var removedKeys: [String: Int]?
+    /// When the root first trusted this, or last moved it to a newer keys version.
+    public var since: Date
+    /// The last rollback baseline a change of the manifest keys reset (fast-forward recovery).
+    public var baselineReset: BaselineResetStatus?
+
+    package init(manifestURL: String, record: StoredTrust, anchor: TrustAnchor) {
+        self.manifestURL = manifestURL
+        let role = anchor.manifestRole
+        kind = anchor.document == nil ? "keys" : "keys-document"
+        keysVersion = anchor.keysVersion
+        expires = anchor.document?.expires
+        rootKeys = anchor.document?.root.keyIDs
+        rootThreshold = anchor.document?.root.threshold
+        manifestKeys = role.keyIDs
+        manifestThreshold = role.threshold
+        removedKeys = record.removed
+        since = record.since
+        baselineReset = record.baselineReset.map {
+            BaselineResetStatus(keysVersion: $0.keysVersion, sequence: $0.sequence, time: $0.time)
+        }
+    }
+}
+
+/// A rollback baseline dropped because the manifest keys changed.
+public struct BaselineResetStatus: Sendable, Codable, Equatable {
+    public var keysVersion: Int?
+    public var sequence: Int
+    public var time: Date
+}
+
+extension SyncState {
+    /// What the root trusts, URL by URL; a record that does not read is left out.
+    package func trustStatus() -> [TrustStatus] {
+        (trust ?? [:]).keys.sorted().compactMap { url in
+            guard let record = trust?[url], let anchor = try? record.anchor(source: "state") else { return nil }
+            return TrustStatus(manifestURL: url, record: record, anchor: anchor)
+        }
+    }
 }
 
 /// How much `content/` holds.
@@ -70,6 +129,7 @@ extension PackageStore {
         status.content = ContentStatus(files: usage.files, bytes: usage.bytes)
         status.lastSync = state.lastChanges
         status.reports = ReportQueue(layout: layout).status
+        status.trust = state.trustStatus()
         status.tls = LoopbackCertificate.stored(layout: layout).map { TLSStatus(certificate: $0.certificatePath, spkiSHA256: $0.spkiSHA256) }
         return status
     }

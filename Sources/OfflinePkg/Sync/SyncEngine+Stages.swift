@@ -7,7 +7,7 @@ extension SyncEngine {
     struct Start {
         var state: SyncState
         var record: ActiveRecord
-        /// What the stored manifest is judged with now (`evaluationInputs()`).
+        /// What the stored manifest is judged with now (`evaluationInputs(_:)`).
         var inputs: String
         /// Whether the last manifest came from this same URL (conditional requests, "unchanged").
         var sameSource: Bool
@@ -31,7 +31,8 @@ extension SyncEngine {
             record = try ActiveRecord.load(layout)
         }
         return Start(
-            state: state, record: record, inputs: evaluationInputs(), sameSource: state.manifestURL == manifestURL.absoluteString)
+            state: state, record: record, inputs: evaluationInputs(try resolveTrust(state)),
+            sameSource: state.manifestURL == manifestURL.absoluteString)
     }
 
     /// `--min-interval`: no request when the last successful check is young and nothing local changed.
@@ -54,20 +55,31 @@ extension SyncEngine {
         var unchanged: Bool
     }
 
-    /// Check and accept, then keep the manifest and its signature in the root (the copy a 304 brings
-    /// back); a dry run keeps nothing.
+    /// Check and accept, then keep the manifest and its signatures in the root (the copy a 304 brings
+    /// back); a dry run keeps nothing. A signed manifest accepted makes the root remember what it was signed
+    /// under (docs/protocol.md#keys-documents).
     func accept(_ start: Start, dryRun: Bool = false) async throws -> AcceptedRelease {
         var state = start.state
         state.lastAttempt = now()
-        let (checked, manifest) = try await checkAndAccept(state: state, sameSource: start.sameSource)
+        let (checked, manifest, trust) = try await checkAndAccept(state: &state, sameSource: start.sameSource, commit: !dryRun)
         attempt?.accepted(manifest)
         if case .fetched(_, let etag, let lastModified) = checked.response {
             state.etag = etag
             state.lastModified = lastModified
         }
+        var start = start
         let unchanged =
             start.sameSource && checked.sha256 == state.acceptedManifestSHA256 && state.evaluatedInputs == start.inputs
-        state.accept(AcceptedManifest(sequence: manifest.sequence, sha256: checked.sha256), from: manifestURL.absoluteString)
+        // A keys version followed in this sync is what the manifest is judged with from now on.
+        start.inputs = evaluationInputs(trust)
+        let source = manifestURL.absoluteString
+        let keysVersion = trust.anchor?.document == nil ? nil : manifest.keysVersion
+        state.accept(
+            AcceptedManifest(
+                sequence: manifest.sequence, sha256: checked.sha256, keysVersion: keysVersion,
+                manifestKeys: trust.anchor?.manifestRole.fingerprint),
+            from: source)
+        if let anchor = trust.anchor { state.remember(anchor, for: source, at: now()) }
         state.lastCheck = now()
         let accepted = AcceptedRelease(start: start, checked: checked, manifest: manifest, state: state, unchanged: unchanged)
         if dryRun { return accepted }
@@ -77,6 +89,12 @@ extension SyncEngine {
         } else if checked.signature == nil {
             // A signature left from an older manifest would not match the new one.
             FileSystem.discardFile(layout.storedSignature)
+        }
+        if checked.signaturesFromNetwork {
+            let texts = checked.signatures.map { String(decoding: Base64.encode($0), as: UTF8.self) }
+            try FileSystem.writeAtomically(JSONCoding.encode(texts), to: layout.storedSignatures)
+        } else if checked.signatures.isEmpty {
+            FileSystem.discardFile(layout.storedSignatures)
         }
         if case .fetched = checked.response { try FileSystem.writeAtomically(checked.bytes, to: layout.storedManifest) }
         return accepted

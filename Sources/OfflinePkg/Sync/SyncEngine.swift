@@ -35,7 +35,7 @@ package struct SyncEngine: Sendable {
         self.options = options
         self.world = world
         transport = (world.transport as? CurlTransport)?.sharingConnections() ?? world.transport
-        origins = OriginRanges(layout: layout)
+        origins = OriginRanges(layout: layout, clock: world.clock)
     }
 
     /// The unpack limits of this sync.
@@ -99,6 +99,12 @@ package struct SyncEngine: Sendable {
         var signature: [UInt8]?
         var signatureFromNetwork: Bool
         var requests: Int
+        /// Under a keys document: the signature files of its manifest keys (kept by the root after a
+        /// 304, or fetched), and whether they came from the network this time.
+        var signatures: [[UInt8]] = []
+        var signaturesFromNetwork = false
+        /// The key ids whose signatures were accepted.
+        var signers: [String] = []
 
         init(
             response: ManifestFetcher.Response, bytes: [UInt8], signature: [UInt8]?, signatureFromNetwork: Bool, requests: Int
@@ -112,103 +118,173 @@ package struct SyncEngine: Sendable {
         }
     }
 
-    /// Check, then accept. A manifest refused as a rollback, or a fresh one whose signature does not
-    /// verify, may be a CDN edge that holds an old copy of one of the two files: both are fetched once
-    /// more with `Cache-Control: no-cache` before the refusal stands (docs/protocol.md#checking-the-manifest).
-    func checkAndAccept(state: SyncState, sameSource: Bool) async throws -> (CheckedManifest, Manifest) {
-        let checked = try await check(conditionally: sameSource ? state : nil, uncached: false)
+    /// Check, then accept, under what the sync trusts (`resolveTrust`). A manifest refused as a rollback, a
+    /// fresh one whose signature does not verify, or one whose keys versions do not, may be a CDN edge
+    /// that holds an old copy of a file: everything is fetched once more with `Cache-Control: no-cache`
+    /// before the refusal stands (docs/protocol.md#checking-the-manifest). A newer keys version verified on the way is written to the
+    /// root when `commit` (not for `--dry-run`), and is in `state` either way.
+    func checkAndAccept(state: inout SyncState, sameSource: Bool, commit: Bool) async throws -> (
+        CheckedManifest, Manifest, SyncTrust
+    ) {
+        var trust = try resolveTrust(state)
+        var checked = try await check(conditionally: sameSource ? state : nil, uncached: false, trust: trust)
         do {
-            return (checked, try accept(checked, state: state))
+            let manifest = try await accept(&checked, state: &state, trust: &trust, uncached: false, commit: commit)
+            return (checked, manifest, trust)
         } catch let error as OfflinePkgError {
             switch error {
-            case .manifestRollback: break
+            case .manifestRollback, .keysRefused: break
             case .signatureRefused where !checked.response.isNotModified: break
             default: throw error
             }
             options.events?(.retryingUncached(reason: "\(error)"))
-            var again = try await check(conditionally: nil, uncached: true)
+            var again = try await check(conditionally: nil, uncached: true, trust: trust)
             again.requests += checked.requests
-            return (again, try accept(again, state: state))
+            let manifest = try await accept(&again, state: &state, trust: &trust, uncached: true, commit: commit)
+            return (again, manifest, trust)
         }
     }
 
-    /// The check stage: the manifest (conditionally, with the validators of `stored`, if any) and, when
-    /// keys are configured, its signature. A 304 brings back the stored copy.
-    private func check(conditionally stored: SyncState?, uncached: Bool) async throws -> CheckedManifest {
-        let fetcher = ManifestFetcher(
-            transport: transport, retry: options.retry, limits: options.retrievalLimits, deadline: options.manifestDeadline,
-            caBundle: options.caBundle)
+    /// The check stage: the manifest (conditionally, with the validators of `stored`, if any) and, under
+    /// fixed keys, its signature. A 304 brings back the stored copy and the signatures kept with it.
+    private func check(conditionally stored: SyncState?, uncached: Bool, trust: SyncTrust) async throws -> CheckedManifest {
+        let fetcher = manifestFetcher()
         options.events?(.checking(manifestURL: manifestURL.absoluteString))
         let response = try await fetcher.fetchManifest(
             manifestURL, etag: stored?.etag, lastModified: stored?.lastModified, uncached: uncached)
         var requests = 1
         let bytes: [UInt8]
         var signature: [UInt8]?
+        var kept = [[UInt8]]()
         switch response {
         case .notModified:
             options.events?(.manifestUnchanged)
             bytes = try FileSystem.read(layout.storedManifest, limit: Manifest.maximumSize)
             // Keys configured after the stored manifest was taken unsigned: its signature is fetched.
             signature = try? FileSystem.read(layout.storedSignature, limit: 64 << 10)
+            kept = Self.storedSignatures(layout)
         case .fetched(let fetched, _, _):
             bytes = fetched
         }
         var fromNetwork = false
-        if signature == nil && !options.trustedKeys.isEmpty {
+        guard case .keys(let keys) = trust.anchor else {
+            var checked = CheckedManifest(
+                response: response, bytes: bytes, signature: signature, signatureFromNetwork: false, requests: requests)
+            checked.signatures = kept
+            return checked
+        }
+        if signature == nil {
             signature = try await fetcher.fetchSignature(manifestURL, uncached: uncached)
             fromNetwork = true
             requests += 1
         }
         var checked = CheckedManifest(
             response: response, bytes: bytes, signature: signature, signatureFromNetwork: fromNetwork, requests: requests)
-        if fromNetwork && !verifies(bytes, signature) {
+        if fromNetwork && !verifies(bytes, signature, keys) {
             // An edge that cached `.minisig` at another time than the manifest: the copy named after the
-            // manifest's own hash cannot be out of step with it.
-            let url = ManifestFetcher.immutableSignatureURL(of: manifestURL, manifestSHA256: checked.sha256)
-            checked.requests += 1
-            if let immutable = try? await fetcher.fetchSignature(at: url), verifies(bytes, immutable) {
-                checked.signature = immutable
+            // manifest's own hash cannot be out of step with it. A manifest signed by several keys has
+            // one such file per key, the trusted one among them.
+            var candidates = [ManifestFetcher.immutableSignatureURL(of: manifestURL, manifestSHA256: checked.sha256)]
+            candidates += keys.map {
+                ManifestFetcher.keySignatureURL(of: manifestURL, manifestSHA256: checked.sha256, keyID: $0.keyID)
+            }
+            for url in candidates {
+                checked.requests += 1
+                if let file = try? await fetcher.fetchSignature(at: url), verifies(bytes, file, keys) {
+                    checked.signature = file
+                    break
+                }
             }
         }
         return checked
     }
 
-    private func verifies(_ bytes: [UInt8], _ signature: [UInt8]?) -> Bool {
+    private func verifies(_ bytes: [UInt8], _ signature: [UInt8]?, _ keys: [TrustedKey]) -> Bool {
         guard let signature else { return false }
         return
-            (try? SignatureVerifier.verify(
-                message: bytes, signature: signature, keys: options.trustedKeys, source: manifestURL.absoluteString)) != nil
+            (try? SignatureVerifier.verify(message: bytes, signature: signature, keys: keys, source: manifestURL.absoluteString))
+            != nil
     }
 
-    /// What the stored manifest was judged with: a change of either re-evaluates it after a 304.
-    func evaluationInputs() -> String {
-        let keys = options.trustedKeys.map(\.keyID).sorted().joined(separator: ",")
+    /// The threshold signatures the root kept with its stored manifest.
+    static func storedSignatures(_ layout: CacheLayout) -> [[UInt8]] {
+        guard let bytes = try? FileSystem.read(layout.storedSignatures, limit: 1 << 20),
+            let texts = try? JSONDecoder().decode([String].self, from: Data(bytes))
+        else { return [] }
+        return texts.compactMap { Base64.decode(Array($0.utf8)) }
+    }
+
+    /// What the stored manifest was judged with: a change of any of them re-evaluates it after a 304.
+    func evaluationInputs(_ trust: SyncTrust) -> String {
+        let keys: String
+        switch trust.anchor {
+        case .keys(let trusted): keys = trusted.map(\.keyID).sorted().joined(separator: ",")
+        case .document(let document): keys = "v\(document.version)-\(document.sha256.prefix(16))"
+        case nil: keys = ""
+        }
         return "shell=\(options.shellVersion ?? "*");keys=\(keys);limits=\(limits.maxEntries)/\(limits.maxBytes)"
     }
 
-    private func accept(_ checked: CheckedManifest, state: SyncState) throws -> Manifest {
-        let (bytes, signature) = (checked.bytes, checked.signature)
+    /// The accept stage: the signature (fixed keys) or the keys versions and a threshold of signatures (a
+    /// keys document), then the manifest's own rules, freeze and rollback protection. The rollback
+    /// baseline holds only under the manifest keys it was accepted under (fast-forward recovery,
+    /// docs/protocol.md#keys-documents); when they changed, `state` notes the reset.
+    private func accept(
+        _ checked: inout CheckedManifest, state: inout SyncState, trust: inout SyncTrust, uncached: Bool, commit: Bool
+    ) async throws -> Manifest {
+        let bytes = checked.bytes
         let source = manifestURL.absoluteString
-        if !options.trustedKeys.isEmpty {
-            guard let signature else {
-                throw OfflinePkgError.signatureRefused(
-                    source: source, reason: "no signature at \(source).minisig, and trusted keys are configured")
+        let manifest: Manifest
+        switch trust.anchor {
+        case nil:
+            manifest = try Manifest(parsing: bytes, source: source)
+        case .keys(let keys):
+            guard let signature = checked.signature else {
+                let reason =
+                    trust.remembered
+                    ? "no signature at \(source).minisig, and this root trusts \(trust.anchor!.summary) for it\(rememberedNote(trust))"
+                    : "no signature at \(source).minisig, and trusted keys are configured"
+                throw OfflinePkgError.signatureRefused(source: source, reason: reason)
             }
-            _ = try SignatureVerifier.verify(message: bytes, signature: signature, keys: options.trustedKeys, source: source)
+            _ = try SignatureVerifier.verify(message: bytes, signature: signature, keys: keys, source: source)
+            checked.signers = [try MinisignSignature(parsing: signature, source: source).keyID]
+            manifest = try Manifest(parsing: bytes, source: source)
+        case .document:
+            // Parsed before its signatures are checked: the manifest names the keys version they are
+            // checked under. The reader is the strict one either way (and fuzzed).
+            manifest = try Manifest(parsing: bytes, source: source)
+            try await followNamedKeys(
+                manifest, trust: &trust, state: &state, requests: &checked.requests, uncached: uncached, commit: commit)
+            guard case .document(let document) = trust.anchor else { preconditionFailure("a keys document stays one") }
+            if document.hasExpired(at: now()) {
+                throw OfflinePkgError.keysRefused(
+                    source: ManifestFetcher.keysDocumentURL(of: manifestURL, version: document.version).absoluteString,
+                    reason:
+                        "keys version \(document.version), the newest this root trusts for \(source), expired at \(RFC3339.format(document.expires!)) (freeze protection); the publisher must renew it (`offlinepkg keys rotate`) and publish a manifest that names the new version"
+                )
+            }
+            try await verifyThreshold(&checked, document: document, trust: trust, uncached: uncached)
         }
-        let manifest = try Manifest(parsing: bytes, source: source)
         if let expires = manifest.expires, expires <= now() {
             throw OfflinePkgError.manifestExpired(source: source, expires: RFC3339.format(expires))
         }
         // Per manifest URL: another URL is another channel, with a history of its own.
-        if let accepted = state.accepted(from: source)?.sequence {
-            if manifest.sequence < accepted {
-                throw OfflinePkgError.manifestRollback(
-                    source: source, reason: "sequence \(manifest.sequence) is lower than the accepted \(accepted)")
-            }
-            if manifest.sequence == accepted, let digest = state.accepted(from: source)?.sha256, digest != checked.sha256 {
-                throw OfflinePkgError.manifestRollback(
-                    source: source, reason: "sequence \(accepted) was accepted before with other content")
+        if let accepted = state.accepted(from: source) {
+            if let signedUnder = accepted.manifestKeys, case .document(let document) = trust.anchor,
+                signedUnder != document.manifest.fingerprint
+            {
+                // Accepted under other manifest keys: the sequence may be a leaked key's 2^63-1. Fixed keys
+                // (`--trust-key`) do not rotate, and keep their baseline whatever keys are given.
+                state.resetBaseline(for: source, keysVersion: document.version, at: now())
+            } else {
+                if manifest.sequence < accepted.sequence {
+                    throw OfflinePkgError.manifestRollback(
+                        source: source, reason: "sequence \(manifest.sequence) is lower than the accepted \(accepted.sequence)")
+                }
+                if manifest.sequence == accepted.sequence, let digest = accepted.sha256, digest != checked.sha256 {
+                    throw OfflinePkgError.manifestRollback(
+                        source: source, reason: "sequence \(accepted.sequence) was accepted before with other content")
+                }
             }
         }
         return manifest

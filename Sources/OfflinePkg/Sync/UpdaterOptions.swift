@@ -4,7 +4,13 @@ extension Updater {
     /// How an updater syncs. The defaults suit a CLI run; a host app sets `minInterval` and `trustedKeys`.
     public struct Options: Sendable {
         /// Minisign public keys; when non-empty, the manifest must carry a valid signature by one of them.
+        /// Fixed keys do not rotate: a fleet that must outlive its keys trusts a keys document instead
+        /// (`trustRoot`). Set one of the two.
         public var trustedKeys: [TrustedKey]
+        /// A keys document the shell ships (any version, docs/protocol.md#keys-documents): the device
+        /// follows the publisher's keys from it (rotation, revocation, thresholds), keeps per manifest URL
+        /// the newest version it has verified, and never goes back to an older one.
+        public var trustRoot: KeysDocument? = nil
         /// Skip the network when the last successful check is younger than this (seconds); also the
         /// period of background updates.
         public var minInterval: TimeInterval
@@ -48,9 +54,10 @@ extension Updater {
         public init(
             trustedKeys: [TrustedKey] = [], minInterval: TimeInterval = 0, jitter: TimeInterval = 0, jobs: Int = 4,
             shellVersion: String? = nil, stallTimeout: TimeInterval = 30, retry: RetryPolicy = .init(),
-            waitForLock: Bool = false, caBundle: String? = nil, events: SyncEventHandler? = nil
+            waitForLock: Bool = false, caBundle: String? = nil, events: SyncEventHandler? = nil, trustRoot: KeysDocument? = nil
         ) {
             self.trustedKeys = trustedKeys
+            self.trustRoot = trustRoot
             self.minInterval = minInterval
             self.jitter = jitter
             self.jobs = jobs

@@ -208,13 +208,13 @@ import Testing
         let authority = try #require(rig.authority)
         let root = try TemporaryDirectory(prefix: "origin-cacert")
         let url = rig.manifestURL.absoluteString
-        let refused = try OfflinePkgBinary.run(["sync", url, "--root", root.path, "--quiet"])
+        let refused = await InProcessCLI.run(["sync", url, "--root", root.path, "--quiet"])
         #expect(refused.status == 1, "\(refused.stderr)")
         #expect(refused.stderr.contains("certificate"), "\(refused.stderr)")
-        let missing = try OfflinePkgBinary.run(["sync", url, "--root", root.path, "--cacert", root.path("none.pem")])
+        let missing = await InProcessCLI.run(["sync", url, "--root", root.path, "--cacert", root.path("none.pem")])
         #expect(missing.status == 2, "\(missing.stderr)")
         #expect(missing.stderr.contains("--cacert"), "\(missing.stderr)")
-        let synced = try OfflinePkgBinary.run([
+        let synced = await InProcessCLI.run([
             "sync", url, "--root", root.path, "--cacert", authority.certificatePath, "--quiet",
         ])
         #expect(synced.status == 0, "\(synced.stderr)")

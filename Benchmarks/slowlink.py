@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-# A slow link on loopback, for benchmarks: a TCP proxy from 127.0.0.1:LISTEN to 127.0.0.1:UPSTREAM that
-# gives every byte the one-way delay of half the round trip and a bandwidth cap, as a phone's link does.
-# Each direction is one link shared by every connection (bytes queue behind each other at the cap),
-# then delayed; the TCP handshake itself is local, so a new connection costs no round trip of its own
-# (a TLS handshake still costs its round trip, as its bytes cross the link). Prints the port it listens
-# on (LISTEN 0: a free one), then serves until killed.
-#
-#   scripts/slow-link --upstream 8443 --rtt-ms 150 --rate-mbit 8 [--listen 0]
+"""A slow link on loopback, for the benchmark rows: a TCP proxy from 127.0.0.1:LISTEN to
+127.0.0.1:UPSTREAM that gives every byte the one-way delay of half the round trip and a bandwidth cap,
+as a phone's link does. Each direction is one link shared by every connection (bytes queue behind each
+other at the cap), then delayed; the TCP handshake itself is local, so a new connection costs no round
+trip of its own (a TLS handshake still costs its round trip, as its bytes cross the link). It needs no
+privileges (no tc netem). Prints the port it listens on (LISTEN 0: a free one), then serves until killed.
+
+    Benchmarks/slowlink.py --upstream 8443 --rtt-ms 150 --rate-mbit 8 [--listen 0]
+"""
 import argparse, asyncio, sys, time
 
 parser = argparse.ArgumentParser()
