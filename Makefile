@@ -89,12 +89,13 @@ fuzz: deps
 bench: release
 	Benchmarks/bench $(ROWS)
 
-# `make install [PREFIX=/usr/local] [DESTDIR=...]`: the release binary and the man page. BIN=path installs
+# `make install [PREFIX=/usr/local] [DESTDIR=...]`: the release binary, stripped (its symbols and debug
+# information are half its size and nothing on a device reads them), and the man page. BIN=path installs
 # a binary built elsewhere (the install test passes the one under test instead of building a release).
 PREFIX ?= /usr/local
 BIN ?=
 install: $(if $(BIN),,release)
-	install -D -m 755 "$(or $(BIN),$$($(SWIFT) build -c release --show-bin-path)/offlinepkg)" "$(DESTDIR)$(PREFIX)/bin/offlinepkg"
+	install -D -m 755 -s "$(or $(BIN),$$($(SWIFT) build -c release --show-bin-path)/offlinepkg)" "$(DESTDIR)$(PREFIX)/bin/offlinepkg"
 	install -D -m 644 man/offlinepkg.1 "$(DESTDIR)$(PREFIX)/share/man/man1/offlinepkg.1"
 
 # The fleet simulation: a caching nginx edge in front of an nginx origin, a few hundred device roots.

@@ -1,18 +1,17 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// A release CLI carries the Swift runtime and Foundation inside it: it starts faster (no symbol
-// lookups across the toolchain's shared libraries, most of what a `lookup` costs) and runs on a
-// device that has only the Debian libraries, no Swift toolchain. `-static-stdlib` is only the link
-// step of `swift build --static-swift-stdlib`, so the archives that Foundation's own static modules
-// would have named are named here. Debug builds (the tests', `make demo`'s) link them shared, and so does
-// a release build with OFFLINEPKG_SHARED_SWIFT=1 (a toolchain without `usr/lib/swift_static`).
+// A release CLI carries the Swift runtime and FoundationEssentials inside it: it starts without symbol
+// lookups across the toolchain's shared libraries (most of what a `lookup` costs) and runs on a device
+// that has only the Debian libraries, no Swift toolchain. No target a device runs imports full
+// Foundation (ICU's data, the corelibs; `scripts/check-targets` keeps it so), which keeps the stripped
+// binary under a third of the size. `-static-stdlib` is only the link step of `swift build --static-swift-stdlib`, so the archives
+// that FoundationEssentials' own static module would have named are named here. Debug builds (the
+// tests', `make demo`'s) link them shared, and so does a release build with OFFLINEPKG_SHARED_SWIFT=1
+// (a toolchain without `usr/lib/swift_static`).
 let staticSwiftRuntime: [LinkerSetting] = Context.environment["OFFLINEPKG_SHARED_SWIFT"] == "1" ? [] : [
     .unsafeFlags(
-        [
-            "-static-stdlib", "-l_CFURLSessionInterface", "-lcurl", "-lCoreFoundation", "-l_FoundationICU",
-            "-l_FoundationCShims", "-l_FoundationCollections", "-lstdc++",
-        ],
+        ["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections"],
         .when(platforms: [.linux], configuration: .release)
     )
 ]
@@ -21,24 +20,34 @@ let package = Package(
     name: "offlinepkg",
     products: [
         .library(name: "OfflinePkg", targets: ["OfflinePkg"]),
+        // `PackageStore.cachedResponse(for: URLRequest)`: links Foundation and FoundationNetworking.
+        .library(name: "OfflinePkgURLRequest", targets: ["OfflinePkgURLRequest"]),
         .library(name: "OfflinePkgServer", targets: ["OfflinePkgServer"]),
         .executable(name: "offlinepkg", targets: ["offlinepkg"]),
     ],
     targets: [
-        // System libraries from Debian. Each is imported by exactly one Swift module.
-        .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
-        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // Debian's libraries, each imported by exactly one Swift module. libarchive, libcrypto, libcurl,
+        // libmicrohttpd and libsqlite3 are C targets: the binary is not linked with them; their functions
+        // are stubs that load the library at its first call (`CSystemShims.h`), so a `lookup` or a `status`
+        // maps none of the forty libraries they bring, and a no-op sync libcurl's alone (docs/design.md,
+        // "Start-up and memory").
+        // Their headers come from libarchive-dev, libssl-dev, libcurl4-openssl-dev and libmicrohttpd-dev.
+        .target(name: "CArchive", dependencies: ["CSystemShims"]),
+        .target(name: "CCrypto", dependencies: ["CSystemShims"]),
+        .target(name: "CCurl", dependencies: ["CSystemShims"]),
+        .target(name: "CMicroHTTPD", dependencies: ["CSystemShims"]),
         // Imported by the publisher only (ZstdFrames.swift writes the chunked layout's frames).
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
-        // Imported by the reports collector only (OfflinePkgReports): a host never links SQLite.
-        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // Imported by the reports collector only (OfflinePkgReports): a host never links SQLite, and the CLI
+        // loads it as the four above (headers from libsqlite3-dev).
+        .target(name: "CSQLite", dependencies: ["CSystemShims"]),
 
         .target(name: "CSystemShims"),
         // The URL normaliser's sixteen-byte scans (SSE2, or two 64-bit words elsewhere): header only.
         .target(name: "CByteLanes"),
         .target(name: "OfflinePkg", dependencies: ["CArchive", "CByteLanes", "CCrypto", "CCurl", "CSystemShims"]),
+        // The URL hook's URLRequest form, for a host that opts into Foundation; the CLI never links it.
+        .target(name: "OfflinePkgURLRequest", dependencies: ["OfflinePkg"]),
         // The publisher (archives, manifest editing, signing, deltas): the CLI links it, a host never does.
         .target(name: "OfflinePkgPublish", dependencies: ["OfflinePkg", "CZstd"]),
         .target(name: "OfflinePkgServer", dependencies: ["OfflinePkg", "CMicroHTTPD"]),
@@ -53,7 +62,9 @@ let package = Package(
         // The test kit: temporary roots, real servers (nginx, a fault server), fixtures, and the command line
         // run in process (`InProcessCLI`) or as the binary.
         .target(name: "OfflinePkgTestSupport", dependencies: ["OfflinePkg", "OfflinePkgCLI"], path: "Tests/OfflinePkgTestSupport"),
-        .testTarget(name: "OfflinePkgTests", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgTestSupport"]),
+        .testTarget(
+            name: "OfflinePkgTests",
+            dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgTestSupport", "OfflinePkgURLRequest"]),
         .testTarget(name: "OfflinePkgPublishTests", dependencies: ["OfflinePkgPublish", "OfflinePkg", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgCLITests", dependencies: ["OfflinePkgCLI", "OfflinePkgTestSupport"]),
         .testTarget(name: "OfflinePkgServerTests", dependencies: ["OfflinePkgServer", "OfflinePkg", "OfflinePkgTestSupport"]),

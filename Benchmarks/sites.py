@@ -66,6 +66,29 @@ def real_files(root, count, folders=("/usr/share/doc",), largest=None, base="/")
     return picked
 
 
+def packages(source, files, count, into):
+    """`files` (relative to `source`, sorted) split into `count` packages of about the same number of
+    files, cut where the top-level folder changes; each package's files hard-linked into its own site,
+    `into(number)` (numbered from 1). Returns [(number, site, paths)] of the packages that got files."""
+    groups, current, last = [[] for _ in range(count)], 0, None
+    for i, path in enumerate(files):
+        top = path.split("/")[0]
+        if top != last:
+            current, last = min(count - 1, i * count // len(files)), top
+        groups[current].append(path)
+    made = []
+    for number, paths in enumerate(groups, 1):
+        if not paths:
+            continue
+        site = into(number)
+        os.makedirs(site, exist_ok=True)
+        for path in paths:
+            os.makedirs(os.path.dirname(os.path.join(site, path)), exist_ok=True)
+            os.link(os.path.join(source, path), os.path.join(site, path))
+        made.append((number, site, paths))
+    return made
+
+
 def python_docs(root, count):
     """Debian's Python 3.11 HTML docs (python3.11-doc: about 1,060 files, 67 MB) when installed and `count`
     reaches them, else a stand-in of `count` HTML pages of 8-118 KB in six folders. Returns what it made."""

@@ -26,7 +26,7 @@ def instructions(h, binary, root, urls, padding):
     counts = []
     for operations in (low, high):
         done = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-                               binary, root, urls, "1", str(operations)], capture_output=True, text=True,
+                               h.without_debug_info(binary), root, urls, "1", str(operations)], capture_output=True, text=True,
                               env=dict(os.environ, BENCH_STACK_PADDING=" " * padding, SWIFT_DETERMINISTIC_HASHING="1"))
         found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
         if done.returncode != 0 or not found:

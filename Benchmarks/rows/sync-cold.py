@@ -20,23 +20,9 @@ def measures(h, id):
 def run(h):
     count = h.size(3600, 60)
     files = sites.real_files(h.path("site"), count, base="/usr/share/doc")
-    # Four packages of about the same number of files, cut where the top-level folder changes.
-    packages, current, last = [[] for _ in range(4)], 0, None
-    for i, path in enumerate(files):
-        top = path.split("/")[0]
-        if top != last:
-            current, last = min(3, i * 4 // len(files)), top
-        packages[current].append(path)
     www = h.path("www")
     os.makedirs(www, exist_ok=True)
-    for number, paths in enumerate(packages, 1):
-        if not paths:
-            continue
-        site = h.path(f"site-p{number}")
-        os.makedirs(site, exist_ok=True)
-        for path in paths:
-            os.makedirs(os.path.dirname(os.path.join(site, path)), exist_ok=True)
-            os.link(os.path.join(h.path("site"), path), os.path.join(site, path))
+    for number, site, paths in sites.packages(h.path("site"), files, 4, lambda number: h.path(f"site-p{number}")):
         for format in FORMATS:
             h.opk("publish", site, "--repo", f"{www}/{format}", "--id", f"p{number}", "--version", "1",
                   "--route", f"https://m.example.com/p{number}/", "--entry", paths[0], "--format", format, "--quiet")

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 #if canImport(Glibc)
@@ -122,7 +122,11 @@ package struct OutputSink: Sendable {
     }
 
     /// The process's own stdout and stderr.
-    static let process = OutputSink(
-        standardOutput: { FileHandle.standardOutput.write(Data($0.utf8)) },
-        standardError: { FileHandle.standardError.write(Data($0.utf8)) })
+    static let process = OutputSink(standardOutput: { write($0, to: 1) }, standardError: { write($0, to: 2) })
+
+    /// Writes all of `text` to stdout (1) or stderr (2); a closed pipe or full disk drops the rest, as
+    /// there is nowhere left to report it.
+    private static func write(_ text: String, to descriptor: Int32) {
+        try? FileDescriptor(rawValue: descriptor).writeAll(Array(text.utf8), path: descriptor == 1 ? "stdout" : "stderr")
+    }
 }

@@ -30,9 +30,14 @@ struct CommandSpec: Sendable {
         var lines = ["usage: \(usage)", "", summary, ""]
         for option in options {
             let flag = option.value.map { "--\(option.name) \($0)" } ?? "--\(option.name)"
-            lines.append("  " + flag.padding(toLength: 26, withPad: " ", startingAt: 0) + option.help)
+            lines.append("  " + Self.padded(flag, to: 26) + option.help)
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// `text` and spaces up to `width` characters: the column of a help table (never cut).
+    static func padded(_ text: String, to width: Int) -> String {
+        text + String(repeating: " ", count: max(0, width - text.count))
     }
 }
 

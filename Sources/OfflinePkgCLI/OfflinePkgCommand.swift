@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 /// The `offlinepkg` command line: finds the command, parses its table, runs it, and is the one place
@@ -108,7 +108,7 @@ package enum OfflinePkgCommand {
     static var overview: String {
         var lines = ["usage: offlinepkg <command> [options]", "", "commands:"]
         for command in commands {
-            lines.append("  " + command.name.padding(toLength: 15, withPad: " ", startingAt: 0) + command.summary)
+            lines.append("  " + CommandSpec.padded(command.name, to: 15) + command.summary)
         }
         lines.append("")
         lines.append("`offlinepkg <command> --help` shows a command's options.")

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 import OfflinePkgPublish
 
@@ -119,10 +119,10 @@ enum PublishCommand {
     /// The `runtime` object in `path`, checked as a device checks the manifest's.
     static func runtimeRules(_ path: String) throws -> RuntimeConfiguration {
         let bytes = try FileSystem.read(path, limit: 1 << 20)
-        guard let value = try? JSONSerialization.jsonObject(with: Data(bytes)) else {
+        guard let document = try? JSONDocument(parsing: bytes) else {
             throw OfflinePkgError.invalidManifest(source: path, field: "runtime", reason: "not valid JSON")
         }
-        return try RuntimeConfiguration(json: value, source: path)
+        return try RuntimeConfiguration(json: document.root, source: path)
     }
 
     static func summary(_ report: PublishReport) -> String {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 import OfflinePkgReports
 
@@ -89,9 +89,9 @@ enum ReportsCommand {
             try ReportsDatabase(path: file, readOnly: true, clock: context.world.clock), days: days)
         if let out = arguments.value("html") {
             do {
-                try Data(summary.page.utf8).write(to: URL(fileURLWithPath: out), options: .atomic)
-            } catch {
-                throw OfflinePkgError.unavailable("cannot write \(out): \(error.localizedDescription)")
+                try FileSystem.writeAtomically(Array(summary.page.utf8), to: out, durable: false)
+            } catch let OfflinePkgError.io(_, _, errno) {
+                throw OfflinePkgError.unavailable("cannot write \(out): \(errno)")
             }
         }
         if arguments.flag("json") {

@@ -1,7 +1,8 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 import OfflinePkgServer
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -126,10 +127,11 @@ enum ServeCommand {
 /// SIGINT and SIGTERM, ignored from the moment this is made and taken by dispatch sources, so no
 /// handler runs in signal context and none that arrives before `wait()` is lost.
 final class TerminationSignals: @unchecked Sendable {
-    // Guarded by `lock`.
-    private let lock = NSLock()
-    private var fired = false
-    private var continuation: CheckedContinuation<Void, Never>?
+    private struct State {
+        var fired = false
+        var continuation: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
     private var sources: [any DispatchSourceSignal] = []
 
     init() {
@@ -145,9 +147,9 @@ final class TerminationSignals: @unchecked Sendable {
     /// Returns at the first SIGINT or SIGTERM since `init`.
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = lock.withLock { () -> Bool in
-                if fired { return true }
-                self.continuation = continuation
+            let resumeNow = state.withLock { state -> Bool in
+                if state.fired { return true }
+                state.continuation = continuation
                 return false
             }
             if resumeNow { continuation.resume() }
@@ -155,10 +157,10 @@ final class TerminationSignals: @unchecked Sendable {
     }
 
     private func fire() {
-        let pending = lock.withLock { () -> CheckedContinuation<Void, Never>? in
-            fired = true
-            defer { continuation = nil }
-            return continuation
+        let pending = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.fired = true
+            defer { state.continuation = nil }
+            return state.continuation
         }
         pending?.resume()
     }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 /// `trust --reset`: the one way to make a root forget what it trusts for a manifest URL

@@ -1,5 +1,5 @@
-import Foundation
 import OfflinePkg
+import FoundationEssentials
 
 /// A repository's `manifest.json` as a JSON document, edited in place: `publish` replaces one package
 /// and the sequence, and keeps every other value — fields this build does not know included — as it
@@ -17,7 +17,8 @@ package struct ManifestDocument {
         let bytes = try FileSystem.read(path, limit: Manifest.maximumSize)
         // Publishing on top of a manifest devices would refuse would only hide the problem.
         let parsed = try Manifest(parsing: bytes, source: path)
-        guard let object = try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+        // The strict parser has just read the same bytes as a manifest: this reading cannot fail.
+        guard let object = try? JSONTree.parse(bytes) as? [String: Any] else {
             throw OfflinePkgError.invalidManifest(source: path, field: "(document)", reason: "expected a JSON object")
         }
         return ManifestDocument(object: object, parsed: parsed)
@@ -97,10 +98,7 @@ package struct ManifestDocument {
     }
 
     package func encoded() throws -> [UInt8] {
-        var data = try JSONSerialization.data(
-            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        data.append(0x0a)
-        return Array(data)
+        JSONTree.encode(object, pretty: true) + [0x0a]
     }
 
     package static func json(_ entry: PackageEntry) -> [String: Any] {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 /// Who signs a manifest (docs/protocol.md#signatures, docs/protocol.md#keys-documents): the secret keys

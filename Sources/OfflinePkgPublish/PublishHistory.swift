@@ -1,5 +1,5 @@
 import OfflinePkg
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc

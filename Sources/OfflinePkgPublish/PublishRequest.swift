@@ -1,5 +1,5 @@
-import Foundation
 import OfflinePkg
+import FoundationEssentials
 
 /// What one `publish` should release: a site folder as one version of one package.
 package struct PublishRequest: Sendable, Equatable {

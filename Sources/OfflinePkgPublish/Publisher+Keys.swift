@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 /// What `keys init` or `keys rotate` wrote (docs/protocol.md#keys-documents).

@@ -1,5 +1,5 @@
-import Foundation
 import OfflinePkg
+import FoundationEssentials
 
 extension Publisher {
     /// Copies version `version` of package `id` from the repository `source` into this one and publishes
@@ -28,7 +28,7 @@ extension Publisher {
         }
         let index = try FileSystem.read(indexPath, limit: 256 << 20)
         let parsed = try Manifest(
-            parsing: Array(try JSONSerialization.data(withJSONObject: ["format": 1, "sequence": 1, "packages": [entry]])),
+            parsing: JSONTree.encode(["format": 1, "sequence": 1, "packages": [entry]] as [String: Any], pretty: false),
             source: "\(from.root) history of \(id) \(version)"
         ).packages[0]
         guard TreeHash.compute(try TreeIndexFile.decode(index, path: indexPath)) == parsed.tree else {
@@ -128,7 +128,7 @@ extension Publisher {
     static func publishedEntry(id: String, version: String, in repository: RepositoryLayout) throws -> [String: Any] {
         if let record = PublishHistory.load(repository.publishHistory(id: id)).last(where: { $0.version == version && $0.entry != nil }),
             let text = record.entry,
-            let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+            let object = try? JSONTree.parse(Array(text.utf8)) as? [String: Any]
         {
             return object
         }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 /// What `remove` does to a package of the manifest.

@@ -1,5 +1,5 @@
-import Foundation
 import OfflinePkg
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -193,7 +193,7 @@ package struct Publisher: Sendable {
         let record = PublishHistory.Record(
             version: version, publishedAt: clock.now(), sequence: next.sequence, notes: entry["notes"] as? String,
             mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
-            entry: String(decoding: try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]), as: UTF8.self))
+            entry: String(decoding: JSONTree.encode(entry, pretty: false), as: UTF8.self))
         return try writeManifest(next, id: id, record: record, expiresIn: expiresIn, signer: signer, events: events)
     }
 
@@ -257,7 +257,7 @@ package struct Publisher: Sendable {
         if let expires { return expires }
         if let expiresIn { return expiresIn > 0 ? clock.now().addingTimeInterval(expiresIn) : nil }
         let remembered = (try? FileSystem.read(layout.expiresIn, limit: 64)).flatMap {
-            TimeInterval(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+            TimeInterval(String(decoding: $0, as: UTF8.self).trimmingWhitespaceAndNewlines())
         }
         return remembered.flatMap { $0 > 0 ? clock.now().addingTimeInterval($0) : nil }
     }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 /// A repository's keys documents (docs/protocol.md#keys-documents), read from `keys/` and verified as a

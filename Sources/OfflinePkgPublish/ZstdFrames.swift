@@ -1,5 +1,5 @@
 internal import CZstd
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 #if canImport(Glibc)
@@ -50,9 +50,11 @@ package final class ZstdFrames {
         shared = Shared(inFlightLimit: inFlightLimit, workers: contexts.count)
         for context in contexts {
             let shared = shared
-            let thread = Thread { shared.work(with: context) }
-            thread.name = "zstd frames"
-            thread.start()
+            guard OSThread.start(name: "zstd frames", { shared.work(with: context) }) else {
+                // A queue short of a worker would wait for it for ever.
+                shared.close()
+                throw OfflinePkgError.io(path: "zstd frames", operation: "pthread_create", Errno(EAGAIN))
+            }
         }
     }
 
@@ -184,7 +186,7 @@ package final class ZstdFrames {
 
     /// The queue between the appending thread and the workers, guarded by `condition`.
     private final class Shared: @unchecked Sendable {
-        private let condition = NSCondition()
+        private let condition = ThreadCondition()
         private let inFlightLimit: Int
         /// Batches not yet taken by a worker, from `pending[head]` on; `taken` is the next one's number.
         private var pending = [Job?]()

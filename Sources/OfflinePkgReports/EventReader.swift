@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 /// Reads install reports as devices send them (docs/protocol.md#install-reports): a POST body (a JSON array of event objects)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension FleetSummary {
     /// `reports show --html`: one page that stands alone — inline CSS and SVG, no script, no font or

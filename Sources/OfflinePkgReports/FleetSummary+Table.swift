@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 extension FleetSummary {
@@ -51,7 +51,7 @@ extension FleetSummary {
 
     static func percent(_ rate: Double?) -> String {
         guard let rate else { return "-" }
-        return String(format: "%.1f%%", rate * 100)
+        return TextFormat.fixed(rate * 100, places: 1) + "%"
     }
 
     static func bytes(_ count: Int64) -> String { ByteCount.text(count) }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 /// What `reports show` says about a fleet (docs/protocol.md#install-reports), worked out in one pass over the stored events in

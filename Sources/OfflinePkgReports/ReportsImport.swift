@@ -1,5 +1,9 @@
-import Foundation
+import FoundationEssentials
 import OfflinePkg
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `offlinepkg reports import` (docs/protocol.md#install-reports): install reports that a log pipeline collected, as JSON lines —
 /// each line one event object, or one array of them (a POST body as logged). Stored as the collector
@@ -63,16 +67,17 @@ package enum ReportsImport {
     /// Calls `body` with each non-empty line of the file (numbered from 1), read in blocks, without its
     /// newline (or `\r\n`).
     static func eachLine(of path: String, _ body: (Int, [UInt8]) throws -> Void) throws {
-        let handle: FileHandle
+        let file: FileDescriptor
         if path == "-" {
-            handle = .standardInput
+            file = FileDescriptor(rawValue: 0)
         } else {
-            guard let opened = FileHandle(forReadingAtPath: path) else {
+            guard let opened = try? FileDescriptor.open(path, O_RDONLY) else {
                 throw OfflinePkgError.unavailable("cannot read \(path): no such file, or not readable")
             }
-            handle = opened
+            file = opened
         }
-        defer { if path != "-" { try? handle.close() } }
+        defer { if path != "-" { file.close() } }
+        var block = [UInt8](repeating: 0, count: 1 << 20)
         var pending = [UInt8]()
         var number = 0
         var skipping = false
@@ -83,12 +88,13 @@ package enum ReportsImport {
             if !line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { try body(number, Array(line)) }
         }
         while true {
-            let chunk: Data
-            do { chunk = try handle.read(upToCount: 1 << 20) ?? Data() } catch {
-                throw OfflinePkgError.unavailable("cannot read \(path): \(error.localizedDescription)")
+            let count = block.withUnsafeMutableBytes { Glibc.read(file.rawValue, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw OfflinePkgError.unavailable("cannot read \(path): \(Errno.current)")
             }
-            if chunk.isEmpty { break }
-            pending += chunk
+            if count == 0 { break }
+            pending += block[0..<count]
             var start = 0
             while let newline = pending[start...].firstIndex(of: 0x0a) {
                 if skipping {

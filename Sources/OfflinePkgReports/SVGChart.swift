@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+import OfflinePkg
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The inline SVG charts of the `reports show --html` page: drawn here as text, sized in pixels, no
 /// script, no font but the reader's own sans-serif.
@@ -106,10 +111,10 @@ enum SVGChart {
     }
 
     static func number(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
+        value == value.rounded() ? String(Int(value)) : TextFormat.fixed(value, places: 1)
     }
 
-    static func f(_ value: Double) -> String { String(format: "%.1f", value) }
+    static func f(_ value: Double) -> String { TextFormat.fixed(value, places: 1) }
 
     /// Text for HTML and SVG: `&`, `<`, `>` and quotes escaped.
     static func escape(_ text: String) -> String {

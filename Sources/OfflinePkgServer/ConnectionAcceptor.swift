@@ -1,5 +1,6 @@
 internal import CMicroHTTPD
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OfflinePkg
 import Synchronization
 
@@ -147,12 +148,12 @@ final class ConnectionAcceptor: Sendable {
 
     func start() {
         running.store(true, ordering: .releasing)
-        let thread = Thread { [self] in
+        let started = OSThread.start(name: "offlinepkg.accept") { [self] in
             acceptUntilWoken()
             finished.signal()
         }
-        thread.name = "offlinepkg.serve-accept"
-        thread.start()
+        // No thread to be had: nothing accepts, and `stop` must not wait for a thread that never ran.
+        if !started { finished.signal() }
     }
 
     /// Stops accepting, waits for the thread and closes the listener (connections still queued are

@@ -1,5 +1,6 @@
 internal import CMicroHTTPD
-import Foundation
+import FoundationEssentials
+import OfflinePkg
 import Synchronization
 
 #if canImport(Glibc)
@@ -146,14 +147,12 @@ final class ConnectionDeadlines: Sendable {
 
     func start() {
         let mine = generation.add(1, ordering: .acquiringAndReleasing).newValue
-        let thread = Thread { [self] in
+        OSThread.start(name: "offlinepkg.deadlines") { [self] in
             while generation.load(ordering: .acquiring) == mine {
-                Thread.sleep(forTimeInterval: 0.5)
+                OSThread.sleep(seconds: 0.5)
                 if generation.load(ordering: .acquiring) == mine { sweep() }
             }
         }
-        thread.name = "offlinepkg.serve-deadlines"
-        thread.start()
     }
 
     func stop() { generation.add(1, ordering: .acquiringAndReleasing) }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension LoopbackServer {
     /// How MHD runs connections.

@@ -1,5 +1,6 @@
 internal import CMicroHTTPD
-import Foundation
+import Dispatch
+import FoundationEssentials
 import OfflinePkg
 import Synchronization
 

@@ -1,5 +1,5 @@
 internal import CMicroHTTPD
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 
 /// The 400 rules of docs/protocol.md#the-loopback-server, beyond what MHD refuses itself (with `MHD_OPTION_STRICT_FOR_CLIENT` it

@@ -1,5 +1,5 @@
 internal import CMicroHTTPD
-import Foundation
+import FoundationEssentials
 import OfflinePkg
 import Synchronization
 
@@ -260,7 +260,7 @@ final class RuntimeExchange: Sendable {
     }
 
     // The thread-per-connection model blocks its own thread (not async code) until the answer is there.
-    private let condition = NSConditionBox()
+    private let condition = ThreadCondition()
 
     func wait() -> RuntimeAnswer? {
         condition.lock()
@@ -288,15 +288,6 @@ final class RuntimeExchange: Sendable {
     }
 
     deinit { endBody() }
-}
-
-/// `NSCondition` is not `Sendable` on Linux's Foundation; it is thread-safe, which this box states.
-private final class NSConditionBox: @unchecked Sendable {
-    private let condition = NSCondition()
-    func lock() { condition.lock() }
-    func unlock() { condition.unlock() }
-    func wait() { condition.wait() }
-    func broadcast() { condition.broadcast() }
 }
 
 /// The read end of a pass-through body's pipe, read by libcurl's thread (blocking reads are fine there).

@@ -204,6 +204,9 @@ struct PublishOperationsTests {
             .checked("make install")
         let version = try run(prefix + "/bin/offlinepkg", ["--version"]).checked("installed offlinepkg")
         #expect(version.stdout.hasPrefix("offlinepkg "))
+        // Installed stripped: no symbol table, no debug information.
+        let sections = try run("readelf", ["-S", "-W", prefix + "/bin/offlinepkg"]).checked("readelf").stdout
+        #expect(!sections.contains(".symtab") && !sections.contains(".debug_info"), "the installed binary is not stripped")
         let man = try run("man", ["-l", prefix + "/share/man/man1/offlinepkg.1"], environment: ["MANPAGER": "cat", "PATH": "/usr/bin:/bin"])
             .checked("man -l")
         #expect(man.stdout.contains("OFFLINEPKG") && man.stdout.contains("promote"))

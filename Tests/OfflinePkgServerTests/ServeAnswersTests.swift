@@ -75,7 +75,7 @@ import FoundationNetworking
             #expect(store.redirect(for: url) == nil, "\(url)")
         }
         let answer = try #require(
-            try await store.cachedResponse(for: URLRequest(url: URL(string: "https://m.example.com/help")!)))
+            try await store.cachedResponse(url: "https://m.example.com/help"))
         #expect(answer.status == 301 && answer.header("Location") == "https://m.example.com/help/")
     }
 

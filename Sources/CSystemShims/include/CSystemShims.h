@@ -25,4 +25,56 @@ int csystemshims_accept_cloexec(int fd, void *address, unsigned int *length);
 int csystemshims_set_pipe_capacity(int fd, int bytes);
 int csystemshims_pipe_capacity(int fd);
 
+// pthread_setname_np(3) names the calling thread as top and /proc show it (15 bytes and a NUL);
+// GNU-only in glibc's headers.
+int csystemshims_name_thread(const char *name);
+
+// Lazy loading of a shared library (CArchive, CCurl, CMicroHTTPD): the binary is not linked with the
+// library; each function of it the code calls is a stub of the same name that opens the library at its
+// first call (dlopen, by its soname) and jumps to the real function (dlsym), so a command that never
+// calls it never maps it or the libraries it needs. `*handle` and `*slot` are the caller's statics,
+// read and written atomically; the result is never NULL: where the library or the function is missing,
+// this says so on stderr and aborts, as the dynamic loader would have at start-up.
+void *csystemshims_lazy_symbol(const char *soname, void **handle, const char *name, void **slot);
+
+// A stub for `result name parameters` in `soname`; `arguments` names the parameters. For C files only.
+#define CSYSTEMSHIMS_LAZY_FUNCTION(soname, handle, result, name, parameters, arguments) \
+    result name parameters { \
+        static void *slot; \
+        void *function = __atomic_load_n(&slot, __ATOMIC_ACQUIRE); \
+        if (!function) function = csystemshims_lazy_symbol(soname, &handle, #name, &slot); \
+        return ((result(*) parameters)function) arguments; \
+    }
+
+// The same for a function that returns nothing.
+#define CSYSTEMSHIMS_LAZY_VOID_FUNCTION(soname, handle, name, parameters, arguments) \
+    void name parameters { \
+        static void *slot; \
+        void *function = __atomic_load_n(&slot, __ATOMIC_ACQUIRE); \
+        if (!function) function = csystemshims_lazy_symbol(soname, &handle, #name, &slot); \
+        ((void(*) parameters)function) arguments; \
+    }
+
+// A function `getter` returning `name`'s address in `soname` as `type`: for a variadic function, which
+// a stub cannot pass `...` on to, a wrapper calls it through a pointer of its variadic type.
+#define CSYSTEMSHIMS_LAZY_POINTER(soname, handle, type, getter, name) \
+    static type getter(void) { \
+        static void *slot; \
+        void *function = __atomic_load_n(&slot, __ATOMIC_ACQUIRE); \
+        if (!function) function = csystemshims_lazy_symbol(soname, &handle, name, &slot); \
+        return (type)function; \
+    }
+
+// A library's stub file (CArchive.c, CCrypto.c, CCurl.c, CMicroHTTPD.c) defines CSYSTEMSHIMS_SONAME and
+// then includes this header: its stubs are one line each, `LAZY(result, name, (parameters), (names))`.
+#ifdef CSYSTEMSHIMS_SONAME
+static void *csystemshims_library;
+#define LAZY(result, name, parameters, arguments) \
+    CSYSTEMSHIMS_LAZY_FUNCTION(CSYSTEMSHIMS_SONAME, csystemshims_library, result, name, parameters, arguments)
+#define LAZY_VOID(name, parameters, arguments) \
+    CSYSTEMSHIMS_LAZY_VOID_FUNCTION(CSYSTEMSHIMS_SONAME, csystemshims_library, name, parameters, arguments)
+#define LAZY_POINTER(type, getter, name) \
+    CSYSTEMSHIMS_LAZY_POINTER(CSYSTEMSHIMS_SONAME, csystemshims_library, type, getter, name)
+#endif
+
 #endif

@@ -1,5 +1,3 @@
-import Foundation
-
 /// Byte counts for people: `118 B`, `1.5 KiB`, `3.2 MiB`, in binary units, one decimal.
 package enum ByteCount {
     package static func text(_ bytes: Int64) -> String {
@@ -10,6 +8,6 @@ package enum ByteCount {
             value /= 1024
             unit += 1
         }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+        return unit == 0 ? "\(bytes) B" : TextFormat.fixed(value, places: 1) + " " + units[unit]
     }
 }

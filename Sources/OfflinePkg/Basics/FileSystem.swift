@@ -89,7 +89,7 @@ package enum FileSystem {
 
     /// The process that was writing `name` if it is a `writeAtomically` temporary (`x.tmp-1234`), else nil.
     package static func atomicWriter(ofTemporary name: String) -> pid_t? {
-        guard let range = name.range(of: temporarySuffix, options: .backwards), range.lowerBound > name.startIndex,
+        guard let range = name.ranges(of: temporarySuffix).last, range.lowerBound > name.startIndex,
             let pid = pid_t(name[range.upperBound...]), pid > 0, String(pid) == name[range.upperBound...]
         else { return nil }
         return pid

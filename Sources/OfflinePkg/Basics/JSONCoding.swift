@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Shared JSON settings for the files offlinepkg writes into a cache root.
 package enum JSONCoding {
@@ -58,8 +58,14 @@ package enum InternetDate {
             return value
         }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61,
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19)
+        else { return nil }
+        return date(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+    }
+
+    /// The UTC time of a calendar date and time, nil when one of them is out of range.
+    package static func date(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Date? {
+        guard (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61,
             // Foundation's calendar is Julian before the Gregorian reform: those dates are its to read.
             year >= 1583
         else { return nil }

@@ -1,20 +1,15 @@
 internal import CCrypto
 
-/// Incremental SHA-256 over OpenSSL's EVP interface (SHA-NI accelerated where the CPU has it).
+/// Incremental SHA-256 with OpenSSL's low-level functions (SHA-NI accelerated where the CPU has it);
+/// `CCrypto`'s shim says why not EVP.
 package final class SHA256 {
-    private let context: OpaquePointer
+    private var context = SHA256_CTX()
 
-    package init() {
-        // EVP_MD_CTX_new only fails on allocation failure, which Swift treats as fatal everywhere else too.
-        context = EVP_MD_CTX_new()!
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
-    }
-
-    deinit { EVP_MD_CTX_free(context) }
+    package init() { ccrypto_sha256_init(&context) }
 
     package func update(_ buffer: UnsafeRawBufferPointer) {
         guard buffer.count > 0 else { return }
-        EVP_DigestUpdate(context, buffer.baseAddress, buffer.count)
+        ccrypto_sha256_update(&context, buffer.baseAddress, buffer.count)
     }
 
     package func update(_ bytes: some Sequence<UInt8>) {
@@ -25,8 +20,7 @@ package final class SHA256 {
     /// Finishes the digest; the hasher must not be used afterwards.
     package func finalize() -> Digest {
         var bytes = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &bytes, &length)
+        ccrypto_sha256_final(&context, &bytes)
         return Digest(bytes: bytes)
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The wall-clock time as the library reads it. Every time a sync, a rollback, the runtime cache or a
 /// command records comes from one of these, handed in with the rest of the outside world (`World`), so

@@ -1,5 +1,5 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// One transfer's state, shared with libcurl's callbacks through an unretained pointer.
@@ -176,7 +176,7 @@ final class CurlTransfer: @unchecked Sendable {
     /// Headers arrive line by line; a new status line (after a redirect or a 100) starts over. Returns
     /// false to abort the transfer: at the end of an https response that redirects to http.
     func header(_ line: UnsafeRawBufferPointer) -> Bool {
-        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: line, as: UTF8.self).trimmingWhitespaceAndNewlines()
         if text.hasPrefix("HTTP/") {
             headers = [:]
             fields = []
@@ -187,7 +187,7 @@ final class CurlTransfer: @unchecked Sendable {
         if text.isEmpty { return !redirectsFromHTTPSToHTTP() && announceFinalHead() }
         guard let colon = text.firstIndex(of: ":") else { return true }
         let name = text[..<colon].lowercased()
-        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let value = text[text.index(after: colon)...].trimmingWhitespace()
         headers[name] = value
         fields.append((String(text[..<colon]), value))
         return true

@@ -1,5 +1,5 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// The transport for http, https and file URLs, on libcurl. Made with `CurlTransport()`, each transfer
@@ -9,10 +9,9 @@ import Synchronization
 package struct CurlTransport: Transport {
     private let session: CurlSession?
 
-    package init() {
-        _ = CurlTransport.globalInit
-        session = nil
-    }
+    /// Opens nothing: libcurl is loaded at the first transfer (CCurl), so a command or a host that makes
+    /// a `World` and never fetches never maps it.
+    package init() { session = nil }
 
     /// A transport whose transfers share connections (`CurlSession`): what a sync uses, so the manifest,
     /// the file index and the ranges after it cost no new handshake, and an HTTP/2 origin carries every
@@ -25,10 +24,7 @@ package struct CurlTransport: Transport {
     /// This transport with its transfers sharing connections: itself when they do already.
     package func sharingConnections() -> CurlTransport { session == nil ? .sharingConnections() : self }
 
-    private init(session: CurlSession) {
-        _ = CurlTransport.globalInit
-        self.session = session
-    }
+    private init(session: CurlSession) { self.session = session }
 
     // curl_global_init must run once, before any other thread uses libcurl; Swift runs this lazily, once.
     static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
@@ -37,13 +33,14 @@ package struct CurlTransport: Transport {
         _ request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
         onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void
     ) async throws -> TransferResponseHead {
+        _ = CurlTransport.globalInit
         let transfer = CurlTransfer(request: request, onResponse: onResponse, onBody: onBody)
         if let session { return try await session.perform(transfer) }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let thread = Thread { continuation.resume(with: transfer.perform()) }
-                thread.stackSize = 1 << 20
-                thread.start()
+                let body: @Sendable () -> Void = { continuation.resume(with: transfer.perform()) }
+                // Where no thread can be made (a process or thread limit), the transfer runs here rather than never.
+                if !OSThread.start(name: "offlinepkg.curl", stackSize: 1 << 20, body) { body() }
             }
         } onCancel: {
             transfer.cancelled.store(true, ordering: .relaxed)

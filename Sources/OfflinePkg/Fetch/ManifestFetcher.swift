@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Fetches the manifest (conditionally) and its signature, each into memory under a size cap and

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Turns what a user typed as a manifest location into a URL: http, https and file URLs as they are,
 /// anything else as a file path.

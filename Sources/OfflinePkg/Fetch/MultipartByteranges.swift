@@ -37,7 +37,7 @@ package struct MultipartByteranges {
 
     /// `boundary` from the response's `Content-Type`, e.g. `multipart/byteranges; boundary=00000000000000000001`.
     package init?(contentType: String) {
-        let parts = contentType.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+        let parts = contentType.split(separator: ";").map { $0.trimmingWhitespace() }
         guard let first = parts.first, first.lowercased() == "multipart/byteranges" else { return nil }
         guard let parameter = parts.dropFirst().first(where: { $0.lowercased().hasPrefix("boundary=") }) else { return nil }
         var boundary = String(parameter.dropFirst("boundary=".count))
@@ -107,7 +107,7 @@ package struct MultipartByteranges {
             }
             let header = String(decoding: text, as: UTF8.self)
             guard let colon = header.firstIndex(of: ":") else { throw GarbledPart(reason: "a part header without a colon") }
-            guard header[..<colon].trimmingCharacters(in: .whitespaces).lowercased() == "content-range" else { return }
+            guard header[..<colon].trimmingWhitespace().lowercased() == "content-range" else { return }
             guard let (range, total) = ContentRange.parse(String(header[header.index(after: colon)...])) else {
                 throw GarbledPart(reason: "a part's Content-Range is not bytes a-b/total: \(OfflinePkgError.escaped(header))")
             }
@@ -148,9 +148,9 @@ package struct MultipartByteranges {
 /// `Content-Range: bytes first-last/total` (RFC 9110 §14.4), the total required.
 enum ContentRange {
     static func parse(_ value: String) -> (ByteRange, Int64)? {
-        let text = value.trimmingCharacters(in: .whitespaces)
+        let text = value.trimmingWhitespace()
         guard text.lowercased().hasPrefix("bytes ") else { return nil }
-        let rest = text.dropFirst("bytes ".count).trimmingCharacters(in: .whitespaces)
+        let rest = text.dropFirst("bytes ".count).trimmingWhitespace()
         let halves = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard halves.count == 2, let total = Int64(halves[1]) else { return nil }
         let bounds = halves[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Fetches the spans of one `RangePlan.Request` with one GET and `Range: bytes=a-b,c-d,…`, reading the
 /// answer as it streams: a `206` with `multipart/byteranges`, or a single-part `206` (one span asked,

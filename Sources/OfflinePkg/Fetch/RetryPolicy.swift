@@ -1,4 +1,8 @@
-import Foundation
+import FoundationEssentials
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Retries with exponential backoff for connection errors, timeouts, stalls, slow patches and 408/429/5xx answers,
 /// honouring a server's `Retry-After` (capped, so a hostile server cannot park a sync for days).

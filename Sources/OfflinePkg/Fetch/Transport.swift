@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Moves bytes from a URL to the caller. The engine sees only this protocol, so tests can put their own
 /// transport in (it is `package`: a host app always gets `CurlTransport`, for http, https and file URLs).
@@ -109,19 +109,16 @@ package struct TransferResponseHead: Sendable {
         if let coding = headers["content-encoding"], coding.lowercased() != "identity" { return nil }
         if status == 206 {
             guard let range = headers["content-range"], let slash = range.lastIndex(of: "/") else { return nil }
-            return Int64(range[range.index(after: slash)...].trimmingCharacters(in: .whitespaces))
+            return Int64(range[range.index(after: slash)...].trimmingWhitespace())
         }
         guard status == 200, let length = headers["content-length"] else { return nil }
-        return Int64(length.trimmingCharacters(in: .whitespaces))
+        return Int64(length.trimmingWhitespace())
     }
 
     /// `Retry-After` in seconds (the delta-seconds form, or an HTTP date), if the server sent one.
     package var retryAfter: TimeInterval? {
-        guard let value = headers["retry-after"]?.trimmingCharacters(in: .whitespaces) else { return nil }
+        guard let value = headers["retry-after"]?.trimmingWhitespace() else { return nil }
         if let seconds = TimeInterval(value) { return max(0, seconds) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
+        return HTTPDate.parse(value).map { max(0, $0.timeIntervalSinceNow) }
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension ContentStore {
     /// A copy of an installed tree in staging, every file a link to held content where the store holds

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 #if canImport(Glibc)
@@ -8,7 +9,7 @@ import Glibc
 /// A flush of the file system holding a staging tree, started while the tree is still being written and
 /// waited for before the tree is staged. The writeback of a large tree is a kernel thread's work (the
 /// creates leave each file's blocks unallocated until then); started as soon as the unpacker has read
-/// its archive to the end (the lanes still hold up to 4 MiB each to write), it runs beside the lanes
+/// its archive to the end (the lanes still hold up to 1 MiB each to write), it runs beside the lanes
 /// instead of after them, and the commit's own flush finds little left to write.
 ///
 /// `syncfs` writes every dirty page of the file system, so it may start only once nothing of the sync

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// The index delta (`FileIndexDelta`): a device that holds a tree of the package fetches what changed

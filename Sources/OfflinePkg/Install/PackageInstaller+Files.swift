@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The file-level way (docs/protocol.md#chunked-archives-and-file-indexes) and the choice of the cheapest way.
 ///

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 /// Brings one package version onto disk as an installed, read-only tree: download (hashed while it

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 /// Where an operation builds trees before they are installed: folders under `staging/`, on the same

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The answer to a lookup: a file of an active tree and what a response for it needs.
 ///

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The one rule set for route prefixes, at `publish --route` and in every manifest a device reads:
 /// a route is written exactly as a browser sends its URLs, so that it can match them.
@@ -37,13 +37,13 @@ package enum RouteSyntax {
     private static func canonicalize(_ route: String) throws(Refusal) -> Canonical {
         func refuse(_ reason: String) -> Refusal { Refusal(reason: reason) }
         if let control = route.unicodeScalars.first(where: { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) }) {
-            throw refuse("contains the control character U+\(String(format: "%04X", control.value)), which no URL holds")
+            throw refuse("contains the control character \(TextFormat.codePoint(control)), which no URL holds")
         }
         var fixes = [String]()
         var rest = Substring(route)
         if rest.contains("\\") {
             // Browsers read "\" as "/" in http(s) URLs; the route would then name another place than it shows.
-            rest = Substring(rest.replacingOccurrences(of: "\\", with: "/"))
+            rest = Substring(rest.replacing("\\", with: "/"))
             fixes.append("a backslash is sent as /")
         }
         // Delimiters are found by Unicode scalar, never by Character: a combining mark after "/" makes
@@ -146,7 +146,8 @@ package enum RouteSyntax {
                 continue
             }
             // IDNA (UTS 46) maps a label to lowercase NFC before Punycode; that covers the names people write.
-            let mapped = label.lowercased().precomposedStringWithCanonicalMapping
+            // The standard library's own NFC (what Foundation's `precomposedStringWithCanonicalMapping` gives).
+            let mapped = String(decoding: label.lowercased()._nfcCodeUnits, as: UTF8.self)
             guard let encoded = Punycode.encode(mapped) else { throw Refusal(reason: "has a host label too long to encode") }
             labels.append("xn--" + encoded)
             internationalised = true
@@ -214,7 +215,7 @@ package enum RouteSyntax {
                     out.unicodeScalars.append(Unicode.Scalar(byte))
                 }
             }
-            let decoded = out.lowercased().replacingOccurrences(of: "%2e", with: ".")
+            let decoded = out.lowercased().replacing("%2e", with: ".")
             if decoded == "." || decoded == ".." {
                 dotSegments = true
                 if decoded == ".." && !segments.isEmpty { segments.removeLast() }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension Manifest {
     /// Parses and validates manifest bytes; `source` names the manifest in error messages.
@@ -67,7 +67,7 @@ private struct ManifestReader: StrictFieldReader {
             manifest.keysVersion = keys
         }
         if let runtime = object["runtime"], !runtime.isNull {
-            manifest.runtime = try RuntimeConfiguration(json: runtime.foundationValue, source: source)
+            manifest.runtime = try RuntimeConfiguration(json: runtime, source: source)
         }
         if let reports = object["reports"], !reports.isNull {
             guard let fields = reports.object else { throw fail("reports", "expected an object with a url, got \(describe(reports))") }
@@ -168,16 +168,9 @@ package enum RFC3339 {
     package static func parse(_ text: String) -> Date? {
         // RFC 3339 §5.6: "T" and "Z" may be lowercase; the other characters have no case.
         let text = text.uppercased()
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.date(from: text)
+        if let date = try? Date.ISO8601FormatStyle().parse(text) { return date }
+        return try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
     }
 
-    package static func format(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
-    }
+    package static func format(_ date: Date) -> String { Date.ISO8601FormatStyle().format(date) }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A parsed and validated `manifest.json` (format 1). One manifest is one release.
 package struct Manifest: Sendable, Equatable {

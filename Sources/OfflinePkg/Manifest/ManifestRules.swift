@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The rules of docs/protocol.md#package-entries for the values of one package entry, written once: the manifest parser checks
 /// what a device reads against them, and the publisher what it is asked to write, so a release

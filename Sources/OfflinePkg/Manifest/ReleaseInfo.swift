@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The release fields of a package entry that only inform the shell (docs/protocol.md#package-entries): `notes` and
 /// `mandatory`. Kept apart from the rest of the parser so it reads two values and nothing else.

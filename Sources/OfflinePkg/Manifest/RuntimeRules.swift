@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The manifest's optional `runtime` object (docs/protocol.md#the-runtime-object): how URLs that no package answers are cached.
 package struct RuntimeConfiguration: Sendable, Equatable {
@@ -82,26 +82,26 @@ package struct RuntimeLimits: Sendable, Equatable {
 }
 
 extension RuntimeConfiguration {
-    /// Reads and validates an already decoded `runtime` value (what `JSONSerialization` returns);
-    /// `source` and `field` name it in errors, as every other manifest error does.
-    package init(json value: Any, source: String, field: String = "runtime") throws {
+    /// Reads and validates the `runtime` value of a parsed JSON document (the manifest's, or a rules file
+    /// `publish --runtime` reads); `source` and `field` name it in errors, as every other manifest error does.
+    package init(json value: JSONValue, source: String, field: String = "runtime") throws {
         func fail(_ at: String, _ reason: String) -> OfflinePkgError {
             .invalidManifest(source: source, field: at, reason: reason)
         }
-        guard let object = value as? [String: Any] else { throw fail(field, "expected an object") }
-        guard let list = object["rules"] as? [Any] else { throw fail("\(field).rules", "expected a list") }
+        guard let object = value.object else { throw fail(field, "expected an object") }
+        guard let list = object["rules"]?.array else { throw fail("\(field).rules", "expected a list") }
         var rules = [RuntimeRule]()
         var seen = [String: Int]()
         for (index, item) in list.enumerated() {
             let at = "\(field).rules[\(index)]"
-            guard let rule = item as? [String: Any] else { throw fail(at, "expected an object") }
-            guard let prefix = rule["prefix"] as? String else { throw fail("\(at).prefix", "missing or not a string") }
+            guard let rule = item.object else { throw fail(at, "expected an object") }
+            guard let prefix = rule["prefix"]?.string else { throw fail("\(at).prefix", "missing or not a string") }
             guard let key = LookupURL.key(prefix), prefix.hasSuffix("/") else {
                 throw fail("\(at).prefix", "\"\(prefix)\" is not an absolute http or https URL prefix ending in /")
             }
             if let other = seen[key] { throw fail("\(at).prefix", "\(prefix) is already the prefix of rules[\(other)]") }
             seen[key] = index
-            guard let name = rule["strategy"] as? String else { throw fail("\(at).strategy", "missing or not a string") }
+            guard let name = rule["strategy"]?.string else { throw fail("\(at).strategy", "missing or not a string") }
             guard let strategy = RuntimeStrategy(rawValue: name) else {
                 throw fail(
                     "\(at).strategy",
@@ -115,8 +115,8 @@ extension RuntimeConfiguration {
                     timeout: timeout ?? RuntimeRule.defaultTimeout))
         }
         var limits = RuntimeLimits()
-        if let value = object["limits"], !(value is NSNull) {
-            guard let limitObject = value as? [String: Any] else { throw fail("\(field).limits", "expected an object") }
+        if let value = object["limits"], !value.isNull {
+            guard let limitObject = value.object else { throw fail("\(field).limits", "expected an object") }
             let at = "\(field).limits"
             if let memory = try JSONNumbers.integer(limitObject["memory"], "\(at).memory", in: 0...(1 << 40), fail) {
                 limits.memory = memory
@@ -144,55 +144,39 @@ extension RuntimeConfiguration {
     }
 }
 
-/// JSON numbers as `JSONSerialization` hands them back, told apart from booleans.
+/// The numbers of the `runtime` object: a JSON number (not a boolean), its value as a `Double`, and the
+/// number as written for messages.
 private enum JSONNumbers {
-    static func number(_ value: Any?, _ field: String, _ fail: (String, String) -> OfflinePkgError) throws -> NSNumber? {
-        guard let value, !(value is NSNull) else { return nil }
-        if value is NSDecimalNumber { throw fail(field, "expected a number, got one too large for 64 bits") }
-        guard let number = value as? NSNumber else { throw fail(field, "expected a number") }
-        // JSONSerialization hands back booleans as NSNumber too: type code "c", or a subclass.
-        if String(cString: number.objCType) == "c" || type(of: value) != NSNumber.self {
-            throw fail(field, "expected a number, got a boolean")
+    static func number(
+        _ value: JSONValue?, _ field: String, _ fail: (String, String) -> OfflinePkgError
+    ) throws -> (value: Double, literal: String)? {
+        guard let value, !value.isNull else { return nil }
+        guard let (literal, isInteger) = value.number else {
+            throw fail(field, value.boolean != nil ? "expected a number, got a boolean" : "expected a number")
         }
-        return number
+        if isInteger {
+            guard let integer = Int(literal) else { throw fail(field, "expected a number, got one too large for 64 bits") }
+            return (Double(integer), literal)
+        }
+        guard let double = Double(literal), double.isFinite else {
+            throw fail(field, "expected a number, got one too large for 64 bits")
+        }
+        return (double, literal)
     }
 
     static func integer(
-        _ value: Any?, _ field: String, in range: ClosedRange<Int>, _ fail: (String, String) -> OfflinePkgError
+        _ value: JSONValue?, _ field: String, in range: ClosedRange<Int>, _ fail: (String, String) -> OfflinePkgError
     ) throws -> Int? {
-        guard let number = try number(value, field, fail) else { return nil }
-        guard let integer = Int(exactly: number.doubleValue), range.contains(integer) else {
-            throw fail(field, "expected an integer from \(range.lowerBound) to \(range.upperBound), got \(number)")
+        guard let (number, literal) = try number(value, field, fail) else { return nil }
+        guard let integer = Int(exactly: number), range.contains(integer) else {
+            throw fail(field, "expected an integer from \(range.lowerBound) to \(range.upperBound), got \(literal)")
         }
         return integer
     }
 
-    static func seconds(_ value: Any?, _ field: String, _ fail: (String, String) -> OfflinePkgError) throws -> Double? {
-        guard let number = try number(value, field, fail) else { return nil }
-        let seconds = number.doubleValue
-        guard seconds > 0, seconds <= 600 else { throw fail(field, "expected seconds above 0 and at most 600, got \(number)") }
+    static func seconds(_ value: JSONValue?, _ field: String, _ fail: (String, String) -> OfflinePkgError) throws -> Double? {
+        guard let (seconds, literal) = try number(value, field, fail) else { return nil }
+        guard seconds > 0, seconds <= 600 else { throw fail(field, "expected seconds above 0 and at most 600, got \(literal)") }
         return seconds
-    }
-}
-
-extension JSONValue {
-    /// The value as `JSONSerialization` would hand it back (dictionaries, arrays, strings, NSNumber,
-    /// NSNull), for readers shared with JSON that did not come through the manifest's strict parser
-    /// (`publish --runtime` reads a rules file).
-    package var foundationValue: Any {
-        switch kind {
-        case .null: return NSNull()
-        case .boolean: return NSNumber(value: boolean ?? false)
-        case .string: return string ?? ""
-        case .number:
-            guard let (literal, isInteger) = number else { return NSNull() }
-            if isInteger, let integer = Int(literal) { return NSNumber(value: integer) }
-            return NSNumber(value: Double(literal) ?? .nan)
-        case .array: return (array ?? []).map(\.foundationValue)
-        case .object:
-            var dictionary = [String: Any]()
-            for (key, value) in object?.members ?? [] { dictionary[key] = value.foundationValue }
-            return dictionary
-        }
     }
 }

@@ -22,7 +22,7 @@ extension StrictFieldReader {
         if text == .identifier, let control = string.unicodeScalars.first(where: Self.isControl) {
             throw fail(
                 field,
-                "\(quoted(string)) contains the control character U+\(String(format: "%04X", control.value)); "
+                "\(quoted(string)) contains the control character \(TextFormat.codePoint(control)); "
                     + "control characters are never allowed here")
         }
         return string

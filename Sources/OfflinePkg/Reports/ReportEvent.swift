@@ -1,4 +1,8 @@
-import Foundation
+import FoundationEssentials
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One install report (docs/protocol.md#install-reports): what a device did — an activation, a failed sync, a revert or a
 /// launch confirmation — with exactly the fields docs/protocol.md#the-event lists and nothing else (no user data, no URL
@@ -111,7 +115,7 @@ package struct ReportEvent: Sendable, Equatable {
     /// A failure's message as an event may carry it: the root's path (which may hold a user name) as
     /// `<root>`, every URL without its user, query or fragment, cut to `maximumErrorBytes`.
     package static func sanitized(_ message: String, root: String) -> String {
-        var text = root.count > 1 ? message.replacingOccurrences(of: root, with: "<root>") : message
+        var text = root.count > 1 ? message.replacing(root, with: "<root>") : message
         text = JSONText.withoutURLSecrets(text)
         guard text.utf8.count > maximumErrorBytes else { return text }
         var cut = ""
@@ -200,7 +204,7 @@ package enum JSONText {
         guard text.contains("://") else { return text }
         var result = ""
         var rest = Substring(text)
-        while let marker = rest.range(of: "://") {
+        while let marker = rest.firstRange(of: "://") {
             // The URL runs from its scheme (letters before "://") to the next space or quote.
             var start = marker.lowerBound
             while start > rest.startIndex, rest[rest.index(before: start)].isLetter { start = rest.index(before: start) }

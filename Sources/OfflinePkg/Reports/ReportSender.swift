@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Sends a root's queued reports to the collector (docs/protocol.md#install-reports): one POST of a JSON array, under the same

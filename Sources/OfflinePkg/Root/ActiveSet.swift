@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One installed package as the active set records it: everything a lookup needs, without the manifest.
 public struct InstalledPackage: Codable, Sendable, Equatable {

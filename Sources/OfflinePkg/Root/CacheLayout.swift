@@ -1,4 +1,8 @@
-import Foundation
+import FoundationEssentials
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The one authority on where things live in a cache root: no code in Store, Sync or Fetch joins a
 /// path of the root's layout itself. (Inside a tree it was handed, the unpacker and `DeltaApplier`
@@ -165,7 +169,7 @@ public struct CacheLayout: Sendable, Equatable {
     public static func defaultRoot(environment: [String: String]) -> String {
         if let root = environment["OFFLINEPKG_ROOT"], !root.isEmpty { return root }
         if let data = environment["XDG_DATA_HOME"], !data.isEmpty { return data + "/offlinepkg" }
-        let home = environment["HOME"] ?? NSHomeDirectory()
+        let home = environment["HOME"] ?? getpwuid(getuid()).flatMap { $0.pointee.pw_dir.map { String(cString: $0) } } ?? "/"
         return home + "/.local/share/offlinepkg"
     }
 

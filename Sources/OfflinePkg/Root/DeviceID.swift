@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A cache root's device ID: a random UUID made once and kept in `device-id`, for rollout buckets
 /// (docs/protocol.md#who-takes-a-release) and install reports (docs/protocol.md#install-reports).
@@ -14,7 +14,7 @@ package enum DeviceID {
     /// The ID if the root has one already; nil rather than making one.
     package static func existing(_ layout: CacheLayout) -> String? {
         guard let bytes = try? FileSystem.read(layout.deviceID, limit: 1024) else { return nil }
-        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: bytes, as: UTF8.self).trimmingWhitespaceAndNewlines()
         return text.isEmpty ? nil : text
     }
 }

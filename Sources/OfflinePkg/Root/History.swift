@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One activation as `status` lists it: which set, when, and the package versions it served. Routes,
 /// trees and archives stay in `active.json`; history only has to say what was live when.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Launch confirmation (CodePush's notifyAppReady): after a switch, the host confirms that the new set
 /// launched. A set still unconfirmed after `launchesBeforeRevert` launches is reverted to the set before

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// How an origin answers `Range` requests (SPEC §13), as file-level updates found out.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What a root trusts for one manifest URL, kept in `state.json` beside the rollback baseline so that one
 /// atomic write changes both (docs/protocol.md#keys-documents): a `kill -9` while keys are updated leaves

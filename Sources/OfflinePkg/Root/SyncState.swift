@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What a cache root remembers between syncs about the manifest: validators for conditional requests,
 /// the accepted sequence for rollback protection, and the inputs the stored manifest was judged with.

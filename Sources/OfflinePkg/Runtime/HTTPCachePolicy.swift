@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The rules of RFC 9111 the runtime cache applies as a private cache: what may be stored, which
 /// headers travel with a stored answer, how a 304 updates it, and how `Vary` keys it.
@@ -21,7 +21,7 @@ package enum HTTPCachePolicy {
         var dropped = hopByHop
         for field in fields where field.name.lowercased() == "connection" {
             for name in field.value.split(separator: ",") {
-                dropped.insert(name.trimmingCharacters(in: .whitespaces).lowercased())
+                dropped.insert(name.trimmingWhitespace().lowercased())
             }
         }
         return fields.filter { !dropped.contains($0.name.lowercased()) }
@@ -32,10 +32,10 @@ package enum HTTPCachePolicy {
         var directives = [String: String]()
         for field in fields where field.name.lowercased() == "cache-control" {
             for part in field.value.split(separator: ",") {
-                let item = part.trimmingCharacters(in: .whitespaces)
+                let item = part.trimmingWhitespace()
                 guard !item.isEmpty else { continue }
                 if let equals = item.firstIndex(of: "=") {
-                    let value = item[item.index(after: equals)...].trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+                    let value = item[item.index(after: equals)...].trimming { $0 == "\"" || $0 == " " }
                     directives[item[..<equals].lowercased()] = value
                 } else {
                     directives[item.lowercased()] = ""
@@ -50,7 +50,7 @@ package enum HTTPCachePolicy {
         var names = Set<String>()
         for field in fields where field.name.lowercased() == "vary" {
             for name in field.value.split(separator: ",") {
-                let name = name.trimmingCharacters(in: .whitespaces).lowercased()
+                let name = name.trimmingWhitespace().lowercased()
                 if !name.isEmpty { names.insert(name) }
             }
         }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A request the runtime cache answers: an absolute URL, a method, the request's header fields, and
 /// for methods other than GET and HEAD the body, pulled as it is sent upstream.

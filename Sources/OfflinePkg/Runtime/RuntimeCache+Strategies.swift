@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension RuntimeCache {
     /// The answer when it needs no wait on the network (a fresh or usable stored copy, offline mode);

@@ -1,5 +1,9 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The runtime cache (docs/protocol.md#the-runtime-cache): answers URLs that no package holds — API answers, other hosts'
 /// images — per the rule of the manifest's `runtime` object their URL matches, from the store under
@@ -143,7 +147,7 @@ public final class RuntimeCache: Sendable {
     static func upstreamURL(_ url: String, rule: RuntimeRule) -> String {
         var url = url
         if let hash = url.firstIndex(of: "#") { url = String(url[..<hash]) }
-        guard let separator = url.range(of: "://"), let ruleSeparator = rule.prefix.range(of: "://") else { return url }
+        guard let separator = url.firstRange(of: "://"), let ruleSeparator = rule.prefix.firstRange(of: "://") else { return url }
         return rule.prefix[..<ruleSeparator.lowerBound].lowercased() + url[separator.lowerBound...]
     }
 }

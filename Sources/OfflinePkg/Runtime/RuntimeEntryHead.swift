@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What the runtime cache keeps of one stored answer besides its body: the `.meta` file, which is
 /// also the index entry (a body no head names is an orphan that `gc` removes).

@@ -1,5 +1,9 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What `status --json` reports of the runtime cache (docs/protocol.md#the-runtime-cache): what is stored and how requests went.
 public struct RuntimeCacheStatus: Sendable, Codable, Equatable {
@@ -48,14 +52,12 @@ final class RuntimeStatistics: Sendable {
 
     init(path: String) {
         self.path = path
-        let thread = Thread { [self] in
+        OSThread.start(name: "offlinepkg.stats") { [self] in
             while !stopped.load(ordering: .acquiring) {
-                Thread.sleep(forTimeInterval: 0.5)
+                OSThread.sleep(seconds: 0.5)
                 flush()
             }
         }
-        thread.name = "offlinepkg.runtime-stats"
-        thread.start()
     }
 
     func stop() {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -27,7 +27,7 @@ extension RuntimeStore {
         var named = Set<String>()
         for name in FileSystem.contents(of: layout.runtimeEntries) {
             let path = layout.runtimeEntries + "/" + name
-            if let range = name.range(of: ".tmp-") {
+            if let range = name.firstRange(of: ".tmp-") {
                 if writerIsGone(name[range.upperBound...].split(separator: "-").first) { garbage.append(path) }
             } else if let head = readHead(path) {
                 named.insert(head.body)

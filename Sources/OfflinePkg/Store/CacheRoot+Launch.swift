@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What `recordLaunch` decided.
 public enum LaunchDecision: Sendable, Equatable {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension CacheRoot {
     /// What this root trusts, manifest URL by manifest URL (docs/protocol.md#keys-documents; `status`,

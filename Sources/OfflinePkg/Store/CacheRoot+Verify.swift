@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A file of an active tree that no longer matches what was installed (or, with `packageID`
 /// `TreeDamage.runtimeCache`, a broken runtime-cache entry).

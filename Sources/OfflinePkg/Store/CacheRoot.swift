@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A cache root opened for writing: the one owner of what changes in a root — its lock, its state,
 /// syncs (an `Updater` runs them through it), rollback, garbage collection, verify and repair (see

@@ -1,9 +1,5 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
-
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 extension PackageStore {
     /// The runtime cache of this root, opened with `Options.runtime` at first use.
@@ -21,10 +17,13 @@ extension PackageStore {
     /// (`redirect(for:)`), else the runtime
     /// cache's answer per the manifest's rule for it; nil when neither a package nor a rule covers it
     /// (the hook lets the request go on as it would without offlinepkg). Other methods than GET and
-    /// HEAD on a rule's URLs go to the network unchanged, with `httpBody` as their body.
-    public func cachedResponse(for request: URLRequest) async throws -> CachedResponse? {
-        guard let url = request.url?.absoluteString else { return nil }
-        let method = (request.httpMethod ?? "GET").uppercased()
+    /// HEAD on a rule's URLs go to the network unchanged, with `body` as their body. A host that holds a
+    /// `URLRequest` passes it whole through the `OfflinePkgURLRequest` product's
+    /// `cachedResponse(for:)`, which calls this.
+    public func cachedResponse(
+        url: String, method: String = "GET", headers: [(name: String, value: String)] = [], body: Data? = nil
+    ) async throws -> CachedResponse? {
+        let method = method.uppercased()
         if method == "GET" || method == "HEAD", let resource = resolve(url) {
             return CachedResponse(
                 status: 200,
@@ -40,26 +39,25 @@ extension PackageStore {
         }
         let cache = try runtimeCache()
         guard let rule = cache.rule(for: url) else { return nil }
-        let fields = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
-        var runtimeRequest = RuntimeRequest(url: url, method: method, fields: fields)
-        if let body = request.httpBody {
+        var runtimeRequest = RuntimeRequest(url: url, method: method, fields: headers)
+        if let body {
             let reader = DataReader(body)
             runtimeRequest.body = { reader.read(into: $0) }
             runtimeRequest.bodyLength = Int64(body.count)
         }
         let answer = await cache.answer(runtimeRequest, rule: rule)
-        let body: CachedResponse.Body
+        let answerBody: CachedResponse.Body
         switch answer.body {
-        case .empty: body = .data(Data())
-        case .data(let data): body = .data(data)
-        case .stored(let path, _): body = .file(URL(fileURLWithPath: path))
+        case .empty: answerBody = .data(Data())
+        case .data(let data): answerBody = .data(data)
+        case .stored(let path, _): answerBody = .file(URL(fileURLWithPath: path))
         case .transient(let path, _):
             // Not stored: read once, then gone.
             defer { FileSystem.discardFile(path) }
-            body = .data(Data(try FileSystem.read(path, limit: Int.max)))
+            answerBody = .data(Data(try FileSystem.read(path, limit: Int.max)))
         }
         return CachedResponse(
-            status: answer.status, headers: answer.fields, body: method == "HEAD" ? .data(Data()) : body,
+            status: answer.status, headers: answer.fields, body: method == "HEAD" ? .data(Data()) : answerBody,
             cacheStatus: answer.cacheStatus)
     }
 }

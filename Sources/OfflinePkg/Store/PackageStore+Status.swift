@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// What `status` shows: the active set, the one before it, recent history and the last check.
 public struct StoreStatus: Sendable, Codable {
@@ -115,7 +115,7 @@ extension PackageStore {
         let record = try ActiveRecord.load(layout)
         let state = try SyncState.load(layout)
         let deviceID = (try? FileSystem.read(layout.deviceID, limit: 1024)).map {
-            String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            String(decoding: $0, as: UTF8.self).trimmingWhitespaceAndNewlines()
         }
         let history = History.load(layout)
         var status = StoreStatus(

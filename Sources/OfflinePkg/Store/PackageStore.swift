@@ -1,6 +1,10 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A cache root opened for reading: answers URL lookups from the active set, instantly and in process,
 /// and reports its status and every switch (`activations`). It changes nothing in the root but its own
@@ -265,10 +269,10 @@ private final class ActiveSetWatcher: Sendable {
     func start(interval: TimeInterval, onChange: @escaping @Sendable () -> Void) {
         let path = path
         // The thread holds the watcher (an Atomic cannot be captured alone); stop() ends it.
-        let thread = Thread { [self] in
+        OSThread.start(name: "offlinepkg.watch") { [self] in
             var last = Self.identity(path)
             while true {
-                Thread.sleep(forTimeInterval: interval)
+                OSThread.sleep(seconds: interval)
                 if stopped.load(ordering: .acquiring) { return }
                 let now = Self.identity(path)
                 if now != last {
@@ -277,8 +281,6 @@ private final class ActiveSetWatcher: Sendable {
                 }
             }
         }
-        thread.name = "offlinepkg.active-set-watcher"
-        thread.start()
     }
 
     func stop() { stopped.store(true, ordering: .releasing) }

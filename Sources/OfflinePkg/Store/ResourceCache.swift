@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// The bytes of small, hot files, for hosts that answer a web view's scheme handler from memory

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The diff of a manifest against what is active: the set to switch to, what must be fetched for it,
 /// and what gating held back. An unchanged package costs nothing, not even a request.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The rollout bucket of docs/protocol.md#who-takes-a-release: the first 4 bytes of sha256("<device>:<id>:<version>"), big-endian,
 /// mod 100.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The fetch-and-install stage of a sync: the free-space check before it, the downloads and unpacks
 /// in a task group bounded by `--jobs`, and the one commit that makes every verified tree durable.

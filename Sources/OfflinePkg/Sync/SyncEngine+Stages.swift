@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The stages of one sync, in the order `SyncEngine.runLocked` runs them; each returns the typed value the
 /// next one takes.

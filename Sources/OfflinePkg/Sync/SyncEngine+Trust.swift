@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The trust one sync runs under for its manifest URL (docs/protocol.md#keys-documents), and what it
 /// verified on the way.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Fetches again every active package with damaged files (`verify --repair`) and swaps each repaired
 /// tree in atomically: from the stored manifest's entry, or, when the manifest no longer offers the

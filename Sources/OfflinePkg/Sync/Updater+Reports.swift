@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Install reports (docs/protocol.md#install-reports) around a sync: the event it makes, queued in the root, then the queue sent
 /// in the background. Nothing here can fail a sync or hold it up: the event is written after the switch

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Keeps a cache root up to date from one manifest URL (the library of README.md, "In a host app"). At most one sync runs at a time per

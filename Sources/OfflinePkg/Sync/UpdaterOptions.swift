@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension Updater {
     /// How an updater syncs. The defaults suit a CLI run; a host app sets `minInterval` and `trustedKeys`.

@@ -1,5 +1,5 @@
 internal import CCrypto
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A keys document (`keys/<N>.json`, docs/protocol.md#keys-documents): which minisign keys may sign the
 /// next keys document (`root`) and the manifest (`manifest`), and how many of each must. Documents are

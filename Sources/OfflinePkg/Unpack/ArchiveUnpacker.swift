@@ -261,8 +261,14 @@ package struct ArchiveUnpacker {
             if state.bytes > limits.maxBytes {
                 throw refuse(raw, "unpacks to more than \(limits.maxBytes) bytes")
             }
-            pending.append(contentsOf: UnsafeRawBufferPointer(start: block, count: blockSize))
-            if pending.count >= pieceLimit {
+            // A larger file streams in pieces of exactly `pieceLimit` bytes: each piece is filled to the
+            // capacity it reserved and no further (an array appended past it doubles), so the bytes a
+            // lane's queue counts are the bytes it holds.
+            var bytes = UnsafeRawBufferPointer(start: block, count: blockSize)
+            while pending.count + bytes.count > pieceLimit {
+                let room = pieceLimit - pending.count
+                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes.prefix(room)))
+                bytes = UnsafeRawBufferPointer(rebasing: bytes.dropFirst(room))
                 if !streaming {
                     try lanes.send(.begin(path, raw: raw), to: lane)
                     streaming = true
@@ -271,6 +277,7 @@ package struct ArchiveUnpacker {
                 pending = []
                 pending.reserveCapacity(pieceLimit)
             }
+            pending.append(contentsOf: bytes)
         }
         // A trailing hole, or data that stopped short of what the header promised.
         if let declared, size != declared { throw refuse(raw, "holds \(size) bytes, its header declares \(declared)") }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The root member `.offlinepkg-delta.json` of a delta archive (docs/protocol.md#deltas): which version it applies to,
 /// which it produces, and the files of `from` that `to` no longer has.

@@ -1,5 +1,9 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The file-system end of an unpack, on threads of its own: the reading thread decompresses and checks
 /// every entry, then hands the checked bytes to a lane, which creates, writes, hashes and closes the
@@ -14,7 +18,7 @@ import Synchronization
 /// at its next hand-over and is the unpack's error.
 final class WriterLanes: @unchecked Sendable {
     // The state below is guarded by `condition`; each lane's `results` is its thread's alone until `finish`.
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var lanes: [Lane]
     private var failure: (any Error)?
     private var threadsRunning: Int
@@ -38,8 +42,9 @@ final class WriterLanes: @unchecked Sendable {
     /// Files up to this size are handed over whole; larger ones stream in pieces of this size.
     static let wholeFileLimit = 256 << 10
     /// Bytes queued per lane before the reader waits: bounds an unpack's memory. The reader waits until
-    /// the lane has written half of them, so it is woken once per 2 MiB, not once per file taken.
-    static let queueLimit = 4 << 20
+    /// the lane has written half of them, so it is woken once per 512 KiB, not once per file taken. A
+    /// deeper queue bought a 10k-file sync no time and held more memory (docs/design.md, "Memory").
+    static let queueLimit = 1 << 20
 
     private final class Lane {
         let writer: TreeWriter
@@ -83,9 +88,14 @@ final class WriterLanes: @unchecked Sendable {
         inline = count == 0 ? lanes[0] : nil
         threadsRunning = count
         for index in 0..<count {
-            let thread = Thread { [self] in run(lane: lanes[index]) }
-            thread.stackSize = 1 << 20
-            thread.start()
+            guard OSThread.start(name: "offlinepkg.lane", stackSize: 1 << 20, { [self] in run(lane: lanes[index]) }) else {
+                // No thread to be had: the unpack fails at its first hand-over instead of waiting for ever.
+                condition.lock()
+                threadsRunning -= 1
+                failure = failure ?? OfflinePkgError.io(path: root, operation: "pthread_create", Errno(EAGAIN))
+                condition.unlock()
+                continue
+            }
         }
     }
 
@@ -123,7 +133,7 @@ final class WriterLanes: @unchecked Sendable {
                     failure = OfflinePkgError.archiveRefused(archive: archiveName, entry: nil, reason: reason)
                     break
                 }
-                _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+                condition.wait(seconds: 0.1)
             }
             readerWaiting = false
         }

@@ -4,6 +4,7 @@ import Testing
 
 @testable import OfflinePkg
 @testable import OfflinePkgPublish
+import OfflinePkgURLRequest
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking

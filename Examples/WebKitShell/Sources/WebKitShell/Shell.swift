@@ -10,8 +10,8 @@ import Glibc
 /// handler and the web view to reload. Created once, kept for the life of the process.
 final class Shell: @unchecked Sendable {
     // @unchecked: `view` is set once on the main thread before any callback runs and only used there
-    // (GTK is single-threaded); `store` is Sendable.
-    let store: PackageStore
+    // (GTK is single-threaded); `store` is Sendable. No store: the page comes from file:// (`--page-file`).
+    let store: PackageStore?
     /// The custom scheme the page is loaded under (`app`), mapped to https by `customSchemes`.
     let scheme: String
     var view: UnsafeMutablePointer<WebKitWebView>?
@@ -19,7 +19,7 @@ final class Shell: @unchecked Sendable {
     let launchedAt: Double
     var firstLoadReported = false
 
-    init(store: PackageStore, scheme: String, launchedAt: Double) {
+    init(store: PackageStore?, scheme: String, launchedAt: Double) {
         self.store = store
         self.scheme = scheme
         self.launchedAt = launchedAt
@@ -39,7 +39,7 @@ final class Shell: @unchecked Sendable {
         let type: String
         let body: Data
         do {
-            if let (resource, bytes) = try store.data(for: uri) {
+            if let (resource, bytes) = try store?.data(for: uri) {
                 (status, type, body) = (200, resource.mimeType, bytes)
             } else {
                 (status, type, body) = (404, "text/plain; charset=utf-8", Data("not offline: \(uri)\n".utf8))

@@ -1,9 +1,13 @@
-// WebKitShell <manifest-url> <page-url> [--root DIR] [--interval S] [--trust-key F]
+// WebKitShell <manifest-url> <page-url> [--root DIR] [--interval S] [--trust-key F] [--page-file PATH]
 //
 // A host shell as README.md ("Connecting a webview") describes it: a WebKitGTK web view that loads an https route of an offline
 // package through an in-process URI-scheme handler (`app://`, registered as secure, so the page is a
 // secure context), prints `title: <document.title>` after each load and title change, syncs in the
 // background every S seconds and reloads the page on each activation.
+//
+// `--page-file PATH` loads PATH from file:// instead, without opening the store: the same shell and
+// page with no offlinepkg at all, the floor that the `frame` row of Benchmarks/bench measures the
+// packaged page's first painted frame against.
 import CWebKitGTK
 import Foundation
 import OfflinePkg
@@ -21,6 +25,7 @@ var positional = [String]()
 var root = CacheLayout.defaultRoot(environment: ProcessInfo.processInfo.environment)
 var interval: TimeInterval = 3600
 var keys = [TrustedKey]()
+var pageFile: String?
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {
@@ -32,6 +37,9 @@ while let argument = arguments.popFirst() {
             fail("--interval needs a number of seconds above 0")
         }
         interval = seconds
+    case "--page-file":
+        guard let path = arguments.popFirst() else { fail("--page-file needs a file") }
+        pageFile = path
     case "--trust-key":
         guard let path = arguments.popFirst() else { fail("--trust-key needs a file") }
         do { keys.append(try TrustedKey(contentsOfFile: path)) } catch { fail("\(error)", status: 4) }
@@ -41,7 +49,7 @@ while let argument = arguments.popFirst() {
     }
 }
 guard positional.count == 2 else {
-    fail("usage: WebKitShell <manifest-url> <page-url> [--root DIR] [--interval S] [--trust-key F]")
+    fail("usage: WebKitShell <manifest-url> <page-url> [--root DIR] [--interval S] [--trust-key F] [--page-file PATH]")
 }
 guard var page = URLComponents(string: positional[1]), page.scheme == "https" else {
     fail("page-url must be an https URL of a route, got \(positional[1])")
@@ -49,39 +57,44 @@ guard var page = URLComponents(string: positional[1]), page.scheme == "https" el
 
 // The web view sees app://m.example.com/...; the store resolves it as https://m.example.com/...
 let scheme = "app"
-let store: PackageStore
-let updater: Updater
-do {
-    store = try PackageStore(root: URL(fileURLWithPath: root), options: .init(customSchemes: [scheme: "https"]))
-    updater = Updater(
-        store: store, manifestURL: try ManifestLocation.url(from: positional[0]),
-        options: .init(trustedKeys: keys, minInterval: interval))
-    // resolve answers nil until the first sync: a first launch waits for one.
-    if store.activeSet.packages.isEmpty { _ = try await updater.sync() }
-} catch {
-    fail("\(error)", status: 1)
-}
-let shell = Shell(store: store, scheme: scheme, launchedAt: launchedAt)
-
-// Background updates every `interval` seconds. Updater.start() keeps at least a minute between syncs;
-// this loop lets a test use seconds. Detached, and given copies of what it reads: the main thread
-// belongs to GTK's loop, so anything that hops to the main actor (a top-level `var`) would never run.
-Task.detached { [interval, updater] in
-    while true {
-        try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
-        do {
-            let report = try await updater.sync()
-            if report.outcome == .activated { log("background sync activated set \(report.generation)") }
-        } catch {
-            log("background sync failed: \(error)")
-        }
+var opened: (store: PackageStore, updater: Updater)?
+if pageFile == nil {
+    do {
+        let store = try PackageStore(root: URL(fileURLWithPath: root), options: .init(customSchemes: [scheme: "https"]))
+        let updater = Updater(
+            store: store, manifestURL: try ManifestLocation.url(from: positional[0]),
+            options: .init(trustedKeys: keys, minInterval: interval))
+        // resolve answers nil until the first sync: a first launch waits for one.
+        if store.activeSet.packages.isEmpty { _ = try await updater.sync() }
+        opened = (store, updater)
+    } catch {
+        fail("\(error)", status: 1)
     }
 }
-// Each activation (this loop's syncs, or a cron sync in another process) reloads the page.
-Task.detached { [store, shell] in
-    for await set in store.activations {
-        log("set \(set.generation) is active: reloading")
-        g_idle_add(reloadOnMainLoop, shell.pointer)
+let shell = Shell(store: opened?.store, scheme: scheme, launchedAt: launchedAt)
+
+if let (store, updater) = opened {
+    // Background updates every `interval` seconds. Updater.start() keeps at least a minute between
+    // syncs; this loop lets a test use seconds. Detached, and given copies of what it reads: the main
+    // thread belongs to GTK's loop, so anything that hops to the main actor (a top-level `var`) would
+    // never run.
+    Task.detached { [interval] in
+        while true {
+            try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+            do {
+                let report = try await updater.sync()
+                if report.outcome == .activated { log("background sync activated set \(report.generation)") }
+            } catch {
+                log("background sync failed: \(error)")
+            }
+        }
+    }
+    // Each activation (this loop's syncs, or a cron sync in another process) reloads the page.
+    Task.detached {
+        for await set in store.activations {
+            log("set \(set.generation) is active: reloading")
+            g_idle_add(reloadOnMainLoop, shell.pointer)
+        }
     }
 }
 
@@ -95,6 +108,10 @@ webkit_security_manager_register_uri_scheme_as_cors_enabled(security, scheme)
 let window = gtk_window_new(GTK_WINDOW_TOPLEVEL)!
 gtk_window_set_default_size(cwebkitgtk_window(window), 800, 600)
 let viewWidget = webkit_web_view_new_with_context(context)!
+if pageFile != nil {
+    // The page's own fetch of data.json works from file:// as it does through the scheme.
+    webkit_settings_set_allow_file_access_from_file_urls(webkit_web_view_get_settings(cwebkitgtk_web_view(viewWidget)), 1)
+}
 let view = cwebkitgtk_web_view(viewWidget)!
 shell.view = view
 connect(
@@ -111,6 +128,10 @@ connect(
 gtk_container_add(cwebkitgtk_container(window), viewWidget)
 gtk_widget_show_all(window)
 
-page.scheme = scheme
-webkit_web_view_load_uri(view, page.string)
+if let pageFile {
+    webkit_web_view_load_uri(view, URL(fileURLWithPath: pageFile).absoluteString)
+} else {
+    page.scheme = scheme
+    webkit_web_view_load_uri(view, page.string)
+}
 gtk_main()
