@@ -1,6 +1,11 @@
 """The runtime cache through `offlinepkg serve`: a cached hit against nginx serving the same body as a
 static file, misses (a new URL each) against nginx as a caching reverse proxy (`proxy_cache`), and the
-memory each stored entry costs.
+memory each stored entry costs; and what serve's own work per cached hit costs in CPU time, over
+keep-alive connections and with a new connection per request (`Connection: close`, so each request pays
+what serve does once per connection: the peer's uid lookup of docs/protocol.md#neighbours-on-the-device
+among it). CPU time per request (user + system from /proc/PID/stat over the run) holds within a few
+percent from run to run on a machine others load, where requests per second swing by a fifth. With
+`--before`, the build before races the same two hits on a root of its own, alternating.
 
 One nginx is the upstream API (every /v1/ path answers the same 2 KB JSON file with its ETag) and, on a
 second port, the caching proxy in front of it. serve runs a package whose manifest has one
@@ -8,13 +13,17 @@ second port, the caching proxy in front of it. serve runs a package whose manife
 it is stored; nginx's proxy cache never flushes: the miss figure is given for information.
 """
 import json, os, subprocess, time
-from harness import Failure, free_port, ratio
+from harness import Failure, free_port, median, ratio
 
 MISS_SCRIPT = """local threads = 0
 function setup(thread) threads = threads + 1; thread:set("id", threads) end
 function init(args) n = 0 end
 function request() n = n + 1; return wrk.format("GET", "/v1/miss-" .. id .. "-" .. n) end
 """
+
+
+def measures(h, id):
+    return not id.endswith(".before") or h.before
 
 
 def run(h):
@@ -47,6 +56,12 @@ def run(h):
 
     server, base = h.serve(root, "--resolve", f"{api}:127.0.0.1")
     h.get(base + "v1/data.json", host=api, check=True)
+    before = None
+    if h.before:
+        before_root = h.path("before-root")
+        h.opk("sync", f"file://{repo}/manifest.json", "--root", before_root, "--quiet", binary=h.before)
+        before = h.serve(before_root, "--resolve", f"{api}:127.0.0.1", binary=h.before)
+        h.get(before[1] + "v1/data.json", host=api, check=True)
     status = h.run(["curl", "-s", "-D", "-", "-o", "/dev/null", "-H", f"Host: {api}", base + "v1/data.json"])
     if "offlinepkg; hit" not in status:
         raise Failure(f"expected a hit from serve's runtime cache, got: {status.strip()}")
@@ -56,6 +71,15 @@ def run(h):
     duration = h.size("10s", "1s")
     hit = h.wrk(base + "v1/data.json", 32, duration, host=api)
     static = h.wrk(f"http://127.0.0.1:{upstream}/v1/data.json", 32, duration, host=api)
+    # serve's CPU time per cached hit, kept-alive and a new connection each, alternating with --before.
+    cpu = {side: {"keep-alive": [], "close": []} for side in (["ours", "before"] if before else ["ours"])}
+    for _ in range(h.runs(3)):
+        for side, (process, url) in [("ours", (server, base))] + ([("before", before)] if before else []):
+            for mode, header in (("keep-alive", None), ("close", "Connection: close")):
+                cpu[side][mode].append(cpu_per_request(h, process.pid, url + "v1/data.json", api, header, duration))
+    if before:
+        before[0].terminate()
+        before[0].wait()
     miss = h.wrk(base, 32, duration, host=api, script=script)
     cached = h.wrk(f"http://127.0.0.1:{proxy}/", 32, duration, host=api, script=script)
     time.sleep(1)
@@ -79,6 +103,29 @@ def run(h):
              ours=rate(hit), theirs=rate(static))
     h.figure("runtime.miss", "miss (a new URL each) through serve / nginx proxy_cache", ratio(miss["rps"], cached["rps"]),
              ours=rate(miss), theirs=rate(cached))
+    for mode, what in (("keep-alive", "over keep-alive connections"), ("close", "a new connection each")):
+        ours = median(cpu["ours"][mode])
+        h.figure(f"runtime.hit-cpu.{mode}", f"serve's CPU time per cached hit, {what}", ours,
+                 detail=" ".join(f"{v:.1f}" for v in cpu["ours"][mode]))
+        if before:
+            theirs = median(cpu["before"][mode])
+            h.figure(f"runtime.hit-cpu.{mode}.before", f"serve's CPU per cached hit, {what}: offlinepkg / --before",
+                     ratio(ours, theirs), ours=f"{ours:.1f} µs", theirs=f"{theirs:.1f} µs")
     h.figure("runtime.memory-per-entry", f"serve's memory per stored entry ({entries} entries)",
              (rss["full"] - rss["empty"]) * 1024 / entries if entries else None,
              detail=f"VmRSS {rss['full']} KiB loaded, {rss['empty']} KiB empty")
+
+
+def cpu_per_request(h, pid, url, host, header, duration):
+    """serve's user + system time per request over one wrk run, in µs."""
+    def ticks():
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    argv = ["wrk", "-t2", "-c32", f"-d{duration}", "-H", f"Host: {host}"] + (["-H", header] if header else []) + [url]
+    start = ticks()
+    out = h.run(argv)
+    spent = ticks() - start
+    requests = next((int(line.split()[0]) for line in out.splitlines() if "requests in" in line), 0)
+    if not requests:
+        raise Failure(f"wrk counted no requests for {url}: {out[-300:]}")
+    return spent * 1e6 / os.sysconf("SC_CLK_TCK") / requests

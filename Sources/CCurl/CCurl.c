@@ -60,6 +60,10 @@ CURLcode ccurl_setopt_xferinfo_callback(CURL *handle, ccurl_xferinfo_callback ca
     return ccurl_setopt()(handle, CURLOPT_XFERINFOFUNCTION, callback);
 }
 
+CURLcode ccurl_setopt_opensocket_callback(CURL *handle, ccurl_opensocket_callback callback) {
+    return ccurl_setopt()(handle, CURLOPT_OPENSOCKETFUNCTION, callback);
+}
+
 CURLcode ccurl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return ccurl_getinfo()(handle, info, value);
 }

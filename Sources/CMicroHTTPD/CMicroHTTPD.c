@@ -12,6 +12,8 @@ LAZY(enum MHD_Result, MHD_add_response_header, (struct MHD_Response *a, const ch
 LAZY(struct MHD_Response *, MHD_create_response_from_buffer, (size_t a, void *b, enum MHD_ResponseMemoryMode c), (a, b, c))
 LAZY(struct MHD_Response *, MHD_create_response_from_buffer_with_free_callback_cls,
     (size_t a, void *b, MHD_ContentReaderFreeCallback c, void *d), (a, b, c, d))
+LAZY(struct MHD_Response *, MHD_create_response_from_callback,
+    (uint64_t a, size_t b, MHD_ContentReaderCallback c, void *d, MHD_ContentReaderFreeCallback e), (a, b, c, d, e))
 LAZY(struct MHD_Response *, MHD_create_response_from_fd64, (uint64_t a, int b), (a, b))
 LAZY(struct MHD_Response *, MHD_create_response_from_fd_at_offset64, (uint64_t a, int b, uint64_t c), (a, b, c))
 LAZY_VOID(MHD_destroy_response, (struct MHD_Response *a), (a))

@@ -6,6 +6,13 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/time.h>
+#include <netinet/in.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/inet_diag.h>
 #include "CSystemShims.h"
 
 int csystemshims_syncfs(int fd) {
@@ -54,4 +61,92 @@ void *csystemshims_lazy_symbol(const char *soname, void **handle, const char *na
     }
     __atomic_store_n(slot, function, __ATOMIC_RELEASE);
     return function;
+}
+
+int csystemshims_sock_diag_open(void) {
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -1;
+    struct timeval timeout = {.tv_sec = 1, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    return fd;
+}
+
+int csystemshims_sock_diag_tcp_owner(int diag, const void *peer_address, const void *local_address, unsigned int *uid,
+                                     unsigned long *inode) {
+    const struct sockaddr *peer = peer_address, *local = local_address;
+    int family = peer->sa_family;
+    if (family != local->sa_family || (family != AF_INET && family != AF_INET6)) {
+        errno = EAFNOSUPPORT;
+        return -1;
+    }
+    // One sequence number per request: a late answer to an earlier one is skipped, never taken.
+    static unsigned int sequence;
+    unsigned int asked = __atomic_add_fetch(&sequence, 1, __ATOMIC_RELAXED);
+    struct {
+        struct nlmsghdr header;
+        struct inet_diag_req_v2 request;
+    } message;
+    memset(&message, 0, sizeof message);
+    message.header.nlmsg_len = sizeof message;
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    // No NLM_F_DUMP: one socket, looked up by its four-tuple, as ss does for a single connection.
+    message.header.nlmsg_flags = NLM_F_REQUEST;
+    message.header.nlmsg_seq = asked;
+    message.request.sdiag_family = (unsigned char)family;
+    message.request.sdiag_protocol = IPPROTO_TCP;
+    message.request.idiag_states = ~0U;
+    message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    // The socket asked for is the client's: its own (source) address is our peer, its remote
+    // (destination) the address the server accepted on.
+    if (family == AF_INET) {
+        const struct sockaddr_in *from = peer_address, *to = local_address;
+        message.request.id.idiag_sport = from->sin_port;
+        message.request.id.idiag_dport = to->sin_port;
+        memcpy(message.request.id.idiag_src, &from->sin_addr, 4);
+        memcpy(message.request.id.idiag_dst, &to->sin_addr, 4);
+    } else {
+        const struct sockaddr_in6 *from = peer_address, *to = local_address;
+        message.request.id.idiag_sport = from->sin6_port;
+        message.request.id.idiag_dport = to->sin6_port;
+        memcpy(message.request.id.idiag_src, &from->sin6_addr, 16);
+        memcpy(message.request.id.idiag_dst, &to->sin6_addr, 16);
+    }
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    if (sendto(diag, &message, sizeof message, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) return -1;
+    for (;;) {
+        long buffer[1024];
+        ssize_t received = recv(diag, buffer, sizeof buffer, 0);
+        if (received < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        int length = (int)received;
+        for (struct nlmsghdr *header = (struct nlmsghdr *)buffer; NLMSG_OK(header, length);
+             header = NLMSG_NEXT(header, length)) {
+            if (header->nlmsg_seq != asked) continue;
+            if (header->nlmsg_type == NLMSG_ERROR) {
+                const struct nlmsgerr *error = NLMSG_DATA(header);
+                errno = error->error == 0 ? ENOENT : -error->error;
+                return -1;
+            }
+            if (header->nlmsg_type == NLMSG_DONE) {
+                errno = ENOENT;
+                return -1;
+            }
+            if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY || header->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+                continue;
+            }
+            const struct inet_diag_msg *found = NLMSG_DATA(header);
+            // The kernel found the socket by the four-tuple asked; checked all the same.
+            if (found->id.idiag_sport != message.request.id.idiag_sport || found->id.idiag_dport != message.request.id.idiag_dport ||
+                memcmp(found->id.idiag_src, message.request.id.idiag_src, family == AF_INET ? 4 : 16) != 0) {
+                errno = ENOENT;
+                return -1;
+            }
+            *uid = found->idiag_uid;
+            *inode = found->idiag_inode;
+            return 0;
+        }
+    }
 }

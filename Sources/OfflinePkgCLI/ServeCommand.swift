@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import Synchronization
 import OfflinePkg
 import OfflinePkgServer
 import Synchronization
@@ -36,6 +37,15 @@ enum ServeCommand {
             .init(
                 name: "cacert", value: "FILE",
                 help: "trust these certificate authorities (PEM) for runtime-cache upstreams instead of the system's, as curl's --cacert"),
+            .init(
+                name: "allow-private-upstream", value: nil,
+                help: "let runtime-cache upstreams resolve to loopback, link-local or private addresses (else 502)"),
+            .init(
+                name: "max-upstream-transfers", value: "N",
+                help: "runtime-cache transfers running at once; more wait their turn or get 503 (default 16)"),
+            .init(
+                name: "allow-user", value: "USER", repeatable: true,
+                help: "also answer connections of this user (name or uid); serve's own user and root always are (repeatable)"),
         ],
         summary: "serve the active set over HTTP on loopback for the shell; prints the URL, runs until SIGINT/SIGTERM",
         run: run)
@@ -75,7 +85,7 @@ enum ServeCommand {
         do {
             server = try LoopbackServer(
                 store: store, host: host, port: UInt16(port), threadModel: threadModel(context), limits: limits,
-                tls: arguments.flag("tls"), origin: origin, runtime: runtime)
+                tls: arguments.flag("tls"), origin: origin, runtime: runtime, admission: try admission(arguments, context))
         } catch OfflinePkgError.invalidArgument(let reason) {
             throw UsageError(reason)
         }
@@ -90,6 +100,31 @@ enum ServeCommand {
         return OfflinePkgCommand.ExitStatus.success
     }
 
+    /// `--allow-user` (names or uids) and one line on stderr the first time each other user is refused,
+    /// so a shell that runs as another user than serve is told why it gets no answer.
+    private static func admission(_ arguments: ParsedArguments, _ context: CLIContext) throws -> LoopbackServer.Admission {
+        var users = Set<uid_t>()
+        for name in arguments.all("allow-user") {
+            if let entry = getpwnam(name) {
+                users.insert(entry.pointee.pw_uid)
+            } else if let uid = uid_t(name) {
+                users.insert(uid)
+            } else {
+                throw UsageError("--allow-user takes a user name or uid of this system, got \"\(name)\"")
+            }
+        }
+        let told = Mutex<Set<uid_t?>>([])
+        let output = context.output
+        let own = geteuid()
+        return LoopbackServer.Admission(users: users) { uid in
+            guard told.withLock({ $0.insert(uid).inserted }) else { return }
+            let who = uid.map { uid in "uid \(uid)" + (getpwuid(uid).map { " (\(String(cString: $0.pointee.pw_name)))" } ?? "") }
+            output.error(
+                "offlinepkg serve: closed a connection from \(who ?? "a socket no process holds"): serve answers its own user (uid \(own)) and root; --allow-user admits another"
+            )
+        }
+    }
+
     private static func raiseOpenFileLimit() {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
@@ -97,7 +132,8 @@ enum ServeCommand {
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    /// `--offline` / `OFFLINEPKG_OFFLINE=1` and `--resolve HOST:PORT:ADDRESS` pins (docs/protocol.md#the-runtime-cache).
+    /// `--offline` / `OFFLINEPKG_OFFLINE=1` and `--resolve HOST:PORT:ADDRESS` pins (docs/protocol.md#the-runtime-cache),
+    /// and where and how much the upstreams may be reached (docs/protocol.md#neighbours-on-the-device).
     private static func runtimeOptions(_ arguments: ParsedArguments, _ context: CLIContext) throws -> RuntimeCache.Options {
         let pins = arguments.all("resolve")
         for pin in pins {
@@ -107,8 +143,10 @@ enum ServeCommand {
             }
         }
         let offline = arguments.flag("offline") || context.environment["OFFLINEPKG_OFFLINE"] == "1"
-        let authorities = try SyncCommand.certificateAuthorities(arguments)
-        return RuntimeCache.Options(offline: offline, resolve: pins, caBundle: authorities)
+        var options = RuntimeCache.Options(offline: offline, resolve: pins, caBundle: try SyncCommand.certificateAuthorities(arguments))
+        options.allowPrivateUpstream = arguments.flag("allow-private-upstream")
+        if let transfers = try arguments.integer("max-upstream-transfers", in: 1...1024) { options.upstreamTransfers = transfers }
+        return options
     }
 
     /// `OFFLINEPKG_SERVE_THREADS`: a pool size, or `per-connection`; to compare thread models

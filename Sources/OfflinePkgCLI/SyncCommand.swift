@@ -40,6 +40,9 @@ enum SyncCommand {
                 help: "fetch and verify the manifest, print what a sync would fetch and switch; change nothing"),
             .init(name: "keep-history", value: "N", help: "activations kept for status (default 100)"),
             .init(
+                name: "insecure", value: nil,
+                help: "take an unsigned manifest over cleartext http from a host other than loopback (refused otherwise)"),
+            .init(
                 name: "no-reports", value: nil,
                 help: "record and send no install reports, and drop those queued (also OFFLINEPKG_REPORTS=0)"),
             .json, .quiet,
@@ -115,6 +118,9 @@ enum SyncCommand {
             guard FileManager.default.fileExists(atPath: path) else { throw UsageError("--trust-root \(path): no such file") }
             trustRoot = try noted { try KeysDocument(contentsOfFile: path) }
         }
+        // A root that remembers keys for this URL checks its signature as if they were given.
+        let remembered = (try? SyncState.load(found.layout))?.trust?[Userinfo.removed(from: manifestURL)] != nil
+        if keys.isEmpty, trustRoot == nil, !remembered { try checkUnsigned(manifestURL, arguments, context) }
         if let stall = try arguments.seconds("stall-timeout"), stall <= 0 {
             throw UsageError("--stall-timeout takes a number of seconds above 0, got \(stall)")
         }
@@ -183,6 +189,31 @@ enum SyncCommand {
         // Printed first: the result never waits on the collector; the process ends when the send has.
         await updater.reportsSent()
         return OfflinePkgCommand.ExitStatus.success
+    }
+
+    /// docs/protocol.md#neighbours-on-the-device, unsigned over cleartext: without a trusted key nothing vouches for the manifest but the
+    /// channel it came over. Over plain http from another host, anyone on the network path (a café's
+    /// Wi-Fi, a captive portal) could hand the device any package: refused unless `--insecure`. Over
+    /// https, from a file or from this machine it is taken, with a warning.
+    private static func checkUnsigned(_ url: URL, _ arguments: ParsedArguments, _ context: CLIContext) throws {
+        let host = url.host ?? ""
+        if url.scheme?.lowercased() == "http", !isLoopback(host), !arguments.flag("insecure") {
+            throw UsageError(
+                "refusing an unsigned manifest over cleartext http from \(host): anyone on the network path could change it; pass --trust-key FILE with the key it is signed with (publish --sign-key), use https, or --insecure to take it anyway"
+            )
+        }
+        if !arguments.flag("quiet") {
+            context.output.warning(
+                "warning: the manifest is not signed (no --trust-key or --trust-root): nothing checks who published it")
+        }
+    }
+
+    /// `localhost` (and names below it), 127.0.0.0/8 and ::1.
+    private static func isLoopback(_ host: String) -> Bool {
+        let name = host.lowercased().trimming { $0 == "[" || $0 == "]" }
+        if name == "localhost" || name.hasSuffix(".localhost") || name == "::1" { return true }
+        var address = in_addr()
+        return inet_pton(AF_INET, name, &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
     }
 
     /// `--no-reports`, or `OFFLINEPKG_REPORTS` set to `0` (or `off`, `false`, `no`): reports off.

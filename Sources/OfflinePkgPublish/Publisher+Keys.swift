@@ -90,14 +90,14 @@ extension Publisher {
 
     /// The lock of the repository, its scratch folder cleared: what every writer of it starts with.
     package func lockRepository(waiting: (() -> Void)?) throws -> FileLock {
-        try FileSystem.makeDirectories(layout.root)
-        var lock = try FileLock(path: layout.lock, wait: false)
+        try FileSystem.makeDirectories(layout.root, mode: RepositoryLayout.folderMode)
+        var lock = try FileLock(path: layout.lock, wait: false, mode: RepositoryLayout.fileMode)
         if lock == nil {
             waiting?()
-            lock = try FileLock(path: layout.lock, wait: true)
+            lock = try FileLock(path: layout.lock, wait: true, mode: RepositoryLayout.fileMode)
         }
         if FileSystem.exists(layout.scratch) { try FileSystem.removeTree(layout.scratch) }
-        try FileSystem.makeDirectories(layout.scratch)
+        try FileSystem.makeDirectories(layout.scratch, mode: RepositoryLayout.folderMode)
         return lock!
     }
 
@@ -161,16 +161,16 @@ extension Publisher {
         guard !FileSystem.exists(path) else {
             throw OfflinePkgError.invalidArgument("\(path) already exists; keys documents are never rewritten")
         }
-        try FileSystem.makeDirectories(layout.keys)
+        try FileSystem.makeDirectories(layout.keys, mode: RepositoryLayout.folderMode)
         var written = [String]()
         for (keyID, bytes) in signatures {
             let scratch = layout.temporary("keys-\(document.version)-\(keyID).minisig")
-            try FileSystem.write(bytes, to: scratch)
+            try FileSystem.write(bytes, to: scratch, mode: RepositoryLayout.fileMode)
             try FileSystem.rename(scratch, to: layout.keysSignature(version: document.version, keyID: keyID))
             written.append("keys/\(document.version).json.\(keyID).minisig")
         }
         let scratch = layout.temporary("keys-\(document.version).json")
-        try FileSystem.write(document.bytes, to: scratch)
+        try FileSystem.write(document.bytes, to: scratch, mode: RepositoryLayout.fileMode)
         try FileSystem.rename(scratch, to: path)
         try FileSystem.syncDirectory(layout.keys)
         written.append("keys/\(document.version).json")

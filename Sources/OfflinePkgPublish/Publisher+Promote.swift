@@ -110,13 +110,13 @@ extension Publisher {
     /// Copies keys versions `versions` from `source`, in order: each one's signatures, then the document.
     private func copyKeys(_ versions: [Int], from source: RepositoryLayout) throws {
         guard !versions.isEmpty else { return }
-        try FileSystem.makeDirectories(layout.keys)
+        try FileSystem.makeDirectories(layout.keys, mode: RepositoryLayout.folderMode)
         let names = FileSystem.contents(of: source.keys)
         for version in versions {
             let signatures = names.filter { $0.hasPrefix("\(version).json.") && $0.hasSuffix(".minisig") }.sorted()
             for name in signatures + ["\(version).json"] {
                 let scratch = layout.temporary("keys-" + name)
-                try FileSystem.write(try FileSystem.read(source.keys + "/" + name, limit: 64 << 10), to: scratch)
+                try FileSystem.write(try FileSystem.read(source.keys + "/" + name, limit: 64 << 10), to: scratch, mode: RepositoryLayout.fileMode)
                 try FileSystem.rename(scratch, to: layout.keys + "/" + name)
             }
         }

@@ -13,7 +13,8 @@ extension Publisher {
     /// when it is an old version published again.
     func recordVersion(_ version: String, id: String) throws {
         let versions = try versionLog(id).filter { $0 != version } + [version]
-        try FileSystem.writeAtomically(Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id))
+        try FileSystem.writeAtomically(
+            Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id), mode: RepositoryLayout.fileMode)
     }
 
     /// Refuses a version lower than the newest published for the package (as `ReleaseVersion` orders

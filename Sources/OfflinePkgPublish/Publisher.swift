@@ -175,8 +175,8 @@ package struct Publisher: Sendable {
         events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil,
         reports: ReportsChange? = nil
     ) throws -> (sequence: Int, signers: [String]) {
-        try FileSystem.makeDirectories(layout.packageTrees(id))
-        try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version))
+        try FileSystem.makeDirectories(layout.packageTrees(id), mode: RepositoryLayout.folderMode)
+        try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version), mode: RepositoryLayout.fileMode)
         try recordVersion(version, id: id)
         let next = try nextManifest(document, expires: expires, expiresIn: expiresIn, keysVersion: signer.keysVersion) {
             document in
@@ -227,7 +227,7 @@ package struct Publisher: Sendable {
     ) throws -> (sequence: Int, signers: [String]) {
         events?(.writingManifest(sequence: next.sequence))
         try rememberExpiry(expiresIn)
-        try FileSystem.makeDirectories(layout.packageTrees(id))
+        try FileSystem.makeDirectories(layout.packageTrees(id), mode: RepositoryLayout.folderMode)
         try PublishHistory.append(record, to: layout.publishHistory(id: id))
         let signatures = try signer.sign(next.bytes)
         if let first = signatures.first {
@@ -235,15 +235,15 @@ package struct Publisher: Sendable {
             // with the manifest fetches these (docs/protocol.md#signatures). One per key when a threshold is
             // read from them (docs/protocol.md#keys-documents), or a device may trust another key than the first.
             let digest = SHA256.hash(next.bytes).hex
-            try FileSystem.makeDirectories(layout.signatures)
+            try FileSystem.makeDirectories(layout.signatures, mode: RepositoryLayout.folderMode)
             for (keyID, file) in signatures where signer.document != nil || signatures.count > 1 {
-                try FileSystem.writeAtomically(file, to: layout.keySignature(manifestSHA256: digest, keyID: keyID))
+                try FileSystem.writeAtomically(file, to: layout.keySignature(manifestSHA256: digest, keyID: keyID), mode: RepositoryLayout.fileMode)
             }
-            try FileSystem.writeAtomically(first.bytes, to: layout.immutableSignature(manifestSHA256: digest))
+            try FileSystem.writeAtomically(first.bytes, to: layout.immutableSignature(manifestSHA256: digest), mode: RepositoryLayout.fileMode)
         }
-        try FileSystem.writeAtomically(next.bytes, to: layout.manifest)
+        try FileSystem.writeAtomically(next.bytes, to: layout.manifest, mode: RepositoryLayout.fileMode)
         if let first = signatures.first {
-            try FileSystem.writeAtomically(first.bytes, to: layout.signature)
+            try FileSystem.writeAtomically(first.bytes, to: layout.signature, mode: RepositoryLayout.fileMode)
         } else {
             FileSystem.discardFile(layout.signature)
         }
@@ -268,8 +268,9 @@ package struct Publisher: Sendable {
         if expiresIn == 0 {
             FileSystem.discardFile(layout.expiresIn)
         } else {
-            try FileSystem.makeDirectories(layout.trees)
-            try FileSystem.writeAtomically(Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn)
+            try FileSystem.makeDirectories(layout.trees, mode: RepositoryLayout.folderMode)
+            try FileSystem.writeAtomically(
+                Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn, mode: RepositoryLayout.fileMode)
         }
     }
 
@@ -322,7 +323,7 @@ package struct Publisher: Sendable {
         // Small for the devices, quick for the publisher (see `ZstdFrames.fileIndex`).
         let compressed = try ZstdFrames.fileIndex(FileIndex(entries: entries).encode())
         let scratch = layout.temporary(name + ".files.json.zst")
-        try FileSystem.write(compressed, to: scratch)
+        try FileSystem.write(compressed, to: scratch, mode: RepositoryLayout.fileMode)
         let sha256 = SHA256.hash(compressed).hex
         return (.init(url: layout.fileIndexURL(sha256: sha256), sha256: sha256, size: Int64(compressed.count)), scratch, entries)
     }
@@ -431,7 +432,7 @@ package struct Publisher: Sendable {
             FileSystem.discardFile(scratch)
             return
         }
-        try FileSystem.makeDirectories(FileSystem.parentPath(path))
+        try FileSystem.makeDirectories(FileSystem.parentPath(path), mode: RepositoryLayout.folderMode)
         try FileSystem.rename(scratch, to: path)
     }
 

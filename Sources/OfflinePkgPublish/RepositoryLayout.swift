@@ -1,5 +1,9 @@
 import OfflinePkg
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Where things live in a publisher's repository, the folder that is copied as is to a CDN:
 ///
 ///     repo/
@@ -24,6 +28,12 @@ import OfflinePkg
 /// Devices never read it.
 package struct RepositoryLayout: Sendable {
     package let root: String
+
+    /// A repository is what a web server serves, often as another user than the publisher: its folders
+    /// and files are readable by all, where a device's cache root is its user's alone (docs/protocol.md#neighbours-on-the-device, and
+    /// `FileSystem`'s private defaults).
+    package static let folderMode: mode_t = 0o755
+    package static let fileMode: mode_t = 0o644
 
     package init(root: String) {
         var root = root

@@ -27,6 +27,8 @@ final class ConnectionAcceptor: Sendable {
     private let held: Mutex<Held>
     private let deadlines: ConnectionDeadlines
     private let spreading: Spreading
+    /// Whose connections are served (docs/protocol.md#neighbours-on-the-device); checked once per connection, here, before a lane.
+    private let admission: PeerAdmission?
 
     /// Which lanes take new connections: the first `quietLanes` while they hold fewer than `past` each
     /// on average (the fewest-first hand-over keeps them even), every lane from then on
@@ -65,7 +67,7 @@ final class ConnectionAcceptor: Sendable {
     /// Binds and listens on `address` (the kernel queues up to `backlog` connections not yet accepted).
     init(
         address: SocketAddress, backlog: Int32, connectionLimit: Int, spreading: Spreading = .everyLane,
-        deadlines: ConnectionDeadlines
+        deadlines: ConnectionDeadlines, admission: PeerAdmission? = nil
     ) throws(Errno) {
         let listener = socket(address.isIPv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard listener >= 0 else { throw Errno(errno) }
@@ -92,6 +94,7 @@ final class ConnectionAcceptor: Sendable {
         self.connectionLimit = connectionLimit
         self.spreading = spreading
         self.deadlines = deadlines
+        self.admission = admission
         held = Mutex(Held())
     }
 
@@ -242,6 +245,7 @@ final class ConnectionAcceptor: Sendable {
     /// To the open lane (`Spreading`) with the fewest connections, ties taken in turn (a burst is
     /// accepted faster than the lanes' threads register it).
     private func hand(_ client: Int32, address: UnsafePointer<sockaddr>, length: socklen_t) {
+        if let admission, !admission.admit(client) { return }
         let lanes = held.withLock { $0.lanes }
         guard !lanes.isEmpty else {
             close(client)

@@ -39,13 +39,8 @@ final class ConnectionDeadlines: Sendable {
         let closingForRoom = Atomic<Bool>(false)
         /// The installed file the response in progress is sent from with `sendfile`, and its size.
         let sending = Mutex<(path: String, size: Int64)?>(nil)
-        /// The request target's length as MHD read it, query included, before it cut the query off
-        /// at its `?` (`requestBegan`); -1 before a request (`RequestChecks`).
-        let targetLength = Atomic<Int>(-1)
-        /// The request's query as the client sent it (after the `?`), which MHD decodes in place
-        /// before the handler runs; kept only for a request that has one (`holdsQuery`).
-        let query = Mutex<String?>(nil)
-        let holdsQuery = Atomic<Bool>(false)
+        /// The current request's target as sent, query included.
+        let target = RecordedTarget()
 
         init(socket: Int32, deadline: UInt64) {
             self.socket = socket
@@ -229,40 +224,23 @@ func notifyCompleted(
 }
 
 /// MHD's URI log callback: a request's first line is in, its headers maybe not yet. The connection is
-/// not idle from here on (it must not be closed for room), though its header deadline still runs.
-/// Returns the request's first context: none.
+/// not idle from here on (it must not be closed for room), though its header deadline still runs. The
+/// target is kept whole before MHD cuts its query off (`RecordedTarget`). Returns the request's first
+/// context: none.
 func requestBegan(
     context: UnsafeMutableRawPointer?, uri: UnsafePointer<CChar>?, connection: OpaquePointer?
 ) -> UnsafeMutableRawPointer? {
     guard let connection, let stored = cmicrohttpd_socket_context(connection) else { return nil }
     let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue()
     entry.idle.store(false, ordering: .releasing)
-    // MHD calls this before it cuts the query off the target: a NUL the target held ends it here.
-    entry.targetLength.store(uri.map { strlen($0) } ?? -1, ordering: .relaxed)
-    // The query, copied now while it is as sent; a request without one costs a scan, not a lock.
-    let mark = uri.flatMap { strchr($0, Int32(UInt8(ascii: "?"))) }
-    if mark != nil || entry.holdsQuery.load(ordering: .relaxed) {
-        entry.query.withLock { $0 = mark.map { String(cString: $0 + 1) } }
-        entry.holdsQuery.store(mark != nil, ordering: .relaxed)
-    }
+    if let uri { entry.target.record(uri) }
     return nil
 }
 
-/// The length of the request target, query included, as `requestBegan` saw it; nil when unknown.
-func requestTargetLength(_ connection: OpaquePointer) -> Int? {
+/// The connection's current request target as sent (`requestBegan`), or nil outside a request.
+func recordedTarget(_ connection: OpaquePointer) -> RecordedTarget? {
     guard let stored = cmicrohttpd_socket_context(connection) else { return nil }
-    let length = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue().targetLength.load(ordering: .relaxed)
-    return length >= 0 ? length : nil
-}
-
-/// `?` and the request's query as the client sent it, or "" for a request without one. The handler's
-/// target stops at the `?` (MHD cuts it there and decodes the arguments in place): a URL made from the
-/// target alone would lose it.
-func requestQuerySuffix(_ connection: OpaquePointer) -> String {
-    guard let stored = cmicrohttpd_socket_context(connection) else { return "" }
-    let entry = Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue()
-    guard entry.holdsQuery.load(ordering: .relaxed) else { return "" }
-    return entry.query.withLock { $0 }.map { "?" + $0 } ?? ""
+    return Unmanaged<ConnectionDeadlines.Entry>.fromOpaque(stored).takeUnretainedValue().target
 }
 
 /// Called by the access handler when a request's headers are in: no deadline while it is answered.

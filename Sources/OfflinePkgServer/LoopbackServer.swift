@@ -35,10 +35,12 @@ public final class LoopbackServer: Sendable {
     private let memory: SharedBytes
     private let runtime: RuntimeCacheResponder?
     private let deadlines: ConnectionDeadlines
+    private let admission: Admission
     private let state = Mutex<State>(State())
 
     private struct State: ~Copyable {
         var acceptor: ConnectionAcceptor?
+        var peers: PeerAdmission?
         var daemons: [Daemon] = []
         /// Daemons of a certificate a re-issue replaced, still holding connections; stopped when they
         /// hold none, or by `stop()`.
@@ -56,10 +58,12 @@ public final class LoopbackServer: Sendable {
     /// switch brings new hosts). `origin`: a request whose `Host` is the server's own address is
     /// answered as if made to this origin (`https://m.example.com`), for a web view that cannot map
     /// names to loopback. With `runtime`, a request no package answers goes to the runtime cache when a
-    /// rule covers its URL.
+    /// rule covers its URL. `admission`: whose connections are served besides this process's user and
+    /// root (docs/protocol.md#neighbours-on-the-device); every other is closed unanswered.
     public init(
         store: PackageStore, host: String = "127.0.0.1", port: UInt16 = 0, threadModel: ThreadModel = .standard,
-        limits: Limits = .init(), tls: Bool = false, origin: URL? = nil, runtime: RuntimeCache? = nil
+        limits: Limits = .init(), tls: Bool = false, origin: URL? = nil, runtime: RuntimeCache? = nil,
+        admission: Admission = .init()
     ) throws {
         guard let address = SocketAddress(host: host, port: port) else {
             throw OfflinePkgError.invalidArgument("serve host \(host) is not an IPv4 or IPv6 address")
@@ -108,6 +112,14 @@ public final class LoopbackServer: Sendable {
                 cachedFiles: budget.cachedFilesPerLane)
         }
         self.deadlines = ConnectionDeadlines(headerTimeout: limits.headerTimeout, idleTimeout: limits.idleTimeout)
+        // Refusals count where `status` reports the runtime cache, when there is one.
+        var admission = admission
+        let told = admission.refused
+        admission.refused = { [weak runtime] uid in
+            runtime?.cache.countRefusedConnection()
+            told?(uid)
+        }
+        self.admission = admission
     }
 
     deinit { stop() }
@@ -120,12 +132,13 @@ public final class LoopbackServer: Sendable {
             if usesTLS {
                 certificate = try LoopbackCertificate.prepare(layout: store.layout, for: store.activeSet, alsoNaming: runtimePrefixes)
             }
+            let peers = try PeerAdmission(admission)
             let acceptor: ConnectionAcceptor
             do throws(Errno) {
                 let lanes = threadModel.lanes
                 acceptor = try ConnectionAcceptor(
                     address: address, backlog: 4096, connectionLimit: budget.connections,
-                    spreading: .init(quietLanes: lanes.quiet, past: lanes.spreadPast), deadlines: deadlines)
+                    spreading: .init(quietLanes: lanes.quiet, past: lanes.spreadPast), deadlines: deadlines, admission: peers)
             } catch {
                 throw OfflinePkgError.io(path: "\(host):\(requestedPort)", operation: usesTLS ? "listen (tls)" : "listen", error)
             }
@@ -140,6 +153,7 @@ public final class LoopbackServer: Sendable {
             acceptor.serve(daemons)
             acceptor.start()
             state.acceptor = acceptor
+            state.peers = peers
             state.daemons = daemons
             state.certificate = certificate
             if usesTLS { state.watcher = watchForNewHosts() }
@@ -170,6 +184,9 @@ public final class LoopbackServer: Sendable {
 
     /// The certificate `serve --tls` presents now (nil for plain HTTP).
     package var certificate: LoopbackCertificate? { state.withLock { $0.certificate } }
+
+    /// Connections of another user closed unanswered (docs/protocol.md#neighbours-on-the-device; tests, diagnostics).
+    package var connectionsRefused: Int { state.withLock { $0.peers?.refusedCount.load(ordering: .relaxed) ?? 0 } }
 
     /// Connections closed for missing the header or keep-alive deadline (tests, diagnostics).
     package var connectionsClosedByDeadline: Int { deadlines.closedCount }

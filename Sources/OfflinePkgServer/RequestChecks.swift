@@ -6,7 +6,8 @@ import OfflinePkg
 /// answers 400 to an HTTP/1.1 request without `Host`): two `Host` fields, a `Host` that is not
 /// host[:port], and a target holding NUL or control bytes. Each would otherwise be resolved as some
 /// other URL than the client meant (the first `Host` wins, `t.example/media` is glued into the path,
-/// the path is cut at the NUL).
+/// the path is cut at the NUL). A request that fails them is never answered from a package nor
+/// forwarded upstream, whatever its method (docs/protocol.md#neighbours-on-the-device).
 enum RequestChecks {
     /// Why the request must be refused, or nil.
     static func problem(_ connection: OpaquePointer, target: UnsafePointer<CChar>, version: UnsafePointer<CChar>?) -> String? {
@@ -14,13 +15,16 @@ enum RequestChecks {
         let hasControlByte = target.withMemoryRebound(to: UInt8.self, capacity: length) { bytes in
             (0..<length).contains { bytes[$0] < 0x20 || bytes[$0] == 0x7f }
         }
-        if hasControlByte { return "the request target holds a control byte" }
-        // MHD splits the request line in place ("GET\0/target?query\0HTTP/1.1"), so the version string
+        let recorded = recordedTarget(connection)
+        if hasControlByte || recorded?.queryHasControlByte.load(ordering: .relaxed) == true {
+            return "the request target holds a control byte"
+        }
+        // MHD splits the request line in place ("GET\0/target\0HTTP/1.1"), so the version string
         // starts right after the whole target's terminating NUL — unless the target held a NUL of its
-        // own, which cut the C string short. The length is the one MHD's URI callback saw, before MHD
-        // cut the query off at its `?` (which `strlen` of the target here would stop at).
-        let whole = requestTargetLength(connection) ?? length
-        if let version, UnsafeRawPointer(version) != UnsafeRawPointer(target + whole + 1) {
+        // own, which cut the C string short. MHD also cuts the query off at its "?": the whole target's
+        // length is the one recorded before it did (`RecordedTarget`).
+        let whole = recorded?.length.load(ordering: .relaxed) ?? length
+        if let version, UnsafeRawPointer(version) != UnsafeRawPointer(target + max(whole, length) + 1) {
             return "the request target holds a NUL byte"
         }
         let hosts = cmicrohttpd_field_count(connection, "Host")

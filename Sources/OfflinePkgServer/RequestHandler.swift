@@ -323,7 +323,7 @@ final class RequestHandler: @unchecked Sendable {
     /// folder named without its slash. The `Location` is the target itself, relative for an
     /// origin-form request, so it holds whatever host and port the client used.
     private func answerFolderRedirect(_ connection: OpaquePointer, target: UnsafePointer<CChar>) -> MHD_Result {
-        let location = String(cString: target) + "/" + requestQuerySuffix(connection)
+        let location = String(cString: target) + "/" + (recordedTarget(connection)?.currentQuery.map { "?" + $0 } ?? "")
         let response = Self.textResponse("moved permanently: \(location)\n")
         defer { MHD_destroy_response(response) }
         MHD_add_response_header(response, "Location", location)
@@ -362,7 +362,7 @@ func handleRequest(
         if let runtime = handler.runtime {
             // A connection resumed after waiting on the runtime cache, or a method passed through.
             if let answered = runtime.resumed(connection) { return answered }
-            if let exchange = runtime.beginPassThrough(connection, target: url, method: method) {
+            if let exchange = runtime.beginPassThrough(connection, target: url, method: method, version: version) {
                 requestContext.pointee = Unmanaged.passRetained(exchange).toOpaque()
                 return .YES
             }

@@ -21,6 +21,8 @@ final class RuntimeCacheResponder: Sendable {
     private let waitingCount = Atomic<Int>(0)
     /// Passed-through requests whose connection is suspended, for `abandonWaiting`.
     private let passing = Mutex<[ObjectIdentifier: RuntimeExchange]>([:])
+    /// Bodies being streamed from upstream to a client (`StreamedResponse`), for `abandonWaiting`.
+    let streaming = StreamedResponses()
 
     init(cache: RuntimeCache, canSuspend: Bool) {
         self.cache = cache
@@ -28,12 +30,15 @@ final class RuntimeCacheResponder: Sendable {
     }
 
     /// The absolute URL of a request: an absolute-form target as it is, else `http://` + `Host` + target;
-    /// with its query, which the handler's target lacks (`requestQuerySuffix`).
+    /// with the query as the client sent it (`RecordedTarget`: MHD hands over the target without it).
     static func requestURL(_ connection: OpaquePointer, target: UnsafePointer<CChar>) -> String? {
-        let path = String(cString: target) + requestQuerySuffix(connection)
-        if !path.hasPrefix("/") { return path }
-        guard let host = MHD_lookup_connection_value(connection, .HEADER_KIND, "Host") else { return nil }
-        return "http://" + String(cString: host) + path
+        var url = String(cString: target)
+        if url.hasPrefix("/") {
+            guard let host = MHD_lookup_connection_value(connection, .HEADER_KIND, "Host") else { return nil }
+            url = "http://" + String(cString: host) + url
+        }
+        if let query = recordedTarget(connection)?.currentQuery { url += "?" + query }
+        return url
     }
 
     static func requestFields(_ connection: OpaquePointer) -> [(name: String, value: String)] {
@@ -52,20 +57,20 @@ final class RuntimeCacheResponder: Sendable {
         return collected.fields
     }
 
-    /// The rule and request for a connection whose URL a rule covers, or nil.
+    /// The route and request for a connection whose URL a rule covers, or nil.
     private func request(_ connection: OpaquePointer, target: UnsafePointer<CChar>, method: String) -> (
-        RuntimeRule, RuntimeRequest
+        RuntimeRoute, RuntimeRequest
     )? {
-        guard let url = Self.requestURL(connection, target: target), let rule = cache.rule(for: url) else { return nil }
-        return (rule, RuntimeRequest(url: url, method: method, fields: Self.requestFields(connection)))
+        guard let url = Self.requestURL(connection, target: target), let route = cache.route(for: url) else { return nil }
+        return (route, RuntimeRequest(url: url, method: method, fields: Self.requestFields(connection)))
     }
 
     // MARK: GET and HEAD, at the request's last call
 
     /// Answers a GET or HEAD that no package answers; nil when no rule covers the URL (a 404 then).
     func respond(_ connection: OpaquePointer, target: UnsafePointer<CChar>, method: UnsafePointer<CChar>) -> MHD_Result? {
-        guard let (rule, request) = request(connection, target: target, method: String(cString: method)) else { return nil }
-        if let answer = cache.answerWithoutWaiting(request, rule: rule) { return Self.queue(answer, on: connection) }
+        guard let (route, request) = request(connection, target: target, method: String(cString: method)) else { return nil }
+        if let answer = cache.answerWithoutWaiting(request, route: route) { return queue(answer, on: connection) }
         let exchange = RuntimeExchange()
         if canSuspend {
             waiting.withLock { $0[UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))] = exchange }
@@ -73,9 +78,9 @@ final class RuntimeCacheResponder: Sendable {
             exchange.suspend(connection)
         }
         let cache = cache
-        Task.detached { exchange.finish(await cache.answer(request, rule: rule)) }
+        Task.detached { exchange.finish(await cache.answer(request, route: route)) }
         if canSuspend { return .YES }
-        return Self.queue(exchange.wait(), on: connection)
+        return queue(exchange.wait(), on: connection)
     }
 
     /// Called at the first call of every request: queues the answer of an exchange that suspended this
@@ -86,19 +91,23 @@ final class RuntimeCacheResponder: Sendable {
         guard let exchange = waiting.withLock({ $0[key] }), exchange.isFinished else { return nil }
         waiting.withLock { _ = $0.removeValue(forKey: key) }
         waitingCount.subtract(1, ordering: .releasing)
-        return Self.queue(exchange.answer, on: connection)
+        return queue(exchange.answer, on: connection)
     }
 
     // MARK: Other methods, from the request's first call
 
     /// Starts passing a request of another method than GET and HEAD to the network, when a rule covers
-    /// its URL: the body is streamed to the upstream request through a pipe as MHD hands it over.
-    func beginPassThrough(_ connection: OpaquePointer, target: UnsafePointer<CChar>, method: UnsafePointer<CChar>)
-        -> RuntimeExchange?
-    {
-        guard strcmp(method, "GET") != 0, strcmp(method, "HEAD") != 0 else { return nil }
+    /// its URL: the body is streamed to the upstream request through a pipe as MHD hands it over. A
+    /// request that fails the loopback server's checks is never forwarded (docs/protocol.md#neighbours-on-the-device): it is left to the access
+    /// handler's last call, which answers 400.
+    func beginPassThrough(
+        _ connection: OpaquePointer, target: UnsafePointer<CChar>, method: UnsafePointer<CChar>, version: UnsafePointer<CChar>?
+    ) -> RuntimeExchange? {
+        guard strcmp(method, "GET") != 0, strcmp(method, "HEAD") != 0,
+            RequestChecks.problem(connection, target: target, version: version) == nil
+        else { return nil }
         let name = String(cString: method)
-        guard let (rule, found) = request(connection, target: target, method: name) else { return nil }
+        guard let (route, found) = request(connection, target: target, method: name) else { return nil }
         var request = found
         if let length = HTTPCachePolicy.value("content-length", in: request.fields).flatMap({ Int64($0) }) {
             request.bodyLength = length
@@ -111,7 +120,7 @@ final class RuntimeCacheResponder: Sendable {
         request.body = { reader.read(into: $0) }
         let cache = cache
         Task.detached {
-            let answer = await cache.answer(request, rule: rule)
+            let answer = await cache.answer(request, route: route)
             // Nothing reads the rest of the body now: the writer gets EPIPE instead of blocking.
             reader.close()
             exchange.finish(answer)
@@ -154,25 +163,27 @@ final class RuntimeCacheResponder: Sendable {
         let key = ObjectIdentifier(exchange)
         if exchange.isFinished {
             passing.withLock { _ = $0.removeValue(forKey: key) }
-            return (Self.queue(exchange.answer, on: connection), true)
+            return (queue(exchange.answer, on: connection), true)
         }
-        guard canSuspend else { return (Self.queue(exchange.wait(), on: connection), true) }
+        guard canSuspend else { return (queue(exchange.wait(), on: connection), true) }
         passing.withLock { $0[key] = exchange }
         if exchange.suspend(connection) { return (.YES, false) }
         passing.withLock { _ = $0.removeValue(forKey: key) }
-        return (Self.queue(exchange.answer, on: connection), true)
+        return (queue(exchange.answer, on: connection), true)
     }
 
-    /// Resumes every suspended connection before the daemon stops (MHD requires it): each is answered 503.
+    /// Resumes every suspended connection before the daemon stops (MHD requires it): each waiting one
+    /// is answered 503, each streaming one ends short.
     func abandonWaiting() {
         let pending = waiting.withLock { Array($0.values) } + passing.withLock { Array($0.values) }
         for exchange in pending { exchange.finish(nil) }
+        for response in streaming.all { response.abandon() }
     }
 
     // MARK: Responses
 
     /// Queues `answer` (nil: the server is stopping) with its fields and `Cache-Status`.
-    static func queue(_ answer: RuntimeAnswer?, on connection: OpaquePointer) -> MHD_Result {
+    func queue(_ answer: RuntimeAnswer?, on connection: OpaquePointer) -> MHD_Result {
         guard let answer else {
             let response = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)!
             defer { MHD_destroy_response(response) }
@@ -186,9 +197,10 @@ final class RuntimeCacheResponder: Sendable {
             response = data.withUnsafeBytes {
                 MHD_create_response_from_buffer($0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), .RESPMEM_MUST_COPY)
             }
-        case .stored(let path, let length), .transient(let path, let length):
+        case .streamed(let stream):
+            response = StreamedResponse.make(stream, connection: connection, canSuspend: canSuspend, registry: streaming)
+        case .stored(let path, let length):
             let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-            if case .transient = answer.body { unlink(path) }
             if descriptor >= 0 {
                 // MHD closes the descriptor with the response; an unlinked or evicted file stays readable.
                 response = MHD_create_response_from_fd64(UInt64(length), descriptor)

@@ -129,7 +129,7 @@ struct ContentStoreTests {
             #expect(inA.ino != 0 && inA.ino == inB.ino && inB.ino == inContent.ino, "\(file.path) is not one inode")
             #expect(inContent.links == 3, "\(file.path): content, a's tree and b's tree link it")
             var info = stat()
-            #expect(lstat(held, &info) == 0 && info.st_mode & 0o7777 == 0o444)
+            #expect(lstat(held, &info) == 0 && info.st_mode & 0o7777 == 0o400)
         }
         // Each package's own page is held too, alone.
         #expect(Self.inode(a + "/index.html").links == 2 && Self.inode(a + "/index.html").ino != Self.inode(b + "/index.html").ino)

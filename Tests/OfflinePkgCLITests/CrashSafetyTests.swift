@@ -162,7 +162,7 @@ struct CrashSafetyTests {
             // Every active tree is read-only at its top, also one the kill left before its seal.
             var info = stat()
             #expect(
-                lstat(layout.tree(id: id, version: "22", treeHash: archive.tree), &info) == 0 && info.st_mode & 0o777 == 0o555)
+                lstat(layout.tree(id: id, version: "22", treeHash: archive.tree), &info) == 0 && info.st_mode & 0o777 == 0o500)
         }
     }
 

@@ -25,8 +25,8 @@ struct UnpackThreadTests {
         #expect(creators.count >= 2, "threads that created the tree's files: \(creators.sorted())")
     }
 
-    /// A tree file is created 0444 in its `openat`, with no `fchmod` after; under a umask that would
-    /// clear a read bit it still ends 0444 (set on the descriptor).
+    /// A tree file is created 0400 (read-only, its user's alone: docs/protocol.md#neighbours-on-the-device) in its `openat`, with no
+    /// `fchmod` after, under the usual umasks and under one that keeps everything private.
     @Test(arguments: ["022", "077"])
     func treeFilesAreBornReadOnly(umask: String) throws {
         let strace = try #require(which("strace"), "strace is needed (make deps installs it)")
@@ -45,18 +45,14 @@ struct UnpackThreadTests {
         let created = lines.filter { $0.contains("\"b.js\"") && $0.contains("O_CREAT|O_EXCL") }
         #expect(created.count == 1, "\(lines)")
         let chmods = lines.filter { $0.contains("fchmod(") }
-        if umask == "022" {
-            #expect(created.allSatisfy { $0.contains("O_CLOEXEC, 0444") }, "\(created)")
-            #expect(chmods.isEmpty, "\(chmods)")
-        } else {
-            #expect(chmods.count == 2, "\(chmods)")
-        }
+        #expect(created.allSatisfy { $0.contains("O_CLOEXEC, 0400") }, "\(created)")
+        #expect(chmods.isEmpty, "\(chmods)")
         let tree = try #require(
             try FileManager.default.contentsOfDirectory(atPath: root.path("root/trees/home")).first { !$0.contains(".") })
         for file in ["index.html", "a/b.js"] {
             let path = root.path("root/trees/home/\(tree)/\(file)")
             let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions]
-            #expect(mode as? Int == 0o444, "\(file)")
+            #expect(mode as? Int == 0o400, "\(file)")
         }
     }
 }

@@ -92,10 +92,10 @@ struct UnprivilegedUserTests {
         let cold = try await device.sync()
         #expect(cold["outcome"] as? String == "activated")
         #expect(try await device.served() == "home 1")
-        // Installed trees are read-only, and owned by the user who synced.
+        // Installed trees are read-only, and owned by the user who synced, who alone may read them.
         let first = try #require(try device.trees().first)
-        #expect(device.mode(device.scratch.path("root/trees/home/\(first)")) == 0o555)
-        #expect(device.mode(device.scratch.path("root/trees/home/\(first)/js")) == 0o555)
+        #expect(device.mode(device.scratch.path("root/trees/home/\(first)")) == 0o500)
+        #expect(device.mode(device.scratch.path("root/trees/home/\(first)/js")) == 0o500)
 
         // A delta update: the unchanged files are hard links into the read-only tree of version 1.
         try await device.publish("2")
@@ -172,7 +172,7 @@ struct UnprivilegedUserTests {
         let repair = try await device.offlinepkg(["verify", "--repair"])
         #expect(repair.status == 0, "verify --repair as nobody: \(repair.stderr)")
         #expect(try await device.offlinepkg(["verify"]).status == 0)
-        #expect(device.mode(tree) == 0o555)
+        #expect(device.mode(tree) == 0o500)
         #expect(try String(contentsOfFile: tree + "/js/app.js", encoding: .utf8) == "app")
     }
 

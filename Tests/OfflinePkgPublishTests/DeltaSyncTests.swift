@@ -51,12 +51,12 @@ import Testing
         #expect(FileSystem.contents(of: CacheLayout(root: root).downloads).isEmpty)
     }
 
-    /// Paths under `tree` (itself included) that are not 0444 files or 0555 folders.
+    /// Paths under `tree` (itself included) that are not 0400 files or 0500 folders.
     private func notReadOnly(_ tree: String) -> [String] {
         var info = stat()
         guard lstat(tree, &info) == 0 else { return [tree + " (missing)"] }
         let isFolder = (info.st_mode & S_IFMT) == S_IFDIR
-        var wrong = info.st_mode & 0o7777 == (isFolder ? 0o555 : 0o444) ? [] : [tree]
+        var wrong = info.st_mode & 0o7777 == (isFolder ? 0o500 : 0o400) ? [] : [tree]
         if isFolder { for name in FileSystem.contents(of: tree) { wrong += notReadOnly(tree + "/" + name) } }
         return wrong
     }

@@ -44,6 +44,10 @@ import Glibc
         ("Host with a bad port", Array("GET /home/n.txt HTTP/1.1\r\nHost: m.example.com:8x\r\n\r\n".utf8), 400, 200),
         ("NUL in the target", Array("GET /home/n.txt".utf8) + [0] + Array("x HTTP/1.1\r\n\(host)\r\n".utf8), 400, 400),
         ("control byte in the target", Array("GET /home/n.txt".utf8) + [1] + Array(" HTTP/1.1\r\n\(host)\r\n".utf8), 400, 400),
+        // MHD cuts the query off the target in place: no NUL byte of the client's.
+        ("a query", Array("GET /home/n.txt?v=3&x HTTP/1.1\r\n\(host)\r\n".utf8), 200, 200),
+        ("NUL in the query", Array("GET /home/n.txt?v=3".utf8) + [0] + Array("x HTTP/1.1\r\n\(host)\r\n".utf8), 400, 400),
+        ("control byte in the query", Array("GET /home/n.txt?v".utf8) + [1] + Array(" HTTP/1.1\r\n\(host)\r\n".utf8), 400, 400),
         ("bytes=5-2", Array("GET /home/n.txt HTTP/1.1\r\n\(host)Range: bytes=5-2\r\n\r\n".utf8), 416, 416),
         ("bytes=10-", Array("GET /home/n.txt HTTP/1.1\r\n\(host)Range: bytes=10-\r\n\r\n".utf8), 416, 416),
         ("bytes=2-4", Array("GET /home/n.txt HTTP/1.1\r\n\(host)Range: bytes=2-4\r\n\r\n".utf8), 206, 206),

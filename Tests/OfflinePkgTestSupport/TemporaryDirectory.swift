@@ -6,7 +6,7 @@ import Glibc
 
 /// A fresh directory under `/tmp`, removed with everything in it when the value goes away.
 ///
-/// Installed package trees are read-only (0555 folders, 0444 files), so removal first makes every
+/// Installed package trees are read-only (0500 folders, 0400 files), so removal first makes every
 /// folder writable again: without that, a non-root test run could not delete what it installed.
 public final class TemporaryDirectory: Sendable {
     /// The absolute path of the directory.

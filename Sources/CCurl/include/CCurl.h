@@ -20,6 +20,16 @@ typedef int (*ccurl_xferinfo_callback)(void *context, curl_off_t dltotal, curl_o
 CURLcode ccurl_setopt_data_callback(CURL *handle, CURLoption option, ccurl_data_callback callback);
 CURLcode ccurl_setopt_xferinfo_callback(CURL *handle, ccurl_xferinfo_callback callback);
 
+// libcurl calls this for each socket it is about to connect, with the address it will connect to: the
+// one place to refuse an address whatever the name resolved to (CURLOPT_OPENSOCKETFUNCTION).
+typedef curl_socket_t (*ccurl_opensocket_callback)(void *context, curlsocktype purpose, struct curl_sockaddr *address);
+CURLcode ccurl_setopt_opensocket_callback(CURL *handle, ccurl_opensocket_callback callback);
+
+// The address inside a struct curl_sockaddr (libcurl allocates room for a sockaddr_in6 behind it).
+static inline const struct sockaddr *ccurl_sockaddr_address(const struct curl_sockaddr *address) {
+    return &address->addr;
+}
+
 CURLcode ccurl_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ccurl_getinfo_string(CURL *handle, CURLINFO info, char **value);
 CURLcode ccurl_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value);

@@ -77,4 +77,18 @@ static void *csystemshims_library;
     CSYSTEMSHIMS_LAZY_POINTER(CSYSTEMSHIMS_SONAME, csystemshims_library, type, getter, name)
 #endif
 
+// The kernel's socket diagnostics (NETLINK_SOCK_DIAG, inet_diag): whose socket is the other end of a
+// TCP connection on this machine. Netlink messages are C structs laid out by macros (NLMSG_DATA,
+// NLMSG_NEXT) that Swift cannot call. `open` makes the netlink socket (close-on-exec, a 1 s receive
+// timeout); -1 and errno when the kernel has none.
+int csystemshims_sock_diag_open(void);
+
+// The uid and socket inode of the TCP socket whose own address is `peer` and whose remote address is
+// `local` (both struct sockaddr_in or sockaddr_in6 of one family, as getpeername and getsockname give
+// them on the accepting side): the client's end of an accepted loopback connection. 0 on success; -1
+// and errno otherwise: ENOENT when no such socket is on this machine (the peer is elsewhere, or gone).
+// An inode of 0 means a socket no process holds any more (closed, lingering).
+int csystemshims_sock_diag_tcp_owner(int diag, const void *peer, const void *local, unsigned int *uid,
+                                     unsigned long *inode);
+
 #endif

@@ -12,7 +12,7 @@ package struct FileDescriptor: Sendable {
     package init(rawValue: Int32) { self.rawValue = rawValue }
 
     package static func open(
-        _ path: String, _ flags: Int32, mode: mode_t = 0o644
+        _ path: String, _ flags: Int32, mode: mode_t = 0o600
     ) throws -> FileDescriptor {
         do {
             let fd = try valueOrErrno { Glibc.open(path, flags | O_CLOEXEC, mode) }

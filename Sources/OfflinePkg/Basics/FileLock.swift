@@ -7,10 +7,10 @@ import Glibc
 package final class FileLock: Sendable {
     private let descriptor: FileDescriptor
 
-    /// Takes the lock on `path` (created if missing). With `wait` false, returns nil at once when another
-    /// holder has it; with `wait` true, blocks until it is free.
-    package init?(path: String, wait: Bool) throws {
-        let fd = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o644)
+    /// Takes the lock on `path` (created with `mode` if missing). With `wait` false, returns nil at once
+    /// when another holder has it; with `wait` true, blocks until it is free.
+    package init?(path: String, wait: Bool, mode: mode_t = 0o600) throws {
+        let fd = try FileDescriptor.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: mode)
         do {
             _ = try valueOrErrno { flock(fd.rawValue, LOCK_EX | (wait ? 0 : LOCK_NB)) }
         } catch {

@@ -23,8 +23,9 @@ package enum FileSystem {
         return Int64(info.st_size)
     }
 
-    /// Creates `path` and any missing parents.
-    package static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws {
+    /// Creates `path` and any missing parents, private to this user by default: everything a cache root
+    /// holds is (docs/protocol.md#neighbours-on-the-device). The publisher passes 0755 for a repository that a web server serves.
+    package static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws {
         if isDirectory(path) { return }
         let parent = parentPath(path)
         if parent != path && !parent.isEmpty { try makeDirectories(parent, mode: mode) }
@@ -59,8 +60,8 @@ package enum FileSystem {
 
     /// Creates `path` (it must not exist) holding `bytes`, without a flush: for files in staging, which a
     /// later `syncFileSystem` makes durable before anything relies on them.
-    package static func write(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
-        let fd = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+    package static func write(_ bytes: [UInt8], to path: String, mode: mode_t = 0o600) throws {
+        let fd = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: mode)
         try fd.closeAfter { (fd) throws in try fd.writeAll(bytes, path: path) }
     }
 
@@ -68,9 +69,13 @@ package enum FileSystem {
     /// loss: write a temporary sibling, fsync it, rename it over `path`, fsync the folder. `durable: false`
     /// leaves out both flushes, for a hint that a power loss may take (readers still never see half a
     /// file, the rename is atomic, but after a crash the file may be the old one, or empty).
-    package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644, durable: Bool = true) throws {
+    ///
+    /// The temporary's name is predictable (the writer's pid), so it is created new, `O_EXCL |
+    /// O_NOFOLLOW` (docs/protocol.md#neighbours-on-the-device): whatever is at that name — one a killed writer of the same pid left, or a
+    /// symlink someone planted to make this write another file — is unlinked, never written through.
+    package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o600, durable: Bool = true) throws {
         let temporary = path + temporarySuffix + String(getpid())
-        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
+        let fd = try createNew(temporary, mode: mode)
         do {
             try fd.closeAfter { (fd) throws in
                 try fd.writeAll(bytes, path: temporary)
@@ -82,6 +87,15 @@ package enum FileSystem {
             throw error
         }
         if durable { try syncDirectory(parentPath(path)) }
+    }
+
+    /// Creates `path` for writing, new (`O_EXCL | O_NOFOLLOW`): a name already there (a file, a link) is
+    /// unlinked first, once.
+    package static func createNew(_ path: String, mode: mode_t) throws -> FileDescriptor {
+        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
+        if let fd = try? FileDescriptor.open(path, flags, mode: mode) { return fd }
+        unlink(path)
+        return try FileDescriptor.open(path, flags, mode: mode)
     }
 
     /// `writeAtomically` writes `<path>.tmp-<pid>`: a kill between its open and its rename leaves one.
@@ -198,7 +212,7 @@ package enum FileSystem {
             guard lstat(cPath, &info) == 0 else { return }
             let shown = PackagePath(bytes: path).description
             if (info.st_mode & S_IFMT) == S_IFDIR {
-                chmod(cPath, 0o755)
+                chmod(cPath, 0o700)
                 for child in entryNames(cPath: cPath) { try removeTree(bytes: path + [UInt8(ascii: "/")] + child) }
                 if rmdir(cPath) != 0 { throw OfflinePkgError.io(path: shown, operation: "rmdir", Errno.current) }
             } else if unlink(cPath) != 0 {
@@ -207,26 +221,27 @@ package enum FileSystem {
         }
     }
 
-    /// Makes the folders under `root` named in `folders` (relative paths) read-only, 0555, but not `root`
+    /// Makes the folders under `root` named in `folders` (relative paths) read-only, 0500, but not `root`
     /// itself: Linux lets a process move a folder to another parent only with write permission on that
     /// folder (its `..` changes), so a tree's top folder stays writable until it is in place (`seal`).
-    /// The files need nothing: the unpacker creates them 0444, so a finished tree is read-only without a walk.
+    /// The files need nothing: the unpacker creates them 0400, so a finished tree is read-only without a walk.
+    /// Read-only, and this user's alone, like everything in a cache root (docs/protocol.md#neighbours-on-the-device).
     package static func makeFoldersReadOnly(_ folders: some Sequence<PackagePath>, under root: String) throws {
-        for folder in folders where chmod(root + "/" + folder.string, 0o555) != 0 {
+        for folder in folders where chmod(root + "/" + folder.string, 0o500) != 0 {
             throw OfflinePkgError.io(path: root + "/" + folder.string, operation: "chmod", Errno.current)
         }
     }
 
-    /// Makes an installed tree's top folder read-only (0555), the last step of installing it; a no-op
+    /// Makes an installed tree's top folder read-only (0500), the last step of installing it; a no-op
     /// when it already is, so a clean-up stage can re-seal a tree that a crash left between its rename
     /// and this call.
     package static func seal(_ tree: String) throws {
-        try setFolderMode(tree, 0o555)
+        try setFolderMode(tree, 0o500)
     }
 
-    /// Makes a tree's top folder writable (0755) again, so it can be moved (`exchange`) to another parent.
+    /// Makes a tree's top folder writable (0700) again, so it can be moved (`exchange`) to another parent.
     package static func unseal(_ tree: String) throws {
-        try setFolderMode(tree, 0o755)
+        try setFolderMode(tree, 0o700)
     }
 
     private static func setFolderMode(_ path: String, _ mode: mode_t) throws {

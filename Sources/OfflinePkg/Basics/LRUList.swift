@@ -83,6 +83,17 @@ package struct LRUList<Key: Hashable, Value> {
         return (node.key, node.value)
     }
 
+    /// The least recently used key whose value `matches`, order unchanged: a walk from the oldest end.
+    package func oldestKey(where matches: (Value) -> Bool) -> Key? {
+        var slot = oldest
+        while slot >= 0 {
+            let node = nodes[slot]!
+            if matches(node.value) { return node.key }
+            slot = node.newer
+        }
+        return nil
+    }
+
     /// Keys from most to least recently used (tests, diagnostics).
     package var keysNewestFirst: [Key] {
         var keys = [Key]()

@@ -32,6 +32,9 @@ public enum TransferFailure: Sendable, Equatable, CustomStringConvertible {
     case cancelled
     /// A URL the transport cannot use.
     case invalidURL
+    /// The host turned out to be a loopback, link-local, private or unique-local address, which the
+    /// runtime cache does not reach unless the device allows it (docs/protocol.md#neighbours-on-the-device); `address` is the one refused.
+    case privateAddress(String)
     /// Anything else libcurl reported (including "could not start"); `detail` says what.
     case other(detail: String)
 
@@ -47,7 +50,7 @@ public enum TransferFailure: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .status(let code, _): code == 408 || code == 429 || code >= 500
         case .connection, .timedOut, .tlsHandshake, .rangeNotSatisfiable, .truncated: true
-        case .notFound, .certificateRefused, .disallowedRedirect, .cancelled, .invalidURL, .other: false
+        case .notFound, .certificateRefused, .disallowedRedirect, .cancelled, .invalidURL, .privateAddress, .other: false
         }
     }
 
@@ -71,6 +74,8 @@ public enum TransferFailure: Sendable, Equatable, CustomStringConvertible {
         case .truncated(let received, let expected): "body ended after \(received) of \(expected) bytes"
         case .cancelled: "cancelled"
         case .invalidURL: "not a URL"
+        case .privateAddress(let address):
+            "the host is at \(address), a loopback, link-local or private address (serve --allow-private-upstream reaches it)"
         }
     }
 }

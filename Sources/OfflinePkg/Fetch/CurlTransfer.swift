@@ -22,6 +22,8 @@ final class CurlTransfer: @unchecked Sendable {
     var windowStartBytes: Int64 = 0
     /// Set when a slow-retrieval protection aborted the transfer.
     var cutOff: SlowRetrieval?
+    /// The private address a connection was refused to (`TransferRequest.refusesPrivateAddresses`).
+    var refusedAddress: String?
 
     init(
         request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
@@ -32,7 +34,9 @@ final class CurlTransfer: @unchecked Sendable {
         self.onBody = onBody
     }
 
-    var urlText: String { request.url.absoluteString }
+    /// The URL as errors name it: never its userinfo (docs/protocol.md#neighbours-on-the-device), which
+    /// would reach logs and `state.json`.
+    var urlText: String { Userinfo.removed(from: request.url) }
     var isFile: Bool { request.url.isFileURL }
 
     /// One transfer on the calling thread, start to end (`curl_easy_perform`).
@@ -83,6 +87,13 @@ final class CurlTransfer: @unchecked Sendable {
         ccurl_setopt_long(curl, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         ccurl_setopt_long(curl, CURLOPT_FOLLOWLOCATION, request.followsRedirects ? 1 : 0)
         ccurl_setopt_long(curl, CURLOPT_MAXREDIRS, 8)
+        if request.refusesPrivateAddresses {
+            ccurl_setopt_pointer(curl, CURLOPT_OPENSOCKETDATA, context)
+            ccurl_setopt_opensocket_callback(curl) { context, _, address in
+                let transfer = Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue()
+                return transfer.openSocket(address!)
+            }
+        }
         // https never redirects to http: a redirect may only keep or raise the scheme's protection. This
         // covers a transfer that starts on https; `header` covers an https hop later in the chain.
         let scheme = request.url.scheme?.lowercased() ?? ""
@@ -184,7 +195,7 @@ final class CurlTransfer: @unchecked Sendable {
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             return true
         }
-        if text.isEmpty { return !redirectsFromHTTPSToHTTP() && announceFinalHead() }
+        if text.isEmpty { return !(request.followsRedirects && redirectsFromHTTPSToHTTP()) && announceFinalHead() }
         guard let colon = text.firstIndex(of: ":") else { return true }
         let name = text[..<colon].lowercased()
         let value = text[text.index(after: colon)...].trimmingWhitespace()
@@ -224,6 +235,17 @@ final class CurlTransfer: @unchecked Sendable {
         return true
     }
 
+    /// libcurl's open-socket callback: a socket for `address`, or none (`CURL_SOCKET_BAD`) when it is a
+    /// private address; libcurl then tries the name's next address, if it has one.
+    func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        if let refused = PrivateAddress.refused(ccurl_sockaddr_address(address)) {
+            refusedAddress = refused
+            return -1
+        }
+        let info = address.pointee
+        return socket(info.family, info.socktype | Int32(SOCK_CLOEXEC.rawValue), info.protocol)
+    }
+
     func receive(_ data: UnsafeRawBufferPointer) -> Bool {
         do {
             if !announced {
@@ -242,6 +264,9 @@ final class CurlTransfer: @unchecked Sendable {
     /// cut the transfer off).
     func error(for code: CURLcode) -> OfflinePkgError {
         if code == CURLE_ABORTED_BY_CALLBACK, let cutOff { return .slowRetrieval(url: urlText, protection: cutOff) }
+        if code == CURLE_COULDNT_CONNECT, let refusedAddress {
+            return .transfer(url: urlText, failure: .privateAddress(refusedAddress))
+        }
         return .transfer(url: urlText, failure: Self.failure(for: code))
     }
 

@@ -146,7 +146,7 @@ private final class DownloadSink: @unchecked Sendable {
         self.limit = limit
         resumeOffset = offset
         // Private until verified: a partial download is nobody else's business.
-        descriptor = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o600)
+        descriptor = try FileDescriptor.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
     }
 
     func close() { descriptor.close() }

@@ -67,9 +67,15 @@ package struct TransferRequest: Sendable {
     package var bodyLength: Int64?
     /// `HOST:PORT:ADDRESS` pins, as curl's `--resolve` (libcurl's `CURLOPT_RESOLVE`).
     package var resolve: [String] = []
-    /// Whether a redirect is followed (within the scheme rules). An install report's POST follows none:
-    /// its body would be re-sent to wherever the answer points, another host included.
+    /// Whether a redirect is followed (never https to http). An install report's POST follows none: its
+    /// body would be re-sent to wherever the answer points, another host included. The runtime cache
+    /// follows none either: it passes a 3xx back to the page as received
+    /// (docs/protocol.md#neighbours-on-the-device).
     package var followsRedirects = true
+    /// Refuse to connect to a loopback, link-local or private address (`PrivateAddress`), checked on
+    /// the address each connection is made to, so no name that resolves there (or re-resolves there
+    /// later: DNS rebinding) gets through; the transfer then fails with `TransferFailure.privateAddress`.
+    package var refusesPrivateAddresses = false
 
     package init(
         url: URL, headers: [(String, String)] = [], limits: RetrievalLimits = .init(), deadline: TransferDeadline? = nil,

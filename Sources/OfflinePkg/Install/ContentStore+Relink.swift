@@ -23,7 +23,7 @@ extension ContentStore {
             try FileSystem.makeFoldersReadOnly(folders, under: staging)
             try FileSystem.write(FileSystem.read(tree.index, limit: 1 << 30), to: staging + ".index")
             let lookup = FileSystem.exists(tree.lookup) ? try FileSystem.read(tree.lookup, limit: 1 << 30) : TreeLookupTable.encode(files)
-            try FileSystem.write(lookup, to: staging + ".lookup", mode: 0o444)
+            try FileSystem.write(lookup, to: staging + ".lookup", mode: 0o400)
         } catch {
             try? FileSystem.removeTree(staging)
             throw error

@@ -163,7 +163,7 @@ private final class FrameFiles: @unchecked Sendable {
         if let known = open[range] {
             descriptor = known
         } else {
-            descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: 0o600)
             open[range] = descriptor
             paths[range] = path
         }

@@ -42,7 +42,7 @@ package struct Staging: Sendable {
             throw OfflinePkgError.treeMismatch(package: "\(entry.id) \(entry.version)", expected: entry.tree, actual: actual)
         }
         FailPoint.afterUnpack.hit()
-        // Files are born read-only (the unpacker writes them 0444; a delta's unchanged files are links
+        // Files are born read-only (the unpacker writes them 0400; a delta's unchanged files are links
         // to an installed, read-only tree): only the folders need a chmod, and no walk of the tree. The
         // top folder is sealed last, once in place: a process that is not root cannot move a read-only
         // folder to another parent.
@@ -56,7 +56,7 @@ package struct Staging: Sendable {
             pendingContent: pendingContent)
         // No fsync of their own: `commit` flushes every staged tree of the sync in one syncfs.
         try FileSystem.write(index, to: staged.index)
-        try FileSystem.write(lookup, to: staged.lookup, mode: 0o444)
+        try FileSystem.write(lookup, to: staged.lookup, mode: 0o400)
         return staged
     }
 

@@ -36,18 +36,23 @@ package struct RuntimeRule: Sendable, Equatable {
     package var maxAge: Int
     /// `network-first`: seconds to wait for the network before answering from the cache.
     package var timeout: Double
+    /// Whether answers to requests that carry a credential (`Authorization`, `Cookie`) or that are
+    /// marked `Cache-Control: private` are stored, each under a hash of the request's credential
+    /// (`"credentials": "separate"`), or never (the default), as a shared cache must (docs/protocol.md#neighbours-on-the-device).
+    package var separatesCredentials: Bool
 
     package static let defaultMaxAge = 3600
     package static let defaultTimeout = 10.0
 
     package init(
         prefix: String, strategy: RuntimeStrategy, maxAge: Int = RuntimeRule.defaultMaxAge,
-        timeout: Double = RuntimeRule.defaultTimeout
+        timeout: Double = RuntimeRule.defaultTimeout, separatesCredentials: Bool = false
     ) {
         self.prefix = prefix
         self.strategy = strategy
         self.maxAge = maxAge
         self.timeout = timeout
+        self.separatesCredentials = separatesCredentials
     }
 }
 
@@ -99,6 +104,16 @@ extension RuntimeConfiguration {
             guard let key = LookupURL.key(prefix), prefix.hasSuffix("/") else {
                 throw fail("\(at).prefix", "\"\(prefix)\" is not an absolute http or https URL prefix ending in /")
             }
+            // docs/protocol.md#neighbours-on-the-device: a page must not make the device fetch its own or its network's services.
+            let authority = key[..<(key.firstIndex(of: "/") ?? key.endIndex)]
+            let host =
+                authority.hasPrefix("[")
+                ? authority[...(authority.firstIndex(of: "]") ?? authority.startIndex)] : authority.prefix { $0 != ":" }
+            if let address = PrivateAddress.literal(String(host)) {
+                throw fail(
+                    "\(at).prefix",
+                    "\"\(prefix)\" names \(address), a loopback, link-local or private address; a device reaches a name only (serve --resolve pins one)")
+            }
             if let other = seen[key] { throw fail("\(at).prefix", "\(prefix) is already the prefix of rules[\(other)]") }
             seen[key] = index
             guard let name = rule["strategy"]?.string else { throw fail("\(at).strategy", "missing or not a string") }
@@ -109,10 +124,17 @@ extension RuntimeConfiguration {
             }
             let maxAge = try JSONNumbers.integer(rule["maxAge"], "\(at).maxAge", in: 0...(10 * 365 * 86_400), fail)
             let timeout = try JSONNumbers.seconds(rule["timeout"], "\(at).timeout", fail)
+            var separate = false
+            if let value = rule["credentials"], !value.isNull {
+                guard let mode = value.string, mode == "separate" || mode == "none" else {
+                    throw fail("\(at).credentials", "expected \"separate\" or \"none\", got \(value.string.map { "\"\($0)\"" } ?? "another kind of value")")
+                }
+                separate = mode == "separate"
+            }
             rules.append(
                 RuntimeRule(
                     prefix: prefix, strategy: strategy, maxAge: maxAge ?? RuntimeRule.defaultMaxAge,
-                    timeout: timeout ?? RuntimeRule.defaultTimeout))
+                    timeout: timeout ?? RuntimeRule.defaultTimeout, separatesCredentials: separate))
         }
         var limits = RuntimeLimits()
         if let value = object["limits"], !value.isNull {
@@ -137,6 +159,7 @@ extension RuntimeConfiguration {
             "rules": rules.map { rule -> [String: Any] in
                 var object: [String: Any] = ["prefix": rule.prefix, "strategy": rule.strategy.rawValue, "maxAge": rule.maxAge]
                 if rule.strategy == .networkFirst { object["timeout"] = rule.timeout }
+                if rule.separatesCredentials { object["credentials"] = "separate" }
                 return object
             },
             "limits": ["memory": limits.memory, "disk": limits.disk, "entries": limits.entries],

@@ -82,7 +82,7 @@ package struct ReportQueue: Sendable {
         let existing = size > 0 ? try FileSystem.read(layout.reportQueue, limit: Int(size) + (64 << 10)) : []
         let (whole, torn) = Self.lines(existing)
         if !torn && whole.count < Self.maximumEvents && Int(size) + line.count + 1 <= Self.maximumBytes {
-            let fd = try FileDescriptor.open(layout.reportQueue, O_WRONLY | O_CREAT | O_APPEND, mode: 0o600)
+            let fd = try FileDescriptor.open(layout.reportQueue, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, mode: 0o600)
             try fd.closeAfter { fd throws in
                 try fd.writeAll(line + [0x0a], path: layout.reportQueue)
                 try fd.sync(path: layout.reportQueue)

@@ -8,6 +8,9 @@ import Glibc
 /// path of the root's layout itself. (Inside a tree it was handed, the unpacker and `DeltaApplier`
 /// join package paths to the tree's folder; `file(_:inTree:)` is that join for everyone else.)
 ///
+/// Everything below the root is its user's alone (docs/protocol.md#neighbours-on-the-device): folders 0700, files 0600, installed
+/// trees 0500 and 0400 (`RootModes` tightens a root an older build left open).
+///
 ///     root/
 ///       active.json             the active set (and the one before it), switched by atomic rename
 ///       state.json              manifest validators, accepted sequence, last check time
@@ -20,7 +23,7 @@ import Glibc
 ///       trees/<id>/<version>-<tree prefix>/          installed trees, read-only
 ///       trees/<id>/<version>-<tree prefix>.index     "<sha256> <size> <path>" per file
 ///       trees/<id>/<version>-<tree prefix>.lookup    the tree's lookup table, memory-mapped by readers
-///       content/<hex digit>/<sha256>                 every installed file once by content (0444); trees' files link it
+///       content/<hex digit>/<sha256>                 every installed file once by content (0400); trees' files link it
 ///       content/.tmp/<pid>-<random>                  content being inserted or relinked, same file system
 ///       content.json            held content's files and bytes (`status`), "open" while a sync changes them
 ///       downloads/<sha256>.part (+ .meta)            partial downloads, resumable

@@ -22,7 +22,7 @@ package final class ReaderLease: Sendable {
         while true {
             let name = "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
             let hidden = layout.lease(name, hidden: true)
-            let fd = try FileDescriptor.open(hidden, O_RDWR | O_CREAT | O_EXCL, mode: 0o644)
+            let fd = try FileDescriptor.open(hidden, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
             if flock(fd.rawValue, LOCK_SH) != 0 {
                 fd.close()
                 unlink(hidden)

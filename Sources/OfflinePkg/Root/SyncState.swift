@@ -39,7 +39,23 @@ package struct SyncState: Codable, Sendable, Equatable {
     package init() {}
 
     package static func load(_ layout: CacheLayout) throws -> SyncState {
-        try JSONCoding.load(SyncState.self, from: layout.state) ?? SyncState()
+        var state = try JSONCoding.load(SyncState.self, from: layout.state) ?? SyncState()
+        state.forgetUserinfo()
+        return state
+    }
+
+    /// A state written before URLs were kept without userinfo (docs/protocol.md#neighbours-on-the-device): its URLs as they are kept now,
+    /// each channel's history kept (the highest sequence, where two URLs become one).
+    private mutating func forgetUserinfo() {
+        manifestURL = manifestURL.map { Userinfo.removed(from: $0) }
+        guard let kept = channels, kept.keys.contains(where: { $0.contains("@") }) else { return }
+        var merged = [String: AcceptedManifest]()
+        for (url, record) in kept {
+            let key = Userinfo.removed(from: url)
+            if let other = merged[key], other.sequence >= record.sequence { continue }
+            merged[key] = record
+        }
+        channels = merged
     }
 
     /// Writes the state atomically; `durable: false` leaves out the two flushes, for a state whose

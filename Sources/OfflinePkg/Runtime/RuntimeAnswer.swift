@@ -28,8 +28,9 @@ package enum RuntimeBody: Sendable {
     /// A stored body: a file of the cache, read as it is (eviction may unlink it later; an open
     /// descriptor keeps it readable).
     case stored(path: String, length: Int64)
-    /// A body that was not stored: the consumer reads it once and removes the file.
-    case transient(path: String, length: Int64)
+    /// A body that is not stored, read once as it arrives from upstream; a consumer that does not read
+    /// it cancels it, which ends the transfer.
+    case streamed(RuntimeStream)
 }
 
 /// The runtime cache's answer to one request, with its RFC 9211 `Cache-Status` value.
@@ -48,9 +49,16 @@ package struct RuntimeAnswer: Sendable {
 
     /// The answer when the network cannot be used or reached and nothing is stored.
     static func gatewayTimeout(_ cacheStatus: String, reason: String) -> RuntimeAnswer {
-        RuntimeAnswer(
-            status: 504, fields: [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")],
-            body: .data(Data((reason + "\n").utf8)), cacheStatus: cacheStatus)
+        refusal(status: 504, cacheStatus: cacheStatus, reason: reason)
+    }
+
+    /// A short plain-text answer of the cache's own (a 502, 503 or 504) saying why.
+    static func refusal(status: Int, cacheStatus: String, reason: String, retryAfter: Int? = nil) -> RuntimeAnswer {
+        var fields: [(name: String, value: String)] = [
+            ("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store"),
+        ]
+        if let retryAfter { fields.append(("Retry-After", String(retryAfter))) }
+        return RuntimeAnswer(status: status, fields: fields, body: .data(Data((reason + "\n").utf8)), cacheStatus: cacheStatus)
     }
 }
 

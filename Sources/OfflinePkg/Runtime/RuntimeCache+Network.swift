@@ -3,70 +3,45 @@ import Synchronization
 
 /// What one upstream request came to.
 enum FetchOutcome: Sendable {
-    /// A 200 that is now the stored answer.
-    case stored(StoredAnswer)
+    /// A 200 that is now the stored answer; `setCookies`: the answer's `Set-Cookie` fields, for the
+    /// request that caused it alone (docs/protocol.md#neighbours-on-the-device).
+    case stored(StoredAnswer, setCookies: [(name: String, value: String)])
     /// A 304 that renewed the stored answer.
-    case renewed(StoredAnswer)
-    /// An answer that was not stored (another status, `no-store`, `Vary: *`, too large, a strategy that
-    /// stores nothing), its body in a temporary file; `refusal` says why it was not stored.
-    case transient(status: Int, fields: [(name: String, value: String)], path: String, length: Int64, refusal: String)
+    case renewed(StoredAnswer, setCookies: [(name: String, value: String)])
+    /// An answer that is not stored (another status, `no-store`, `private`, a credential, too large, a
+    /// strategy that stores nothing), its body streamed through from the transfer as it arrives;
+    /// `refusal` says why it was not stored.
+    case streamed(status: Int, fields: [(name: String, value: String)], body: RuntimeStream, refusal: String)
 
     var status: Int {
         switch self {
         case .stored, .renewed: 200
-        case .transient(let status, _, _, _, _): status
-        }
-    }
-}
-
-/// Receives a body into a temporary file, keeping a copy in memory while it is small enough for the
-/// hot set. Touched only from the transfer's own thread.
-private final class BodySink: @unchecked Sendable {
-    let path: String
-    let descriptor: FileDescriptor
-    let memoryLimit: Int
-    var head: TransferResponseHead?
-    var length: Int64 = 0
-    var data: Data? = Data()
-    private var closed = false
-
-    init(path: String, descriptor: FileDescriptor, memoryLimit: Int) {
-        self.path = path
-        self.descriptor = descriptor
-        self.memoryLimit = memoryLimit
-    }
-
-    func write(_ chunk: UnsafeRawBufferPointer) throws {
-        try descriptor.writeAll(chunk, path: path)
-        length += Int64(chunk.count)
-        if data != nil {
-            if length <= Int64(memoryLimit) { data!.append(contentsOf: chunk) } else { data = nil }
+        case .streamed(let status, _, _, _): status
         }
     }
 
-    /// Closes the file once (a second close could close a descriptor another thread just opened).
-    func close() {
-        guard !closed else { return }
-        closed = true
-        descriptor.close()
+    /// The same outcome for a request that shared the transfer but did not cause it: no cookie.
+    var shared: FetchOutcome {
+        switch self {
+        case .stored(let answer, _): .stored(answer, setCookies: [])
+        case .renewed(let answer, _): .renewed(answer, setCookies: [])
+        case .streamed: self
+        }
     }
 
+    /// Lets go of an outcome nobody answers with: a streamed body's transfer stops.
     func discard() {
-        close()
-        FileSystem.discardFile(path)
+        if case .streamed(_, _, let body, _) = self { body.cancel() }
     }
 }
+
+/// Every upstream transfer slot is taken and the request waited its turn in vain (a 503).
+struct UpstreamBusy: Error {}
 
 extension RuntimeCache {
-    /// The request fields sent upstream: the client's end-to-end ones, less those the cache sets itself.
-    static func forwardedFields(_ fields: [(name: String, value: String)]) -> [(String, String)] {
-        HTTPCachePolicy.endToEnd(fields).filter { !HTTPCachePolicy.requestFieldsNotForwarded.contains($0.name.lowercased()) }
-            .map { ($0.name, $0.value) }
-    }
-
     /// One upstream request, shared by every caller asking for the same URL and variant while it runs.
     /// The refresh goes on when a caller stops waiting (a network-first timeout): its answer is stored.
-    func sharedFetch(_ request: RuntimeRequest, upstream: String, stored: StoredAnswer?, storing: Bool) async throws
+    func sharedFetch(_ request: RuntimeRequest, route: RuntimeRoute, stored: StoredAnswer?, storing: Bool) async throws
         -> FetchOutcome
     {
         // A refresh is shared per stored variant. A miss is shared by requests with the same fields: the
@@ -76,43 +51,43 @@ extension RuntimeCache {
             key = stored.head.variant
         } else {
             key =
-                ([upstream] + Self.forwardedFields(request.fields).map { "\($0.0.lowercased()): \($0.1)" }.sorted())
+                ([route.upstream] + Self.forwardedFields(request.fields).map { "\($0.0.lowercased()): \($0.1)" }.sorted())
                 .joined(separator: "\n") + (storing ? "" : "\nnot-stored")
         }
         let (task, leader) = inFlight.withLock { running -> (Task<FetchOutcome, Error>, Bool) in
             if let task = running[key] { return (task, false) }
             let task = Task {
                 defer { _ = self.inFlight.withLock { $0.removeValue(forKey: key) } }
-                return try await self.fetch(request, upstream: upstream, stored: stored, storing: storing)
+                return try await self.fetch(request, route: route, stored: stored, storing: storing)
             }
             running[key] = task
             return (task, true)
         }
         let outcome = try await task.value
-        // A body that was not stored is one file for one reader: a caller that joined fetches its own.
-        if case .transient = outcome, !leader {
-            return try await fetch(request, upstream: upstream, stored: stored, storing: storing)
-        }
-        return outcome
+        if leader { return outcome }
+        // A streamed body is one reader's: a caller that joined fetches its own.
+        if case .streamed = outcome { return try await fetch(request, route: route, stored: stored, storing: storing) }
+        return outcome.shared
     }
 
     /// Starts a background refresh of a stale answer unless one runs for it already or the bound of
-    /// background refreshes is reached. Returns whether one runs now.
+    /// background refreshes is reached. Returns whether one runs now. It sends what the stored answer
+    /// is keyed by and nothing more of `request` (`refreshFields`).
     @discardableResult
-    func refreshInBackground(_ request: RuntimeRequest, upstream: String, stored: StoredAnswer) -> Bool {
+    func refreshInBackground(_ request: RuntimeRequest, route: RuntimeRoute, stored: StoredAnswer) -> Bool {
         if inFlight.withLock({ $0[stored.head.variant] != nil }) { return true }
         guard backgroundRunning.add(1, ordering: .relaxed).newValue <= options.backgroundRefreshes else {
             backgroundRunning.subtract(1, ordering: .relaxed)
             return false
         }
-        var request = request
-        request.method = "GET"
+        let refresh = RuntimeRequest(
+            url: request.url, method: "GET", fields: Self.refreshFields(of: stored.head, request: request.fields))
         Task.detached {
             defer { self.backgroundRunning.subtract(1, ordering: .relaxed) }
             do {
-                let outcome = try await self.sharedFetch(request, upstream: upstream, stored: stored, storing: true)
+                let outcome = try await self.sharedFetch(refresh, route: route, stored: stored, storing: true)
                 if case .renewed = outcome { self.statistics.count { $0.revalidations += 1 } }
-                if case .transient(_, _, let path, _, _) = outcome { FileSystem.discardFile(path) }
+                outcome.discard()
             } catch {
                 self.statistics.count { $0.networkErrors += 1 }
             }
@@ -120,22 +95,25 @@ extension RuntimeCache {
         return true
     }
 
-    /// One upstream request through the download transport (TLS, no https→http redirects, timeouts).
-    /// A GET is retried once after a connection error before any byte arrived; other methods never are.
-    func fetch(_ request: RuntimeRequest, upstream: String, stored: StoredAnswer?, storing: Bool) async throws -> FetchOutcome {
+    /// One upstream request through the download transport (TLS, no redirects followed, no private
+    /// address, timeouts), within the bound of transfers at once. A GET is retried once after a
+    /// connection error before any byte arrived; other methods never are.
+    func fetch(_ request: RuntimeRequest, route: RuntimeRoute, stored: StoredAnswer?, storing: Bool) async throws
+        -> FetchOutcome
+    {
         let idempotent = request.method == "GET" || request.method == "HEAD"
         do {
-            return try await fetchOnce(request, upstream: upstream, stored: stored, storing: storing)
+            return try await fetchOnce(request, route: route, stored: stored, storing: storing)
         } catch OfflinePkgError.transfer(_, let failure) where failure.isRetryable && idempotent {
-            return try await fetchOnce(request, upstream: upstream, stored: stored, storing: storing)
+            return try await fetchOnce(request, route: route, stored: stored, storing: storing)
         }
     }
 
-    private func fetchOnce(_ request: RuntimeRequest, upstream: String, stored: StoredAnswer?, storing: Bool) async throws
+    private func fetchOnce(_ request: RuntimeRequest, route: RuntimeRoute, stored: StoredAnswer?, storing: Bool) async throws
         -> FetchOutcome
     {
-        guard let url = URL(string: upstream) else {
-            throw OfflinePkgError.transfer(url: upstream, failure: .invalidURL)
+        guard let url = URL(string: route.upstream) else {
+            throw OfflinePkgError.transfer(url: route.upstream, failure: .invalidURL)
         }
         let isRead = request.method == "GET" || request.method == "HEAD"
         var headers = Self.forwardedFields(request.fields)
@@ -151,53 +129,41 @@ extension RuntimeCache {
         transfer.body = request.body
         transfer.bodyLength = request.bodyLength
         transfer.resolve = options.resolve
+        transfer.followsRedirects = false
+        transfer.refusesPrivateAddresses = !options.allowPrivateUpstream && !Self.isPinned(url, options.resolve)
 
-        let temporary = try store.temporaryFile()
-        let sink = BodySink(
-            path: temporary.path, descriptor: temporary.descriptor, memoryLimit: min(store.limits.memory / 8, 1 << 20))
-        let head: TransferResponseHead
-        do {
-            head = try await transport.get(transfer, onResponse: { sink.head = $0 }, onBody: { try sink.write($0) })
-        } catch {
-            sink.discard()
-            throw error
+        guard await slots.acquire() else { throw UpstreamBusy() }
+        let receiver = UpstreamReceiver(
+            cache: self, request: request, route: route, stored: stored,
+            refusal: storing ? (isRead ? nil : "method \(request.method)") : "not stored by this rule")
+        let transport = transport
+        let slots = slots
+        // The transfer outlives this call when its body is streamed: it holds its slot until it ends.
+        Task.detached {
+            defer { slots.release() }
+            do {
+                let head = try await transport.get(
+                    transfer, onResponse: { try receiver.begin($0) }, onBody: { try receiver.write($0) })
+                await receiver.finish(head)
+            } catch {
+                receiver.fail(error)
+            }
         }
-        // Commits fsync: on a thread of their own, never on the cooperative pool that serves every task.
-        let store = store
-        if head.status == 304, let stored {
-            sink.discard()
-            let now = world.clock.now()
-            return .renewed(try await runBlocking { try store.renew(stored, notModified: head.fields, at: now) })
+        return try await receiver.outcome()
+    }
+
+    /// Whether `url`'s host and port are pinned with `--resolve` (an explicit choice of address, which
+    /// may be a private one: docs/protocol.md#neighbours-on-the-device).
+    static func isPinned(_ url: URL, _ pins: [String]) -> Bool {
+        guard let host = url.host?.lowercased() else { return false }
+        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        let bare = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        return pins.contains { pin in
+            let parts = pin.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3 else { return false }
+            let pinned = parts[0].lowercased()
+            return (pinned == host || pinned == bare || pinned == "[\(bare)]") && Int(parts[1]) == port
         }
-        let fields = HTTPCachePolicy.endToEnd(head.fields)
-        var refusal = storing ? nil : "not stored by this rule"
-        if refusal == nil, !isRead { refusal = "method \(request.method)" }
-        if refusal == nil {
-            refusal = HTTPCachePolicy.refusal(status: head.status, fields: fields, requestFields: request.fields)
-        }
-        if refusal == nil, sink.length > store.largestBody {
-            refusal = "larger than a quarter of the disk limit (\(sink.length) bytes)"
-        }
-        if let refusal {
-            sink.close()
-            return .transient(status: head.status, fields: fields, path: sink.path, length: sink.length, refusal: refusal)
-        }
-        let vary = HTTPCachePolicy.vary(fields)
-        let entry = RuntimeEntryHead(
-            url: upstream, vary: vary, varyValues: HTTPCachePolicy.varyValues(vary, request: request.fields), status: 200,
-            headers: RuntimeEntryHead.pairs(fields), storedAt: world.clock.now().timeIntervalSince1970, body: "", size: sink.length)
-        let data = sink.data
-        return .stored(
-            try await runBlocking {
-                do {
-                    try sink.descriptor.sync(path: sink.path)
-                    sink.close()
-                    return try store.commit(temporary: sink.path, head: entry, data: data)
-                } catch {
-                    sink.discard()
-                    throw error
-                }
-            })
     }
 }
 
@@ -213,18 +179,16 @@ func result<T: Sendable>(of task: @escaping @Sendable () async throws -> T, with
             let outcome: Result<T, Error>
             do { outcome = .success(try await task()) } catch { outcome = .failure(error) }
             timer.cancel()
-            if !once.resume(outcome), case .success(let value) = outcome, let fetched = value as? FetchOutcome,
-                case .transient(_, _, let path, _, _) = fetched
-            {
+            if !once.resume(outcome), case .success(let value) = outcome, let fetched = value as? FetchOutcome {
                 // Nobody reads a body that came after the timeout.
-                FileSystem.discardFile(path)
+                fetched.discard()
             }
         }
     }
 }
 
 /// A continuation resumed by whichever side comes first.
-private final class OnceContinuation<T: Sendable>: Sendable {
+final class OnceContinuation<T: Sendable>: Sendable {
     private let continuation: Mutex<CheckedContinuation<T, Never>?>
 
     init(_ continuation: CheckedContinuation<T, Never>) { self.continuation = Mutex(continuation) }

@@ -26,10 +26,16 @@ public final class RuntimeCache: Sendable {
         public var connectTimeout: TimeInterval
         /// An upstream transfer with no byte for this long is aborted.
         public var stallTimeout: TimeInterval
+        /// Upstream transfers running at once at most (docs/protocol.md#neighbours-on-the-device); more wait their turn, or get a 503.
+        public var upstreamTransfers: Int
+        /// Reach upstream hosts that resolve to a loopback, link-local or private address (docs/protocol.md#neighbours-on-the-device),
+        /// which are refused otherwise (a 502) unless pinned with `resolve`.
+        public var allowPrivateUpstream: Bool
 
         public init(
             offline: Bool = false, resolve: [String] = [], caBundle: String? = nil, backgroundRefreshes: Int = 4,
-            connectTimeout: TimeInterval = 10, stallTimeout: TimeInterval = 30
+            connectTimeout: TimeInterval = 10, stallTimeout: TimeInterval = 30, upstreamTransfers: Int = 16,
+            allowPrivateUpstream: Bool = false
         ) {
             self.offline = offline
             self.resolve = resolve
@@ -37,6 +43,8 @@ public final class RuntimeCache: Sendable {
             self.backgroundRefreshes = backgroundRefreshes
             self.connectTimeout = connectTimeout
             self.stallTimeout = stallTimeout
+            self.upstreamTransfers = upstreamTransfers
+            self.allowPrivateUpstream = allowPrivateUpstream
         }
     }
 
@@ -50,6 +58,7 @@ public final class RuntimeCache: Sendable {
     private let rules: Mutex<RulesState>
     let inFlight = Mutex<[String: Task<FetchOutcome, Error>]>([:])
     let backgroundRunning = Atomic<Int>(0)
+    let slots: UpstreamSlots
 
     private struct RulesState {
         init(identity: [Int], configuration: RuntimeConfiguration?, checked: ContinuousClock.Instant) {
@@ -59,17 +68,19 @@ public final class RuntimeCache: Sendable {
             prefixes = Self.prefixes(configuration)
         }
 
-        static func prefixes(_ configuration: RuntimeConfiguration?) -> [(key: String, rule: RuntimeRule)] {
-            (configuration?.rules ?? []).compactMap { rule in LookupURL.key(rule.prefix).map { ($0, rule) } }
-                .sorted { $0.key.utf8.count > $1.key.utf8.count }
+        static func prefixes(_ configuration: RuntimeConfiguration?) -> [(key: [UInt8], rule: RuntimeRule, scheme: String)] {
+            (configuration?.rules ?? []).compactMap { rule in
+                LookupURL.key(rule.prefix).map { (Array($0.utf8), rule, RuntimeCache.scheme(of: rule)) }
+            }
+            .sorted { $0.key.count > $1.key.count }
         }
 
         var identity: [Int] = [-1]
         var configuration: RuntimeConfiguration? {
             didSet { prefixes = Self.prefixes(configuration) }
         }
-        /// Each rule with its prefix's lookup key, longest first: the first that matches wins.
-        var prefixes: [(key: String, rule: RuntimeRule)] = []
+        /// Each rule with its prefix's lookup key and its scheme, longest first: the first that matches wins.
+        var prefixes: [(key: [UInt8], rule: RuntimeRule, scheme: String)] = []
         var checked = ContinuousClock.now - .seconds(10)
     }
 
@@ -82,6 +93,7 @@ public final class RuntimeCache: Sendable {
         self.layout = layout
         self.options = options
         self.world = world
+        slots = UpstreamSlots(limit: options.upstreamTransfers)
         let configuration = Self.loadConfiguration(layout)
         store = try RuntimeStore(layout: layout, limits: configuration?.limits ?? RuntimeLimits())
         statistics = RuntimeStatistics(path: layout.runtimeStats)
@@ -92,6 +104,10 @@ public final class RuntimeCache: Sendable {
 
     /// Writes the counters counted so far to `runtime/stats.json` now (before a process exits).
     package func flushStatistics() { statistics.flush() }
+
+    /// Counts a connection of another user that `serve` closed unanswered (docs/protocol.md#neighbours-on-the-device): `status` reports
+    /// it with the runtime cache's counters.
+    package func countRefusedConnection() { statistics.count { $0.refusedConnections += 1 } }
 
     /// The `runtime` object of the last accepted manifest, re-read when that file changes (checked at
     /// most once a second); nil when there is none.
@@ -115,11 +131,22 @@ public final class RuntimeCache: Sendable {
 
     /// The rule `url` falls under, or nil (then nothing here answers it). Same answer as
     /// `configuration?.rule(for:)`, with the prefixes' keys computed once per manifest.
-    package func rule(for url: String) -> RuntimeRule? {
+    package func rule(for url: String) -> RuntimeRule? { route(for: url)?.rule }
+
+    /// The rule `url` falls under and the URL fetched upstream for it (`upstreamURL`), from one
+    /// normalisation of `url`; nil when no rule covers it.
+    package func route(for url: String) -> RuntimeRoute? {
         _ = configuration
         let prefixes = rules.withLock { $0.prefixes }
-        guard !prefixes.isEmpty, let key = LookupURL.key(url) else { return nil }
-        return prefixes.first { key.utf8.starts(with: $0.key.utf8) }?.rule
+        guard !prefixes.isEmpty else { return nil }
+        return LookupURL.withKey(url) { key -> RuntimeRoute? in
+            let matched = prefixes.first { prefix in
+                prefix.key.count <= key.bytes.count
+                    && prefix.key.withUnsafeBytes { memcmp($0.baseAddress!, key.bytes.baseAddress!, $0.count) == 0 }
+            }
+            guard let matched else { return nil }
+            return RuntimeRoute(rule: matched.rule, upstream: Self.upstreamURL(key: key, url: url, scheme: matched.scheme))
+        }
     }
 
     /// Counters and what is stored (`status --json`).
@@ -141,13 +168,10 @@ public final class RuntimeCache: Sendable {
         guard lstat(path, &info) == 0 else { return [] }
         return [Int(info.st_ino), Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec)]
     }
+}
 
-    /// The URL fetched upstream: the request's, with the rule's scheme (a shell asks the loopback server
-    /// over http for an https API) and without a fragment.
-    static func upstreamURL(_ url: String, rule: RuntimeRule) -> String {
-        var url = url
-        if let hash = url.firstIndex(of: "#") { url = String(url[..<hash]) }
-        guard let separator = url.firstRange(of: "://"), let ruleSeparator = rule.prefix.firstRange(of: "://") else { return url }
-        return rule.prefix[..<ruleSeparator.lowerBound].lowercased() + url[separator.lowerBound...]
-    }
+/// Where a request covered by a runtime rule goes: the rule, and the URL fetched upstream.
+package struct RuntimeRoute: Sendable {
+    package let rule: RuntimeRule
+    package let upstream: String
 }

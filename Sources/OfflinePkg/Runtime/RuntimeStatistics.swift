@@ -29,8 +29,35 @@ public struct RuntimeCounters: Sendable, Codable, Equatable {
     public var passedThrough = 0
     /// 504s: nothing stored and the network not to be used or not reachable.
     public var gatewayTimeouts = 0
+    /// Connections to `serve` from another user's socket, closed unanswered (docs/protocol.md#neighbours-on-the-device).
+    public var refusedConnections = 0
+    /// 502s: an upstream that turned out to be a loopback, link-local or private address (docs/protocol.md#neighbours-on-the-device).
+    public var refusedUpstreams = 0
+    /// 503s: every upstream transfer slot taken and the queue for them full or too slow (docs/protocol.md#neighbours-on-the-device).
+    public var busy = 0
 
     public init() {}
+
+    private enum CodingKeys: String, CodingKey {
+        case hits, misses, revalidations, stale, networkErrors, passedThrough, gatewayTimeouts, refusedConnections
+        case refusedUpstreams, busy
+    }
+
+    /// A counter the file does not hold yet (one written before it was counted) starts at 0.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        func count(_ key: CodingKeys) throws -> Int { try container.decodeIfPresent(Int.self, forKey: key) ?? 0 }
+        hits = try count(.hits)
+        misses = try count(.misses)
+        revalidations = try count(.revalidations)
+        stale = try count(.stale)
+        networkErrors = try count(.networkErrors)
+        passedThrough = try count(.passedThrough)
+        gatewayTimeouts = try count(.gatewayTimeouts)
+        refusedConnections = try count(.refusedConnections)
+        refusedUpstreams = try count(.refusedUpstreams)
+        busy = try count(.busy)
+    }
 
     mutating func add(_ other: RuntimeCounters) {
         hits += other.hits
@@ -40,6 +67,9 @@ public struct RuntimeCounters: Sendable, Codable, Equatable {
         networkErrors += other.networkErrors
         passedThrough += other.passedThrough
         gatewayTimeouts += other.gatewayTimeouts
+        refusedConnections += other.refusedConnections
+        refusedUpstreams += other.refusedUpstreams
+        busy += other.busy
     }
 }
 
@@ -79,8 +109,7 @@ final class RuntimeStatistics: Sendable {
         total.add(delta)
         guard let bytes = try? JSONEncoder().encode(total) else { return }
         // Counters are diagnostics: a rename without fsync is enough, and keeps the flush cheap.
-        let temporary = path + ".tmp-\(getpid())"
-        if FileManager.default.createFile(atPath: temporary, contents: bytes) { _ = try? FileSystem.rename(temporary, to: path) }
+        try? FileSystem.writeAtomically(Array(bytes), to: path, durable: false)
     }
 
     static func load(_ path: String) -> RuntimeCounters {

@@ -38,6 +38,30 @@ package final class RuntimeStore: Sendable {
         /// The names the last stored answer of each URL varied on: a lookup keys by their values.
         var varyNames: [String: [String]] = [:]
         var limits: RuntimeLimits
+        /// Entries and disk bytes of the answers to a request with a query string, per URL without it.
+        var queried: [String: (entries: Int, bytes: Int64)] = [:]
+
+        /// Counts `head` in (`sign` 1) or out (-1) of its path's share.
+        mutating func account(_ head: RuntimeEntryHead, _ sign: Int) {
+            guard let path = RuntimeStore.queriedPath(head.url) else { return }
+            var share = queried[path] ?? (0, 0)
+            share.entries += sign
+            share.bytes += Int64(sign) * RuntimeStore.diskBytes(head)
+            queried[path] = share.entries > 0 ? share : nil
+        }
+    }
+
+    /// The URL without its query, when it has one: the path whose share of the store its answer takes.
+    static func queriedPath(_ url: String) -> String? {
+        guard let mark = url.utf8.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        return String(url[..<mark])
+    }
+
+    /// The share of the store the answers to one path's query strings may take: an eighth of each
+    /// limit. A page that asks one path with a new query string each time (a cache-buster) then pushes
+    /// out that path's older answers, not every other stored one.
+    static func share(_ limits: RuntimeLimits) -> (entries: Int, bytes: Int64) {
+        (max(1, limits.entries / 8), Int64(limits.disk / 8))
     }
 
     /// The disk an entry takes, counted against the disk limit as a file system with 4 KiB blocks
@@ -60,6 +84,13 @@ package final class RuntimeStore: Sendable {
                 FileSystem.discardFile(path)
                 continue
             }
+            guard head.format == RuntimeEntryHead.currentFormat else {
+                // Stored before answers were kept per credential: it may be one user's answer, or
+                // hold a Set-Cookie, that any request would get. Fetched again when asked for.
+                FileSystem.discardFile(path)
+                FileSystem.discardFile(layout.runtimeBody(head.body))
+                continue
+            }
             loaded.append(head)
         }
         var initial = State(limits: limits)
@@ -67,6 +98,7 @@ package final class RuntimeStore: Sendable {
         for head in loaded.sorted(by: { $0.storedAt < $1.storedAt }) {
             initial.entries.set(head.variant, head)
             initial.diskBytes += Self.diskBytes(head)
+            initial.account(head, 1)
             if !head.vary.isEmpty { initial.varyNames[head.url] = head.vary }
         }
         state = Mutex(initial)
@@ -95,12 +127,13 @@ package final class RuntimeStore: Sendable {
     /// The largest body stored: a quarter of the disk limit, so one answer never empties the cache.
     package var largestBody: Int64 { Int64(limits.disk / 4) }
 
-    /// The stored answer for `url` and the request's varying fields, made the most recently used.
-    package func lookup(url: String, request: [(name: String, value: String)]) -> StoredAnswer? {
+    /// The stored answer for `url`, the request's varying fields and its credential's hash (nil: a
+    /// request without one), made the most recently used.
+    package func lookup(url: String, request: [(name: String, value: String)], credential: String? = nil) -> StoredAnswer? {
         state.withLock { state -> StoredAnswer? in
             let names = state.varyNames[url] ?? []
             let variant = RuntimeEntryHead.variant(
-                url: url, vary: names, values: HTTPCachePolicy.varyValues(names, request: request))
+                url: url, vary: names, values: HTTPCachePolicy.varyValues(names, request: request), credential: credential)
             guard let head = state.entries.touch(variant) else { return nil }
             return StoredAnswer(head: head, bodyPath: layout.runtimeBody(head.body), data: state.memory.touch(variant))
         }
@@ -113,13 +146,15 @@ package final class RuntimeStore: Sendable {
     /// commits it or removes it.
     package func temporaryFile() throws -> (path: String, descriptor: FileDescriptor) {
         let path = layout.runtimeTemporaryFile("\(getpid())-\(UInt64.random(in: 0...UInt64.max))")
-        return (path, try FileDescriptor.open(path, O_RDWR | O_CREAT | O_EXCL, mode: 0o600))
+        return (path, try FileDescriptor.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600))
     }
 
     /// Makes the received body at `temporary` (fsynced by the caller) the stored answer `head` (whose
     /// `body` name is chosen here), evicting the least recently used entries over the limits.
     package func commit(temporary: String, head: RuntimeEntryHead, data: Data?) throws -> StoredAnswer {
         var head = head
+        head.format = RuntimeEntryHead.currentFormat
+        head.headers = RuntimeEntryHead.pairs(HTTPCachePolicy.storable(head.fields))
         let key = head.key
         head.body = key.prefix(32) + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 16)
         // No fsync of bodies/ here: a head whose body did not survive a power loss is dropped at the
@@ -133,7 +168,7 @@ package final class RuntimeStore: Sendable {
         }
         let replaced = index(head, data: data)
         if let replaced, replaced.body != head.body { FileSystem.discardFile(layout.runtimeBody(replaced.body)) }
-        evict()
+        evict(keeping: head)
         return StoredAnswer(head: head, bodyPath: layout.runtimeBody(head.body), data: data)
     }
 
@@ -143,6 +178,7 @@ package final class RuntimeStore: Sendable {
         -> StoredAnswer
     {
         var head = stored.head
+        head.format = RuntimeEntryHead.currentFormat
         head.headers = RuntimeEntryHead.pairs(HTTPCachePolicy.merge(stored: head.fields, notModified: fields))
         head.storedAt = date.timeIntervalSince1970
         try writeHead(head, key: stored.key)
@@ -155,7 +191,7 @@ package final class RuntimeStore: Sendable {
         let path = layout.runtimeEntry(key: key)
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let bytes = Array(try JSONEncoder().encode(head))
-        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL, mode: 0o600)
+        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
         do {
             try fd.closeAfter { try $0.writeAll(bytes, path: temporary) }
             try FileSystem.rename(temporary, to: path)
@@ -170,8 +206,12 @@ package final class RuntimeStore: Sendable {
         let key = head.variant
         return state.withLock { state -> RuntimeEntryHead? in
             let replaced = state.entries.set(key, head)
-            if let replaced { state.diskBytes -= Self.diskBytes(replaced) }
+            if let replaced {
+                state.diskBytes -= Self.diskBytes(replaced)
+                state.account(replaced, -1)
+            }
             state.diskBytes += Self.diskBytes(head)
+            state.account(head, 1)
             if head.vary.isEmpty { state.varyNames[head.url] = nil } else { state.varyNames[head.url] = head.vary }
             if let data, data.count <= largestMemoryBody(state.limits) {
                 if let previous = state.memory.set(key, data) { state.memoryBytes -= previous.count }
@@ -188,17 +228,33 @@ package final class RuntimeStore: Sendable {
 
     private func largestMemoryBody(_ limits: RuntimeLimits) -> Int { min(limits.memory / 8, 1 << 20) }
 
-    /// Evicts least recently used entries until the entry count and disk bytes are within the limits.
-    private func evict() {
+    /// Evicts least recently used entries until the entry count and disk bytes are within the limits;
+    /// first, when `kept` (just stored) answers a query string, its path's older answers past the
+    /// path's share (`share`), never `kept` itself.
+    private func evict(keeping kept: RuntimeEntryHead? = nil) {
         let evicted = state.withLock { state -> [(String, RuntimeEntryHead)] in
             var evicted = [(String, RuntimeEntryHead)]()
-            while state.entries.count > state.limits.entries || state.diskBytes > Int64(state.limits.disk),
-                let (key, head) = state.entries.removeOldest().map({ ($0.key, $0.value) })
-            {
+            func drop(_ key: String, _ head: RuntimeEntryHead, _ state: inout State) {
                 state.diskBytes -= Self.diskBytes(head)
+                state.account(head, -1)
                 if let data = state.memory.remove(key) { state.memoryBytes -= data.count }
                 if state.varyNames[head.url] != nil && head.vary.isEmpty { state.varyNames[head.url] = nil }
                 evicted.append((key, head))
+            }
+            if let kept, let path = Self.queriedPath(kept.url) {
+                let share = Self.share(state.limits)
+                let keptKey = kept.variant
+                while let used = state.queried[path], used.entries > share.entries || used.bytes > share.bytes,
+                    let key = state.entries.oldestKey(where: { $0.variant != keptKey && Self.queriedPath($0.url) == path }),
+                    let head = state.entries.remove(key)
+                {
+                    drop(key, head, &state)
+                }
+            }
+            while state.entries.count > state.limits.entries || state.diskBytes > Int64(state.limits.disk),
+                let (key, head) = state.entries.removeOldest().map({ ($0.key, $0.value) })
+            {
+                drop(key, head, &state)
             }
             return evicted
         }

@@ -38,7 +38,9 @@ public struct CacheRoot: Sendable {
         try CacheLayout(root: path).writing { try FileSystem.makeDirectories(path) }
         // libarchive's secure-symlink check walks the whole target path: resolve the root's own links,
         // as PackageStore does.
-        self.init(layout: CacheLayout(root: try FileSystem.realPath(path)), world: world, launchesBeforeRevert: launchesBeforeRevert)
+        let resolved = try FileSystem.realPath(path)
+        try RootModes.checkOwner(resolved)
+        self.init(layout: CacheLayout(root: resolved), world: world, launchesBeforeRevert: launchesBeforeRevert)
     }
 
     package init(layout: CacheLayout, reader: PackageStore? = nil, world: World = .live, launchesBeforeRevert: Int = 0) {

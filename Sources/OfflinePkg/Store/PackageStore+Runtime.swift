@@ -38,23 +38,27 @@ extension PackageStore {
                 cacheStatus: "offlinepkg; hit; detail=folder")
         }
         let cache = try runtimeCache()
-        guard let rule = cache.rule(for: url) else { return nil }
+        guard let route = cache.route(for: url) else { return nil }
         var runtimeRequest = RuntimeRequest(url: url, method: method, fields: headers)
         if let body {
             let reader = DataReader(body)
             runtimeRequest.body = { reader.read(into: $0) }
             runtimeRequest.bodyLength = Int64(body.count)
         }
-        let answer = await cache.answer(runtimeRequest, rule: rule)
+        let answer = await cache.answer(runtimeRequest, route: route)
         let answerBody: CachedResponse.Body
         switch answer.body {
         case .empty: answerBody = .data(Data())
         case .data(let data): answerBody = .data(data)
         case .stored(let path, _): answerBody = .file(URL(fileURLWithPath: path))
-        case .transient(let path, _):
-            // Not stored: read once, then gone.
-            defer { FileSystem.discardFile(path) }
-            answerBody = .data(Data(try FileSystem.read(path, limit: Int.max)))
+        case .streamed(let stream):
+            // Not stored: read once as it arrives, into memory (never onto the disk); nothing for a HEAD.
+            if method == "HEAD" {
+                stream.cancel()
+                answerBody = .data(Data())
+            } else {
+                answerBody = .data(try await runBlocking { try stream.collect(limit: Int.max) })
+            }
         }
         return CachedResponse(
             status: answer.status, headers: answer.fields, body: method == "HEAD" ? .data(Data()) : answerBody,

@@ -77,6 +77,7 @@ public final class PackageStore: Sendable {
     }
 
     package init(layout: CacheLayout, options: Options = .init()) throws {
+        if let resolved = try? FileSystem.realPath(layout.root) { try RootModes.checkOwner(resolved) }
         do {
             try layout.prepare()
         } catch  where FileSystem.isDirectory(layout.root) {

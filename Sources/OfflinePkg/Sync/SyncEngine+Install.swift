@@ -110,7 +110,7 @@ extension SyncEngine {
                 id: $0.id, from: $0.from, to: $0.to, via: $0.via, bytes: $0.bytes ?? 0, notes: $0.notes, mandatory: $0.mandatory)
         }
         return SyncPlan(
-            manifestURL: manifestURL.absoluteString, sequence: planned.accepted.manifest.sequence,
+            manifestURL: source, sequence: planned.accepted.manifest.sequence,
             wouldActivate: !candidate.hasSameContent(as: planned.current), steps: steps, heldBack: planned.plan.heldBack,
             bytesToFetch: steps.reduce(0) { $0 + $1.bytes }, mandatory: steps.contains { $0.mandatory == true })
     }

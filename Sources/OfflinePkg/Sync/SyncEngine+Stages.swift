@@ -13,7 +13,8 @@ extension SyncEngine {
         var sameSource: Bool
     }
 
-    /// Begin: leftovers of a crashed sync go (staging is garbage: only a lock holder writes there), the
+    /// Begin: an open root of an older offlinepkg is made its user's alone (`RootModes`), leftovers of a
+    /// crashed sync go (staging is garbage: only a lock holder writes there), the
     /// content store catches up (a root in the older layout gets the current one, the last one-package sync's
     /// new content is taken in), then the state and the active record are read. A dry run only reads,
     /// and a root it cannot read (or that is not there) starts it from nothing.
@@ -24,6 +25,7 @@ extension SyncEngine {
             state = (try? SyncState.load(layout)) ?? SyncState()
             record = (try? ActiveRecord.load(layout)) ?? .empty
         } else {
+            RootModes.tighten(layout)
             try Staging(layout: layout).clear()
             StrayTemporaries.remove(in: layout)
             PackageInstaller.contentStore(layout).catchUp()
@@ -32,7 +34,7 @@ extension SyncEngine {
         }
         return Start(
             state: state, record: record, inputs: evaluationInputs(try resolveTrust(state)),
-            sameSource: state.manifestURL == manifestURL.absoluteString)
+            sameSource: state.manifestURL == source)
     }
 
     /// `--min-interval`: no request when the last successful check is young and nothing local changed.
@@ -72,7 +74,6 @@ extension SyncEngine {
             start.sameSource && checked.sha256 == state.acceptedManifestSHA256 && state.evaluatedInputs == start.inputs
         // A keys version followed in this sync is what the manifest is judged with from now on.
         start.inputs = evaluationInputs(trust)
-        let source = manifestURL.absoluteString
         let keysVersion = trust.anchor?.document == nil ? nil : manifest.keysVersion
         state.accept(
             AcceptedManifest(

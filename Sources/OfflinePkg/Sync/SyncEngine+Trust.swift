@@ -25,7 +25,7 @@ extension SyncEngine {
     /// back (docs/protocol.md#keys-documents); a newer one moves the root forward, as a walk of the chain
     /// would.
     func resolveTrust(_ state: SyncState) throws -> SyncTrust {
-        let url = manifestURL.absoluteString
+        let url = source
         let record = state.trust?[url]
         let stored = try state.trustedAnchor(for: url, source: layout.state)
         var trust = SyncTrust(removed: record?.removed ?? [:])
@@ -75,7 +75,6 @@ extension SyncEngine {
         commit: Bool
     ) async throws {
         guard case .document(let trusted) = trust.anchor else { return }
-        let source = manifestURL.absoluteString
         guard let named = manifest.keysVersion else {
             throw OfflinePkgError.signatureRefused(
                 source: source,
@@ -106,7 +105,6 @@ extension SyncEngine {
     private func walk(from trusted: KeysDocument, to target: Int, trust: inout SyncTrust, requests: inout Int, uncached: Bool)
         async throws
     {
-        let source = manifestURL.absoluteString
         guard target - trusted.version <= Self.maximumKeysSteps else {
             throw OfflinePkgError.keysRefused(
                 source: source,
@@ -165,7 +163,7 @@ extension SyncEngine {
     /// the trust and the rollback baseline it implies in one atomic write.
     private func commitPendingTrust(_ trust: inout SyncTrust, state: inout SyncState, commit: Bool) throws {
         guard let advance = trust.pending else { return }
-        let url = manifestURL.absoluteString
+        let url = source
         let previous = (try? state.trustedAnchor(for: url, source: layout.state)) ?? nil
         state.advanceTrust(advance, for: url, at: now())
         trust.pending = nil
@@ -186,7 +184,6 @@ extension SyncEngine {
     func verifyThreshold(_ checked: inout CheckedManifest, document: KeysDocument, trust: SyncTrust, uncached: Bool)
         async throws
     {
-        let source = manifestURL.absoluteString
         let role = document.manifest
         var files = checked.signatures
         var tally = SignerTally(message: checked.bytes, signatures: files, keys: role.keys, source: source)
@@ -228,7 +225,7 @@ extension SyncEngine {
         guard trust.remembered else { return "" }
         let since = trust.since.map { " since \(RFC3339.format($0))" } ?? ""
         return
-            " (remembered\(since): this root accepted signed manifests from this URL, and a sync given no keys uses what it trusts; `offlinepkg trust --reset \(manifestURL.absoluteString)` forgets it)"
+            " (remembered\(since): this root accepted signed manifests from this URL, and a sync given no keys uses what it trusts; `offlinepkg trust --reset \(source)` forgets it)"
     }
 
     /// The fetcher of the manifest, its signatures and keys documents.

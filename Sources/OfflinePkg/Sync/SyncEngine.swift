@@ -29,6 +29,9 @@ package struct SyncEngine: Sendable {
     /// How the origins of file-level updates take ranges, read from the root once per sync.
     let origins: OriginRanges
 
+    /// The manifest URL as the root keeps and reports it: without userinfo (docs/protocol.md#neighbours-on-the-device).
+    var source: String { Userinfo.removed(from: manifestURL) }
+
     package init(layout: CacheLayout, manifestURL: URL, options: Updater.Options, world: World) {
         self.layout = layout
         self.manifestURL = manifestURL
@@ -149,7 +152,7 @@ package struct SyncEngine: Sendable {
     /// fixed keys, its signature. A 304 brings back the stored copy and the signatures kept with it.
     private func check(conditionally stored: SyncState?, uncached: Bool, trust: SyncTrust) async throws -> CheckedManifest {
         let fetcher = manifestFetcher()
-        options.events?(.checking(manifestURL: manifestURL.absoluteString))
+        options.events?(.checking(manifestURL: source))
         let response = try await fetcher.fetchManifest(
             manifestURL, etag: stored?.etag, lastModified: stored?.lastModified, uncached: uncached)
         var requests = 1
@@ -202,7 +205,7 @@ package struct SyncEngine: Sendable {
     private func verifies(_ bytes: [UInt8], _ signature: [UInt8]?, _ keys: [TrustedKey]) -> Bool {
         guard let signature else { return false }
         return
-            (try? SignatureVerifier.verify(message: bytes, signature: signature, keys: keys, source: manifestURL.absoluteString))
+            (try? SignatureVerifier.verify(message: bytes, signature: signature, keys: keys, source: source))
             != nil
     }
 
@@ -233,7 +236,6 @@ package struct SyncEngine: Sendable {
         _ checked: inout CheckedManifest, state: inout SyncState, trust: inout SyncTrust, uncached: Bool, commit: Bool
     ) async throws -> Manifest {
         let bytes = checked.bytes
-        let source = manifestURL.absoluteString
         let manifest: Manifest
         switch trust.anchor {
         case nil:

@@ -62,7 +62,7 @@ package struct LoopbackCertificate: Sendable {
             }
         }
         let pem = try issue(key: key, names: names, now: now)
-        try FileSystem.writeAtomically(Array(pem.utf8), to: layout.tlsCertificate, mode: 0o644)
+        try FileSystem.writeAtomically(Array(pem.utf8), to: layout.tlsCertificate)
         return try LoopbackCertificate(key: key, certificatePEM: pem, path: layout.tlsCertificate)
     }
 
@@ -88,7 +88,7 @@ package struct LoopbackCertificate: Sendable {
 
     private static func loadOrMakeKey(_ path: String) throws -> OpaquePointer {
         if FileSystem.exists(path) {
-            let text = try String(contentsOfFile: path, encoding: .utf8)
+            let text = try readOwnKey(path)
             guard let key = withMemoryBIO(text, { PEM_read_bio_PrivateKey($0, nil, nil, nil) }) else {
                 throw OfflinePkgError.corruptState(path: path, reason: "not a PEM private key: \(lastError())")
             }
@@ -110,6 +110,37 @@ package struct LoopbackCertificate: Sendable {
         return try loadOrMakeKey(path)
     }
 
+    /// The key file's text, when it is this user's alone (docs/protocol.md#neighbours-on-the-device): a key another user owns (who could
+    /// swap it for one they know) or can read (who could copy it) would let them pose as every route of
+    /// the certificate to the shell; such a key is refused, not used. Opened without following a link.
+    private static func readOwnKey(_ path: String) throws -> String {
+        let fd = try FileDescriptor.open(path, O_RDONLY | O_NOFOLLOW)
+        return try fd.closeAfter { fd in
+            var info = stat()
+            guard fstat(fd.rawValue, &info) == 0 else { throw OfflinePkgError.io(path: path, operation: "fstat", Errno.current) }
+            if info.st_uid != geteuid() {
+                let owner = getpwuid(info.st_uid).map { " (\(String(cString: $0.pointee.pw_name)))" } ?? ""
+                throw OfflinePkgError.corruptState(
+                    path: path,
+                    reason: "owned by uid \(info.st_uid)\(owner), not by this user (uid \(geteuid())): refused; remove it to make a new key")
+            }
+            if info.st_mode & 0o077 != 0 {
+                throw OfflinePkgError.corruptState(
+                    path: path,
+                    reason: "mode 0\(String(info.st_mode & 0o777, radix: 8)) lets other users read or change it: refused; remove it to make a new key (0600)")
+            }
+            var bytes = [UInt8]()
+            var chunk = [UInt8](repeating: 0, count: 16 << 10)
+            while true {
+                let count = try chunk.withUnsafeMutableBytes { try fd.read(into: $0, path: path) }
+                if count == 0 { break }
+                bytes += chunk[..<count]
+                guard bytes.count <= 1 << 20 else { throw OfflinePkgError.corruptState(path: path, reason: "larger than a key") }
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
     private static func makeKey() throws -> OpaquePointer {
         guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_EC, nil) else { throw failure("EVP_PKEY_CTX_new_id") }
         defer { EVP_PKEY_CTX_free(context) }
@@ -125,7 +156,7 @@ package struct LoopbackCertificate: Sendable {
     /// already there (another process's) is never replaced.
     private static func writeKeyOnce(_ pem: String, to path: String) throws {
         let temporary = path + ".tmp-\(getpid())"
-        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+        let fd = try FileSystem.createNew(temporary, mode: 0o600)
         defer { unlink(temporary) }
         try fd.closeAfter { (fd) throws in
             try fd.writeAll(Array(pem.utf8), path: temporary)

@@ -44,7 +44,7 @@ package final class TreeWriter {
         _ = try folder(path.split(separator: "/")[...], for: path)
     }
 
-    /// Creates the file `path` (relative, clean), runs `write` with its descriptor, and closes it 0444.
+    /// Creates the file `path` (relative, clean), runs `write` with its descriptor, and closes it 0400.
     package func writeFile<R>(_ path: String, _ write: (FileDescriptor) throws -> R) throws -> R {
         let file = try create(path)
         let result: R
@@ -63,10 +63,10 @@ package final class TreeWriter {
         package let shownPath: String
         let bornReadOnly: Bool
 
-        /// Makes it 0444 (when it was not born so) and closes it: a late write error counts.
+        /// Makes it 0400 (when it was not born so) and closes it: a late write error counts.
         package func close() throws {
             if !bornReadOnly {
-                do { try descriptor.setMode(0o444) } catch {
+                do { try descriptor.setMode(0o400) } catch {
                     abandon()
                     throw OfflinePkgError.io(path: shownPath, operation: "chmod", error)
                 }
@@ -81,16 +81,17 @@ package final class TreeWriter {
         package func abandon() { descriptor.close() }
     }
 
-    /// Creates the file `path` (relative, clean), open for writing. It is born 0444 when the umask keeps
-    /// those bits (the descriptor is writable all the same): one `fchmod` a file fewer; under a umask
-    /// that would clear one, it is created private and set 0444 by `NewFile.close`.
+    /// Creates the file `path` (relative, clean), open for writing. It is born 0400 — read-only, and the
+    /// user's alone (docs/protocol.md#neighbours-on-the-device) — when the umask keeps that bit (the descriptor is writable all the same):
+    /// one `fchmod` a file fewer; under a umask that would clear it, it is created 0600 and set 0400 by
+    /// `NewFile.close`.
     package func create(_ path: String) throws -> NewFile {
         let (parent, name) = try parentAndName(path)
         try clearName(name, in: parent, for: path)
         let bornReadOnly = Self.umaskKeepsReadBits
         do {
             return NewFile(
-                descriptor: try parent.createFile(name, mode: bornReadOnly ? 0o444 : 0o600), shownPath: root + "/" + path,
+                descriptor: try parent.createFile(name, mode: bornReadOnly ? 0o400 : 0o600), shownPath: root + "/" + path,
                 bornReadOnly: bornReadOnly)
         } catch {
             if error.rawValue == EEXIST { throw Conflict(reason: "path is both a file and a folder") }
@@ -98,7 +99,7 @@ package final class TreeWriter {
         }
     }
 
-    /// Whether the process's umask leaves 0444 whole, from `/proc/self/status` (reading it with
+    /// Whether the process's umask leaves 0400 whole, from `/proc/self/status` (reading it with
     /// `umask(2)` would set it, racing other threads). Unknown counts as no.
     static let umaskKeepsReadBits: Bool = {
         guard let status = try? FileSystem.read("/proc/self/status", limit: 1 << 16) else { return false }
@@ -106,7 +107,7 @@ package final class TreeWriter {
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
             let mask = mode_t(String(line.dropFirst("Umask:".count).filter { $0 != " " && $0 != "\t" }), radix: 8)
         else { return false }
-        return mask & 0o444 == 0
+        return mask & 0o400 == 0
     }()
 
     /// Makes the file `path` (relative, clean) a hard link to the existing file `source` (an absolute
@@ -173,7 +174,7 @@ package final class TreeWriter {
             default: throw OfflinePkgError.io(path: root + "/" + path, operation: "open", error)
             }
         }
-        do { try parent.makeFolder(name, mode: 0o755) } catch {
+        do { try parent.makeFolder(name, mode: 0o700) } catch {
             if error.rawValue != EEXIST { throw OfflinePkgError.io(path: root + "/" + path, operation: "mkdir", error) }
         }
         do { return try parent.openFolder(name) } catch {

@@ -26,10 +26,15 @@ struct ReaderLeaseTests {
         withExtendedLifetime(pinned) {}
     }
 
-    @Test func aUserWhoCannotWriteTheRootCanStillLookUp() async throws {
-        let root = try TemporaryDirectory()
-        chmod(root.path, 0o755)
-        try await InProcessCLI.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
+    /// A root its user may read but not write (made read-only, or on a read-only mount) still answers
+    /// lookups from what is there. The reader is the root's own user: a root is its user's alone
+    /// (docs/protocol.md#neighbours-on-the-device), so another user's reads it not at all (`RootPrivacyTests`).
+    @Test(.enabled(if: LocalUser.available, "needs root to act as nobody"))
+    func aUserWhoCannotWriteTheRootCanStillLookUp() throws {
+        let scratch = try TemporaryDirectory()
+        chmod(scratch.path, 0o755)
+        let root = try scratch.makeDirectory("root")
+        try LocalUser.shell.own(root)
         // The checkout may sit in a folder only root can enter (a fresh clone in a mkdtemp folder):
         // give the other user a copy of the binary it can reach.
         let bin = try TemporaryDirectory()
@@ -37,11 +42,13 @@ struct ReaderLeaseTests {
         let binary = bin.path("offlinepkg")
         try FileManager.default.copyItem(atPath: OfflinePkgBinary.path, toPath: binary)
         chmod(binary, 0o755)
-        let lookup = try run(
-            "runuser", ["-u", "nobody", "--", binary, "lookup", "https://demo.offlinepkg.test/", "--root", root.path])
+        try LocalUser.shell.run([binary, "sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root, "--quiet"]).checked()
+        // Nothing in it writable any more, by its user either.
+        _ = try shell("chmod -R a-w '\(root)'")
+        let lookup = try LocalUser.shell.run([binary, "lookup", "https://demo.offlinepkg.test/", "--root", root])
         #expect(lookup.status == 0, "\(lookup.stderr)")
         #expect(lookup.stdout.hasSuffix("index.html\n"))
-        let status = try run("runuser", ["-u", "nobody", "--", binary, "status", "--root", root.path])
+        let status = try LocalUser.shell.run([binary, "status", "--root", root])
         #expect(status.status == 0, "\(status.stderr)")
     }
 }

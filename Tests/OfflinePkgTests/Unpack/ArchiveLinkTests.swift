@@ -28,12 +28,12 @@ struct ArchiveLinkTests {
             before = try FolderSnapshot(watched)
         }
 
-        /// Checks that the watched folder is as it was and that staging holds only folders and 0444 files.
+        /// Checks that the watched folder is as it was and that staging holds only folders and 0400 files.
         func checkNothingEscaped(_ comment: Comment) throws {
             #expect(try FolderSnapshot(watched) == before, comment)
             for item in try FolderSnapshot(staging).items.values {
                 let type = item.mode & UInt32(S_IFMT)
-                #expect(type == UInt32(S_IFDIR) || (type == UInt32(S_IFREG) && item.mode & 0o7777 == 0o444), comment)
+                #expect(type == UInt32(S_IFDIR) || (type == UInt32(S_IFREG) && item.mode & 0o7777 == 0o400), comment)
             }
         }
     }
@@ -196,7 +196,7 @@ struct ArchiveLinkTests {
         var old = stat()
         var new = stat()
         #expect(lstat(scene.watched + "/secret", &old) == 0 && lstat(scene.staging + "/g.txt", &new) == 0)
-        #expect(old.st_ino != new.st_ino && old.st_nlink == 1 && new.st_mode & 0o7777 == 0o444)
+        #expect(old.st_ino != new.st_ino && old.st_nlink == 1 && new.st_mode & 0o7777 == 0o400)
         #expect(try FolderSnapshot(scene.watched) == scene.before)
     }
 }
