@@ -8,7 +8,8 @@ extension Publisher {
     /// published it (routes, notes, rollout...). The same stages as `publish`: everything under `.tmp/`
     /// first, the manifest and its signature last.
     package func promote(
-        id: String, version: String, from source: URL, signingKeys: [SigningKey] = [], waiting: (() -> Void)? = nil
+        id: String, version: String, from source: URL, signingKeys: [SigningKey] = [], unsign: Bool = false,
+        waiting: (() -> Void)? = nil
     ) throws -> PublishReport {
         guard ManifestRules.isValidID(id) else {
             throw OfflinePkgError.invalidArgument("package id \"\(id)\" must match \(ManifestRules.idPattern)")
@@ -37,6 +38,7 @@ extension Publisher {
 
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
+        try RepositorySigning(layout).check(signs: !signingKeys.isEmpty, unsign: unsign, repository: layout.root)
         try document.checkRoutes(parsed.routes, for: id)
         // The keys documents the target lacks come with the release (docs/protocol.md#keys-documents), and
         // the signers are checked against the newest of them before anything is copied.
@@ -126,7 +128,7 @@ extension Publisher {
     /// The entry `version` of `id` had when `repository` published it: from its history, else from its
     /// manifest if that still offers the version.
     static func publishedEntry(id: String, version: String, in repository: RepositoryLayout) throws -> [String: Any] {
-        if let record = PublishHistory.load(repository.publishHistory(id: id)).last(where: { $0.version == version }),
+        if let record = PublishHistory.load(repository.publishHistory(id: id)).last(where: { $0.version == version && $0.entry != nil }),
             let text = record.entry,
             let object = try? JSONTree.parse(Array(text.utf8)) as? [String: Any]
         {

@@ -43,7 +43,10 @@ package struct PackageInstaller: Sendable {
         if let base = deltaBase(for: entry, current: current) {
             let received = ProgressCounter()
             do {
-                return try await installDelta(entry, base: base, manifestURL: manifestURL, received: received)
+                var outcome = try await installDelta(entry, base: base, manifestURL: manifestURL, received: received)
+                // A file index fetched and then not used crossed the network all the same.
+                outcome.bytesFetched += spent
+                return outcome
             } catch let error as OfflinePkgError {
                 spent += received.total
                 events?(.deltaFailed(packageID: entry.id, version: entry.version, error: error))

@@ -50,7 +50,8 @@ package struct SyncEngine: Sendable {
     package func run() async throws -> SyncReport {
         // Lock: the root's folders are made here, once per sync, then the one-sync-at-a-time lock.
         try layout.prepare()
-        let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
+        let (events, root) = (options.events, layout.root)
+        let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock) { events?(.waitingForLock(root: root)) }
         defer { withExtendedLifetime(lock) {} }
         // A new locked operation: held content is hashed again before it is reused.
         ContentLedger.of(layout).lockTaken()
@@ -81,7 +82,7 @@ package struct SyncEngine: Sendable {
     func planner(deviceID: String, state: SyncState) -> ReleasePlanner {
         ReleasePlanner(
             layout: layout, shellVersion: options.shellVersion.flatMap(ShellVersion.init), deviceID: deviceID,
-            reverted: state.reverted ?? [:])
+            reverted: state.reverted ?? [:], rolledBack: state.rolledBack ?? [:])
     }
 
     /// Events for what the plan holds back and for each release it will install.
