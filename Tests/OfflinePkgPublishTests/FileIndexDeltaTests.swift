@@ -75,13 +75,14 @@ import Testing
         let first = try Self.published(scratch.path("repo"))
         let report = try Self.publishByFiles(device.publisher, site: device.site, version: 2)
         let index = try #require(report.fileIndex)
-        server.script("/manifest.json", [.holdHead(seconds: hold)])
+        let newest = "/" + FileIndexDelta.newestURL(nextTo: index.url, fromTree: first.tree)
+        // Held until the early request was answered (or 20 s): its order, not a busy machine's timing.
+        server.script("/manifest.json", [.holdHeadUntil(count: 1, prefix: newest, seconds: hold)])
         let before = server.requests.count
         let sync = try await updater.sync()
         #expect(sync.changes.first?.via == .files)
         let requests = server.requests.dropFirst(before)
         let manifest = try #require(requests.first { $0.path == "/manifest.json" })
-        let newest = "/" + FileIndexDelta.newestURL(nextTo: index.url, fromTree: first.tree)
         let early = try #require(requests.first { $0.path == newest }, "\(requests.map(\.path))")
         #expect(early.status == 200)
         #expect(early.answeredAt < manifest.answeredAt, "the delta was asked after the manifest came")
@@ -128,7 +129,7 @@ import Testing
         // What an edge that kept release 2's copy, or a damaged one, serves under the newest name.
         let bytes = kind == "stale" ? try FileSystem.read(scratch.path("stale-newest")) : [UInt8](repeating: 7, count: 300)
         try FileSystem.writeAtomically(bytes, to: repo + newest)
-        server.script("/manifest.json", [.holdHead(seconds: 1)])
+        server.script("/manifest.json", [.holdHeadUntil(count: 1, prefix: newest, seconds: 0.5)])
         let before = server.requests.count
         let sync = try await updater.sync()
         let change = try #require(sync.changes.first)

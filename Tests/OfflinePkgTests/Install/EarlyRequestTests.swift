@@ -70,7 +70,9 @@ import Testing
     /// packages are asked for early, no more.
     @Test func aSlowManifestAsksEarlyForAFewPackagesAtMost() async throws {
         let rig = try await Rig(packages: EarlyRequests.maximumPackages + 2)
-        rig.server.script("/manifest.json", [.holdHead(seconds: 1)])
+        // Held a second, and until the early requests were answered: their order, not the machine's pace.
+        rig.server.script(
+            "/manifest.json", [.holdHeadUntil(count: EarlyRequests.maximumPackages, prefix: "/files/deltas/", seconds: 1)])
         let before = rig.server.requests.count
         _ = try await rig.sync()
         let requests = rig.server.requests.dropFirst(before)
