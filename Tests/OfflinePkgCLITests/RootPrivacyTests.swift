@@ -145,6 +145,30 @@ struct RootPrivacyTests {
         }
     }
 
+    /// Root is no exception: in a folder another user owns, that user can swap a folder for a link while
+    /// root writes or tightens there, and steer root's writes and mode changes outside it (a 0777 folder
+    /// root once synced into, aimed at /etc). Root's sync and serve refuse it, and nothing in it changes.
+    @Test func aRootAnotherUserOwnsIsRefusedToRootToo() throws {
+        let device = try Device()
+        let planted = try device.scratch.makeDirectory("planted/trees")
+        let root = device.scratch.path("planted")
+        try device.scratch.write("{}", to: "planted/state.json")
+        for (path, mode) in [(root, 0o777), (planted, 0o777), (root + "/state.json", 0o644)] as [(String, mode_t)] {
+            chmod(path, mode)
+            try LocalUser.hostile.own(path)
+        }
+        let listing = { try shell("find '\(root)' -printf '%m %u %p\\n' | sort") }
+        let before = try listing()
+
+        let sync = try OfflinePkgBinary.run(["sync", device.scratch.path("repo/manifest.json"), "--root", root, "--quiet"])
+        #expect(sync.status == 1, "\(sync.status): \(sync.stderr)")
+        #expect(
+            sync.stderr.contains("cache root \(root) is owned by uid") && sync.stderr.contains("(opk-b)"), "\(sync.stderr)")
+        let serve = try OfflinePkgBinary.run(["serve", "--root", root, "--port", "0"], timeout: 10)
+        #expect(serve.status == 1 && serve.stdout.isEmpty && serve.stderr.contains("opk-b"), "serve: \(serve.stdout) \(serve.stderr)")
+        #expect(try listing() == before)
+    }
+
     @Test func aTLSKeyAnotherUserOwnsOrCanReadIsRefused() throws {
         let device = try Device()
         try device.sync()
@@ -161,10 +185,17 @@ struct RootPrivacyTests {
         #expect(readable.status != 0 && readable.stdout.isEmpty, "serve used a 0644 key: \(readable.stdout)")
         #expect(readable.stderr.contains("tls/key.pem") && readable.stderr.contains("0644"), "\(readable.stderr)")
 
-        // Owned by another user (who could swap it at will), even at 0600: root's serve refuses it too.
-        chmod(key, 0o600)
-        try LocalUser.hostile.own(key)
-        let foreign = try run(OfflinePkgBinary.path, ["serve", "--root", device.root, "--port", "0", "--tls"], timeout: 10)
+        // Owned by another user (who could swap it at will), even at 0600: root's serve refuses it too,
+        // in a root of root's own (it refuses nobody's root whole: `aRootAnotherUserOwnsIsRefusedToRootToo`).
+        let rootsRoot = device.scratch.path("roots-root")
+        try OfflinePkgBinary.run(["sync", device.scratch.path("repo/manifest.json"), "--root", rootsRoot, "--quiet"])
+            .checked("sync as root")
+        let second = try ChildProcess(OfflinePkgBinary.path, ["serve", "--root", rootsRoot, "--port", "0", "--tls"])
+        #expect(second.firstLine(timeout: 10) != nil, "\(second.stderr)")
+        second.signal(SIGTERM)
+        second.wait(timeout: 10)
+        try LocalUser.hostile.own(rootsRoot + "/tls/key.pem")
+        let foreign = try run(OfflinePkgBinary.path, ["serve", "--root", rootsRoot, "--port", "0", "--tls"], timeout: 10)
         #expect(foreign.status != 0 && foreign.stdout.isEmpty, "serve used opk-b's key: \(foreign.stdout)")
         #expect(foreign.stderr.contains("tls/key.pem") && foreign.stderr.contains("opk-b"), "\(foreign.stderr)")
     }

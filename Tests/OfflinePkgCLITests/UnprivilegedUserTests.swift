@@ -151,8 +151,17 @@ struct UnprivilegedUserTests {
             "\(defaulted.stderr)")
         #expect(defaulted.stderr.contains("--root DIR or OFFLINEPKG_ROOT"), "\(defaulted.stderr)")
 
+        // A root this user owns but may not write; one root owns is another user's, refused as such.
         let readOnly = try device.scratch.makeDirectory("read-only-root")
         chmod(readOnly, 0o555)
+        if getuid() == 0 {
+            let foreign = try await runBlocking {
+                try Device.asUser([OfflinePkgBinary.path, "sync", device.manifest, "--quiet", "--root", readOnly])
+            }
+            #expect(foreign.status == 1 && foreign.stderr.contains("is owned by uid 0 (root)"), "\(foreign.stderr)")
+            let nobody = try #require(getpwnam("nobody")).pointee
+            #expect(chown(readOnly, nobody.pw_uid, nobody.pw_gid) == 0)
+        }
         let refused = try await runBlocking {
             try Device.asUser([OfflinePkgBinary.path, "sync", device.manifest, "--quiet", "--root", readOnly])
         }

@@ -152,7 +152,8 @@ final class NeighbourRig: @unchecked Sendable {
 
     /// `status --json`'s runtime counters.
     func counters() throws -> [String: Any] {
-        let result = try OfflinePkgBinary.run(["status", "--root", root, "--json"]).checked("status")
+        // As the root's user: a root is refused to every other, root included.
+        let result = try LocalUser.shell.run([OfflinePkgBinary.path, "status", "--root", root, "--json"]).checked("status")
         let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
         return (object?["runtime"] as? [String: Any])?["counters"] as? [String: Any] ?? [:]
     }

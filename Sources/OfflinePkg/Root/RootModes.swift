@@ -16,19 +16,25 @@ package enum RootModes {
         tighten(Array(layout.root.utf8))
     }
 
-    /// Refuses a root that another user owns (root excepted, and root may use any): a folder someone else
-    /// made at the root's path beforehand — in a shared folder such as /tmp, or a link there — would let
-    /// them read, replace or plant links among everything this user keeps in it, and feed `serve` their
-    /// own files. `path` is the root with its links resolved.
+    /// Refuses a root that another user owns, whoever the caller is: a folder someone else made at the
+    /// root's path beforehand — in a shared folder such as /tmp, or a link there — would let them read,
+    /// replace or plant links among everything this user keeps in it, and feed `serve` their own files.
+    /// Root is no exception either way: writing as root into a folder another user can change is how
+    /// that user steers root's writes and mode changes outside it, and a root of root's is no other
+    /// user's (a root-owned folder such as /tmp is anyone's to plant in). `path` is the root with its links resolved; a
+    /// root that is not there yet is the caller's to make.
     package static func checkOwner(_ path: String) throws {
         var info = stat()
         guard lstat(path, &info) == 0 else { return }
         let me = geteuid()
-        guard me != 0, info.st_uid != me, info.st_uid != 0 else { return }
-        let owner = getpwuid(info.st_uid).map { " (\(String(cString: $0.pointee.pw_name)))" } ?? ""
+        guard info.st_uid != me else { return }
         throw OfflinePkgError.unavailable(
-            "cache root \(path) is owned by uid \(info.st_uid)\(owner), not by this user (uid \(me)): refused, a cache root is its user's alone"
+            "cache root \(path) is owned by uid \(info.st_uid)\(userName(info.st_uid)), not by this user (uid \(me)\(userName(me))): refused, a cache root is its user's alone"
         )
+    }
+
+    private static func userName(_ uid: uid_t) -> String {
+        getpwuid(uid).map { " (\(String(cString: $0.pointee.pw_name)))" } ?? ""
     }
 
     private static func tighten(_ path: [UInt8]) {

@@ -84,8 +84,10 @@ public final class RuntimeCache: Sendable {
         var checked = ContinuousClock.now - .seconds(10)
     }
 
-    /// Opens the runtime cache of the cache root at `root`.
+    /// Opens the runtime cache of the cache root at `root`; a root another user owns is refused, as
+    /// `PackageStore` refuses it (`RootModes.checkOwner`).
     public convenience init(root: URL, options: Options = .init()) throws {
+        if let resolved = try? FileSystem.realPath(root.path) { try RootModes.checkOwner(resolved) }
         try self.init(layout: CacheLayout(root: root.path), options: options)
     }
 

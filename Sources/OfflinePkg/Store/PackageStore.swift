@@ -81,8 +81,8 @@ public final class PackageStore: Sendable {
         do {
             try layout.prepare()
         } catch  where FileSystem.isDirectory(layout.root) {
-            // A root this process may read but not write (a cron sync as root, a shell as a user):
-            // answer from what is there.
+            // A root this process may read but not write (its user made it read-only, or it sits on a
+            // read-only mount): answer from what is there.
         }
         // libarchive's secure-symlink check walks the whole target path: resolve the root's own links.
         let layout = CacheLayout(root: try FileSystem.realPath(layout.root))
