@@ -18,6 +18,36 @@ extension FileDescriptor {
         return FileDescriptor(rawValue: fd)
     }
 
+    /// Opens the entry `name` (one component, as the bytes the folder holds) below this folder, whatever
+    /// its type, to `fstat` and `fchmod` it: a link is refused (`ELOOP`), never followed, and a FIFO is
+    /// not waited on.
+    package func openEntry(_ name: [UInt8]) throws(Errno) -> FileDescriptor {
+        let fd = try valueOrErrno {
+            FileSystem.withCPath(name) { openat(rawValue, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+        }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// The names in this open folder, as `FileSystem.entryNames(of:)` gives them. The listing reads a
+    /// descriptor of its own (the folder opened again as "."), so this one stays open and unmoved.
+    package func entryNames() throws(Errno) -> [[UInt8]] {
+        let own = try valueOrErrno { openat(rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard let stream = fdopendir(own) else {
+            let error = Errno.current
+            Glibc.close(own)
+            throw error
+        }
+        defer { closedir(stream) }
+        return FileSystem.entryNames(stream: stream)
+    }
+
+    /// The open file's own `stat`: no path, so nothing to follow.
+    package func status() throws(Errno) -> stat {
+        var info = stat()
+        _ = try valueOrErrno { fstat(rawValue, &info) }
+        return info
+    }
+
     /// Creates the folder `name` below this folder.
     package func makeFolder(_ name: String, mode: mode_t) throws(Errno) {
         _ = try valueOrErrno { mkdirat(rawValue, name, mode) }

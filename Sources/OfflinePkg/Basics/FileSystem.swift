@@ -190,6 +190,11 @@ package enum FileSystem {
     private static func entryNames(cPath path: UnsafePointer<CChar>) -> [[UInt8]] {
         guard let dir = opendir(path) else { return [] }
         defer { closedir(dir) }
+        return entryNames(stream: dir)
+    }
+
+    /// The names an open folder stream gives, without `.` and `..`.
+    package static func entryNames(stream dir: OpaquePointer) -> [[UInt8]] {
         var names = [[UInt8]]()
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
