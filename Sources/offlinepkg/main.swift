@@ -4,4 +4,4 @@ import OfflinePkgCLI
 import Glibc
 #endif
 
-exit(await OfflinePkgCommand.main(Array(CommandLine.arguments.dropFirst())))
+exit(OfflinePkgCommand.mainWaiting(Array(CommandLine.arguments.dropFirst())))
