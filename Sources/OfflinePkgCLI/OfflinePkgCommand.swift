@@ -46,6 +46,15 @@ package enum OfflinePkgCommand {
         return outcome.status
     }
 
+    /// What the process that runs `arguments` sets for itself before anything else: a sync's threads
+    /// (reader, writer lanes, transfers) share one malloc arena. They hand buffers to one another a few
+    /// hundred KiB at a time, so one arena costs them no time, and each arena of its own held the pages
+    /// its frees left (docs/design.md, "Memory"). The servers and the publisher, whose threads allocate
+    /// side by side all the time, keep glibc's arenas. The entry point calls it; tests and hosts never.
+    package static func prepareProcess(for arguments: [String]) {
+        if arguments.first == "sync" { MallocArenas.limit(to: 1) }
+    }
+
     package static func run(_ arguments: [String], context: CLIContext) async -> Int32 {
         guard let first = arguments.first, !["-h", "--help", "help"].contains(first) else {
             context.output.print(overview)
