@@ -20,7 +20,13 @@ those a one-range plan needs (the same greedy merge of gaps within the waste bud
 Then wall time on `docs`, 5 behind, HTTP/2 over TLS (a CA made here by openssl) through
 `Benchmarks/slowlink.py` at 150 ms RTT and 8 Mbit/s, against 3 round trips + bytes / bandwidth. The same
 sync straight to the origin is taken first and taken off: the target is about the link, not about
-hashing held content on a loaded machine.
+hashing held content on a loaded machine; the median of three such rounds, each on fresh copies of the
+device. The device on the link remembers the origin speaks HTTP/2 (its `origins.json` says so, as any
+earlier check of that URL leaves it): a sync asks for the newest index delta beside a slow manifest only
+then (docs/protocol.md#file-index-deltas). With --before, the older build syncs the same repository the same way (`origins.link.before`). The origin speaks TLS 1.3 (one round trip to a shared key), as
+CDNs and object stores do; nginx before 1.23.4 offers TLS 1.2 at most unless told, a round trip more.
+
+ORIGINS_SITES=docs (a comma list of `docs`, `100k`) runs those sites only.
 """
 import json, os, shutil, subprocess, sys, time
 import harness, sites
@@ -51,10 +57,10 @@ def needed_gets(wanted):
     return len(wanted) - merged
 
 
-def sync(h, url, root, *extra):
+def sync(h, url, root, *extra, binary=None):
     """(via, seconds) of one sync; via None when it failed (its figures are then not measured)."""
     start = time.monotonic()
-    done = subprocess.run([h.offlinepkg, "sync", url, "--root", root, "--json", "--quiet", *extra],
+    done = subprocess.run([binary or h.offlinepkg, "sync", url, "--root", root, "--json", "--quiet", *extra],
                           capture_output=True, text=True, timeout=3600)
     seconds = time.monotonic() - start
     if done.returncode != 0:
@@ -88,33 +94,69 @@ def slow_link(h, upstream):
     return int(open(out).read())
 
 
+def remember_http2(root, origin):
+    """Writes into `root`'s origins.json what a sync of `origin` before leaves there: it speaks HTTP/2."""
+    path = os.path.join(root, "origins.json")
+    records = json.load(open(path)) if os.path.exists(path) else {}
+    records.setdefault(origin, {"checked": time.time()})["http"] = "h2"
+    with open(path, "w") as out:
+        json.dump(records, out)
+    os.chmod(path, 0o600)
+
+
 def wall_time(h, www, repo_url, cold):
-    """The `origins.link*` figures: the sync 5 behind over HTTP/2 and TLS, straight and through the link."""
+    """The `origins.link*` figures: the sync 5 behind over HTTP/2 and TLS, straight and through the link,
+    the median of `h.runs(3)` rounds (fresh roots each); with --before, the older build's too."""
     ca, crt, key = certificates(h.path("ca"))
     port = harness.free_port()
     origin = h.nginx(None, log=True, servers=[
         f"server {{ listen 127.0.0.1:{port} ssl http2; root {www}; "
-        f"ssl_certificate {crt}; ssl_certificate_key {key}; }}"])
+        f"ssl_certificate {crt}; ssl_certificate_key {key}; ssl_protocols TLSv1.2 TLSv1.3; }}"])
     slow = slow_link(h, port)
-    roots = {side: h.path(f"wall-{side}") for side in ("direct", "slow")}
-    for root in roots.values():
-        shutil.copytree(cold, root, symlinks=True)
-    _, on_device = sync(h, f"https://127.0.0.1:{port}/{repo_url}", roots["direct"], "--cacert", ca)
-    mark = origin.mark()
-    via, seconds = sync(h, f"https://127.0.0.1:{slow}/{repo_url}", roots["slow"], "--cacert", ca)
-    sent, requests = origin.served_since(mark)
-    link = seconds - on_device
-    transfer = sent * 8 / (RATE_MBIT * 1e6)
-    ideal = 3 * RTT_MS / 1000 + transfer
-    detail = f"via {via}, {requests} requests, {sent:,} B; wall {seconds:.3f} s, {on_device:.3f} s on the device"
-    h.figure("origins.link", f"docs, 5 behind, {RTT_MS} ms / {RATE_MBIT} Mbit/s link: link time / (3 RTT + bytes / bandwidth)",
-             link / ideal if via else None, ours=f"{link:.3f} s", theirs=f"{ideal:.3f} s", detail=detail)
-    h.figure("origins.link.round-trips", "docs, 5 behind: round trips on the link ((link time - bytes / bandwidth) / RTT)",
-             (link - transfer) / (RTT_MS / 1000) if via else None, detail=detail)
+    sides = [("", h.offlinepkg)] + ([(".before", h.before)] if h.before else [])
+    rounds = {side: [] for side, _ in sides}
+    for number in range(h.runs(3)):
+        for side, binary in sides:
+            roots = {way: h.path(f"wall{side}-{number}-{way}") for way in ("direct", "slow")}
+            for root in roots.values():
+                shutil.copytree(cold, root, symlinks=True)
+            remember_http2(roots["slow"], f"https://127.0.0.1:{slow}")
+            _, on_device = sync(h, f"https://127.0.0.1:{port}/{repo_url}", roots["direct"], "--cacert", ca, binary=binary)
+            mark = origin.mark()
+            via, seconds = sync(h, f"https://127.0.0.1:{slow}/{repo_url}", roots["slow"], "--cacert", ca, binary=binary)
+            sent, requests = origin.served_since(mark)
+            rounds[side].append((seconds - on_device, via, sent, requests, seconds, on_device))
+            for root in roots.values():
+                h.wipe(root)
+    for side, _ in sides:
+        link, via, sent, requests, seconds, on_device = sorted(rounds[side], key=lambda r: r[0])[len(rounds[side]) // 2]
+        via = via if all(r[1] for r in rounds[side]) else None
+        transfer = sent * 8 / (RATE_MBIT * 1e6)
+        ideal = 3 * RTT_MS / 1000 + transfer
+        build = " (--before)" if side else ""
+        detail = (f"via {via}, {requests} requests, {sent:,} B; median of {len(rounds[side])}: wall {seconds:.3f} s, "
+                  f"{on_device:.3f} s on the device; link times {', '.join(f'{r[0]:.3f}' for r in rounds[side])} s")
+        h.figure(f"origins.link{side}",
+                 f"docs, 5 behind, {RTT_MS} ms / {RATE_MBIT} Mbit/s link{build}: link time / (3 RTT + bytes / bandwidth)",
+                 link / ideal if via else None, ours=f"{link:.3f} s", theirs=f"{ideal:.3f} s", detail=detail)
+        h.figure(f"origins.link{side}.round-trips",
+                 f"docs, 5 behind{build}: round trips on the link ((link time - bytes / bandwidth) / RTT)",
+                 (link - transfer) / (RTT_MS / 1000) if via else None, detail=detail)
+
+
+def sites_run():
+    return os.environ.get("ORIGINS_SITES", "docs,100k").split(",")
+
+
+def measures(h, id):
+    if ".before" in id and not h.before:
+        return False
+    site = id.split(".")[1]
+    return (site in sites_run()) if site in ("docs", "100k") else "docs" in sites_run()
 
 
 def run(h):
-    for site_name in ("docs", "100k"):
+    for site_name in sites_run():
         site_row(h, site_name)
 
 

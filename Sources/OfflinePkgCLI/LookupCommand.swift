@@ -50,6 +50,10 @@ enum LookupCommand {
             }
         }
         guard let hit = store.resolve(url) else {
+            if let location = store.redirect(for: url) {
+                // What serve answers with a 301: the folder's URL ends in a slash.
+                throw OfflinePkgError.unavailable("\(url) names a folder: serve redirects it to \(location)")
+            }
             throw OfflinePkgError.unavailable("no active package answers \(url)")
         }
         if arguments.flag("json") {

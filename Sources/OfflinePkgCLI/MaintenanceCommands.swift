@@ -18,18 +18,31 @@ enum VerifyCommand {
         } else if damage.isEmpty {
             context.output.print("ok: \(try root.activeRecord().current.packages.count) active package(s) match their tree hashes")
         }
-        for item in damage {
-            context.output.error(
-                "damaged: \(item.packageID) \(item.version): \(item.path.isEmpty ? "(index)" : item.path): \(item.problem)")
-        }
+        for item in damage { context.output.error("damaged: " + describe(item)) }
         if arguments.flag("repair") && !damage.isEmpty {
-            let repairer = TreeRepairer(root: root, options: Updater.Options(waitForLock: arguments.flag("wait")))
+            var options = Updater.Options(waitForLock: arguments.flag("wait"))
+            options.events = { event in
+                if case .waitingForLock(let root) = event { context.output.info(RootWait.message(root)) }
+            }
+            let repairer = TreeRepairer(root: root, options: options)
             let repaired = try await repairer.repair(damage)
             let remaining = try root.verify()
             for id in repaired { context.output.info("repaired: \(id)") }
             return remaining.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused
         }
+        if !damage.isEmpty && !arguments.flag("json") {
+            context.output.error("run offlinepkg verify --repair to fetch the damaged files again (the active set stays as it is)")
+        }
         return damage.isEmpty ? OfflinePkgCommand.ExitStatus.success : OfflinePkgCommand.ExitStatus.refused
+    }
+
+    /// One damaged item as a line: a package's file, its index, a held content file or a runtime entry.
+    static func describe(_ item: TreeDamage) -> String {
+        switch item.packageID {
+        case TreeDamage.contentStore: "held content \(item.path): \(item.problem)"
+        case TreeDamage.runtimeCache: "runtime cache \(item.path): \(item.problem)"
+        default: "\(item.packageID) \(item.version): \(item.path.isEmpty ? "(index)" : item.path): \(item.problem)"
+        }
     }
 }
 
@@ -40,7 +53,8 @@ enum GCCommand {
         run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let removed = try context.openRoot(arguments).collectGarbage(wait: arguments.flag("wait"))
+        let root = try context.openRoot(arguments)
+        let removed = try root.collectGarbage(wait: arguments.flag("wait"), waiting: RootWait.say(context, root))
         if arguments.flag("json") {
             context.output.json(["removed": removed])
         } else {
@@ -56,7 +70,8 @@ enum RollbackCommand {
         summary: "switch back to the previous active set", run: run)
 
     static func run(_ arguments: ParsedArguments, _ context: CLIContext) async throws -> Int32 {
-        let set = try context.openRoot(arguments).rollback(wait: arguments.flag("wait"))
+        let root = try context.openRoot(arguments)
+        let set = try root.rollback(wait: arguments.flag("wait"), waiting: RootWait.say(context, root))
         if arguments.flag("json") {
             context.output.json(set)
         } else {
@@ -64,5 +79,14 @@ enum RollbackCommand {
                 "active: set \(set.generation): " + set.packages.map { "\($0.id) \($0.version)" }.joined(separator: ", "))
         }
         return OfflinePkgCommand.ExitStatus.success
+    }
+}
+
+/// What `--wait` says while another process holds the root's lock.
+enum RootWait {
+    static func message(_ root: String) -> String { "waiting for another sync of \(root) to finish (--wait)" }
+
+    static func say(_ context: CLIContext, _ root: CacheRoot) -> () -> Void {
+        { context.output.info(message(root.layout.root)) }
     }
 }

@@ -17,8 +17,8 @@ package enum OfflinePkgCommand {
     static let commands: [CommandSpec] = [
         SyncCommand.spec, StatusCommand.spec, LookupCommand.spec, VerifyCommand.spec, GCCommand.spec,
         RollbackCommand.spec, ServeCommand.spec, PublishCommand.spec, KeygenCommand.spec, HistoryCommand.spec,
-        PromoteCommand.spec, ReportsCommand.serve, ReportsCommand.importing, ReportsCommand.show, TrustCommand.spec,
-        KeysCommands.initSpec, KeysCommands.rotateSpec, KeysCommands.showSpec,
+        PromoteCommand.spec, RemoveCommand.spec, ReportsCommand.serve, ReportsCommand.importing, ReportsCommand.show,
+        TrustCommand.spec, KeysCommands.initSpec, KeysCommands.rotateSpec, KeysCommands.showSpec,
     ]
 
     /// Commands named by two words (`reports serve`): the group's first word.
@@ -110,12 +110,17 @@ package enum OfflinePkgCommand {
         var exitStatus: Int32
     }
 
-    /// The way out a message may offer: `--wait` only where the command accepts it.
+    /// The way out a message may offer: `--wait` only where the command accepts it; another root where
+    /// this one cannot be written.
     static func hint(for error: OfflinePkgError, in command: CommandSpec) -> String {
-        guard case .locked = error, command.options.contains(where: { $0.name == CommandSpec.Option.wait.name }) else {
+        switch error {
+        case .locked where command.options.contains(where: { $0.name == CommandSpec.Option.wait.name }):
+            return " (use --wait to wait for it)"
+        case .rootNotWritable:
+            return "; give a root this user can write with --root DIR or OFFLINEPKG_ROOT=DIR"
+        default:
             return ""
         }
-        return " (use --wait to wait for it)"
     }
 
     static func status(for error: OfflinePkgError) -> Int32 {

@@ -29,6 +29,7 @@ final class ProgressReporter: Sendable {
         guard style != .none else { return }
         switch event {
         case .failed: finish()  // the command prints the error itself, once, as it exits
+        case .waitingForLock(let root): line(RootWait.message(root))
         case .checking(let url): line("checking \(url)")
         case .manifestUnchanged: line("manifest not modified")
         case .skippedRecentCheck: line("skipped: last check is younger than --min-interval")

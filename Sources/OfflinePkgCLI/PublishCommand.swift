@@ -23,6 +23,18 @@ enum PublishCommand {
             .init(name: "rollout", value: "P", help: "percentage of devices that take this version (0-100)"),
             .init(name: "min-shell-version", value: "V", help: "oldest shell version that may take this version"),
             .init(
+                name: "max-shell-version", value: "V",
+                help: "newest shell version that may take this version, on its components (3.2: every 3.2.x)"),
+            .init(
+                name: "allow-downgrade", value: nil,
+                help: "publish a version lower than the newest published for the package (refused otherwise)"),
+            .init(
+                name: "unsign", value: nil,
+                help: "publish without --sign-key into a signed repository, removing its signature (refused otherwise)"),
+            .init(
+                name: "check", value: nil,
+                help: "build the release and run the devices' checks on it; publish nothing"),
+            .init(
                 name: "expires", value: "WHEN",
                 help: "manifest expiry for this publish only: a duration from now (30d, 12h, 90m) or an RFC 3339 time"),
             .init(name: "format", value: "FMT", help: "tar.zst (default: fastest to unpack on devices), tar.gz or zip"),
@@ -66,6 +78,8 @@ enum PublishCommand {
             deltaCount: try arguments.integer("deltas", in: 0...100) ?? 3,
             rollout: try arguments.integer("rollout", in: 0...100), minShellVersion: arguments.value("min-shell-version"),
             format: format, expires: try arguments.value("expires").map { try expiry($0, now: context.world.clock.now()) })
+        request.maxShellVersion = arguments.value("max-shell-version")
+        request.allowDowngrade = arguments.flag("allow-downgrade")
         request.expiresIn = try arguments.value("expires-in").map(duration)
         request.notes = arguments.value("notes")
         request.mandatory = arguments.flag("mandatory")
@@ -89,7 +103,7 @@ enum PublishCommand {
         let progress = PublishProgress(
             style: quiet ? .none : (context.output.stderrIsTerminal ? .bars : .lines), output: context.output, clock: context.world.clock)
         let report = try Publisher(repository: URL(fileURLWithPath: repo), clock: context.world.clock).publish(
-            request, signingKeys: signingKeys,
+            request, signingKeys: signingKeys, unsign: arguments.flag("unsign"), checkOnly: arguments.flag("check"),
             waiting: { if !quiet { context.output.info("waiting for another publish to \(repo) to finish") } },
             events: { progress.handle($0) })
         progress.finish()
@@ -112,8 +126,9 @@ enum PublishCommand {
     }
 
     static func summary(_ report: PublishReport) -> String {
+        let verb = report.checkedOnly ? "check passed: devices would accept" : "published"
         var lines = [
-            "published \(report.id) \(report.version) as sequence \(report.sequence)\(report.republished ? " (same content as before)" : "")",
+            "\(verb) \(report.id) \(report.version) as sequence \(report.sequence)\(report.republished ? " (same content as before)" : "")",
             "  archive \(report.archive.url)  \(ProgressReporter.format(report.archive.size))  \(report.files) files",
             "  tree    \(report.tree)",
         ]
@@ -134,6 +149,7 @@ enum PublishCommand {
         } else {
             lines.append("  unsigned (no --sign-key)")
         }
+        if report.checkedOnly { lines.append("  nothing was published (--check)") }
         if let from = report.promotedFrom { lines.append("  promoted from \(from)") }
         if let carried = report.keysCarried, !carried.isEmpty {
             lines.append("  keys    carried keys/\(carried.map { "\($0).json" }.joined(separator: ", keys/")) from the source")

@@ -16,15 +16,17 @@ enum HistoryCommand {
         }
         let packages = try Publisher(repository: URL(fileURLWithPath: repo), clock: context.world.clock).history()
         if arguments.flag("json") {
-            context.output.json(["packages": packages])
+            context.output.json(["packages": packages.map(JSONPackage.init)])
             return OfflinePkgCommand.ExitStatus.success
         }
         var lines = [String]()
         for package in packages {
-            lines.append("\(package.id)\(package.current.map { " (manifest offers \($0))" } ?? " (not in the manifest)")")
+            let offer = package.current.map { " (manifest offers \($0)\(package.disabled == true ? ", disabled" : ""))" }
+            lines.append("\(package.id)\(offer ?? " (not in the manifest)")")
             for release in package.releases.reversed() {
                 var text = "  \(release.version)  \(RFC3339.format(release.publishedAt))"
                 if release.sequence > 0 { text += "  sequence \(release.sequence)" }
+                if let action = release.action { text += "  \(action == .remove ? "removed" : action.rawValue + "d")" }
                 if let rollout = release.rollout { text += "  rollout \(rollout)%" }
                 if release.mandatory { text += "  mandatory" }
                 if let from = release.promotedFrom { text += "  promoted from \(from)" }
@@ -34,6 +36,40 @@ enum HistoryCommand {
         }
         context.output.print(lines.isEmpty ? "nothing published in \(repo)" : lines.joined(separator: "\n"))
         return OfflinePkgCommand.ExitStatus.success
+    }
+}
+
+extension HistoryCommand {
+    /// A package's history as `--json` prints it: each release's `entry` as the JSON object the
+    /// manifest held, not as a string of JSON inside the JSON.
+    struct JSONPackage: Encodable {
+        var id: String
+        var current: String?
+        var releases: [JSONRelease]
+
+        var disabled: Bool?
+
+        init(_ package: PublishHistory.Package) {
+            (id, current, releases) = (package.id, package.current, package.releases.map(JSONRelease.init))
+            disabled = package.disabled
+        }
+    }
+
+    struct JSONRelease: Encodable {
+        var record: PublishHistory.Record
+
+        init(_ record: PublishHistory.Record) { self.record = record }
+
+        private enum CodingKeys: String, CodingKey { case entry }
+
+        func encode(to encoder: any Encoder) throws {
+            var plain = record
+            plain.entry = nil
+            try plain.encode(to: encoder)
+            let entry = record.entry.flatMap { try? JSONDocument(parsing: Array($0.utf8)).root }
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodeIfPresent(entry, forKey: .entry)
+        }
     }
 }
 
@@ -49,6 +85,9 @@ enum PromoteCommand {
             .init(
                 name: "sign-key", value: "FILE", repeatable: true,
                 help: "minisign secret key for the target's manifest; with keys documents, a threshold of their manifest keys"),
+            .init(
+                name: "unsign", value: nil,
+                help: "promote without --sign-key into a signed repository, removing its signature (refused otherwise)"),
             .json, .quiet,
         ],
         summary: "copy one published version (archives, deltas, file index) into another repository and publish it there",
@@ -63,7 +102,7 @@ enum PromoteCommand {
         let quiet = arguments.flag("quiet")
         let report = try Publisher(repository: URL(fileURLWithPath: values["to"]!), clock: context.world.clock).promote(
             id: values["id"]!, version: values["version"]!, from: URL(fileURLWithPath: values["from"]!),
-            signingKeys: try PublishCommand.signingKeys(arguments.all("sign-key")),
+            signingKeys: try PublishCommand.signingKeys(arguments.all("sign-key")), unsign: arguments.flag("unsign"),
             waiting: { if !quiet { context.output.info("waiting for another publish to \(values["to"]!) to finish") } })
         if arguments.flag("json") {
             context.output.json(report)

@@ -35,6 +35,9 @@ enum ServeCommand {
                 name: "resolve", value: "HOST:PORT:ADDR", repeatable: true,
                 help: "reach an upstream HOST:PORT at ADDR, as curl's --resolve (repeatable)"),
             .init(
+                name: "cacert", value: "FILE",
+                help: "trust these certificate authorities (PEM) for runtime-cache upstreams instead of the system's, as curl's --cacert"),
+            .init(
                 name: "allow-private-upstream", value: nil,
                 help: "let runtime-cache upstreams resolve to loopback, link-local or private addresses (else 502)"),
             .init(
@@ -140,7 +143,7 @@ enum ServeCommand {
             }
         }
         let offline = arguments.flag("offline") || context.environment["OFFLINEPKG_OFFLINE"] == "1"
-        var options = RuntimeCache.Options(offline: offline, resolve: pins)
+        var options = RuntimeCache.Options(offline: offline, resolve: pins, caBundle: try SyncCommand.certificateAuthorities(arguments))
         options.allowPrivateUpstream = arguments.flag("allow-private-upstream")
         if let transfers = try arguments.integer("max-upstream-transfers", in: 1...1024) { options.upstreamTransfers = transfers }
         return options

@@ -51,7 +51,7 @@ enum SyncCommand {
         run: run)
 
     /// `--cacert FILE` (or `--ca-bundle`): a readable file, checked before any request, so a typo is a
-    /// usage error and not every https transfer failing on its certificate.
+    /// usage error and not every https transfer failing on its certificate. `serve --cacert` too.
     static func certificateAuthorities(_ arguments: ParsedArguments) throws -> String? {
         guard let path = arguments.value("cacert") ?? arguments.value("ca-bundle") else { return nil }
         guard access(path, R_OK) == 0, !FileSystem.isDirectory(path) else {
@@ -78,7 +78,7 @@ enum SyncCommand {
             if let signal = interruption.received {
                 let name = signal == SIGINT ? "SIGINT" : "SIGTERM"
                 let message = "interrupted by \(name); the active set is unchanged, the next sync resumes"
-                if !dryRun { found.recordFailure(exitStatus: 128 + signal, message: message) }
+                if !dryRun { found.recordFailure(exitStatus: 128 + signal, message: message, counted: false) }
                 context.output.error("offlinepkg sync: \(message)")
                 if arguments.flag("json") {
                     context.output.json(OfflinePkgCommand.JSONFailure(error: message, exitStatus: 128 + signal))

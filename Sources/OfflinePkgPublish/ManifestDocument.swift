@@ -59,6 +59,17 @@ package struct ManifestDocument {
         object["reports"] = url.map { ["url": $0] }
     }
 
+    /// Takes the package out of the manifest (`remove`); false when it was not in it.
+    @discardableResult
+    package mutating func removePackage(_ id: String) -> Bool {
+        guard var packages = object["packages"] as? [Any],
+            let index = packages.firstIndex(where: { ($0 as? [String: Any])?["id"] as? String == id })
+        else { return false }
+        packages.remove(at: index)
+        object["packages"] = packages
+        return true
+    }
+
     /// Sets or (nil) removes `keys`, the keys version the manifest is signed under
     /// (docs/protocol.md#keys-documents).
     package mutating func setKeysVersion(_ version: Int?) {
@@ -110,6 +121,8 @@ package struct ManifestDocument {
             }
         }
         if let minShellVersion = entry.minShellVersion { object["minShellVersion"] = minShellVersion }
+        if let maxShellVersion = entry.maxShellVersion { object["maxShellVersion"] = maxShellVersion }
+        if entry.disabled { object["disabled"] = true }
         if let rollout = entry.rollout { object["rollout"] = rollout }
         if let notes = entry.notes { object["notes"] = notes }
         if entry.mandatory { object["mandatory"] = true }

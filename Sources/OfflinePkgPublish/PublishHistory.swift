@@ -21,9 +21,12 @@ package struct PublishHistory: Sendable {
         package var promotedFrom: String?
         /// The package entry as the manifest held it (JSON): what `promote` writes into another manifest.
         package var entry: String?
+        /// Set when this line is no publish but a `remove` of the package, or a `--disable`/`--enable`
+        /// of `version`.
+        package var action: PackageWithdrawal? = nil
 
         private enum CodingKeys: String, CodingKey {
-            case version, publishedAt, sequence, notes, mandatory, rollout, promotedFrom, entry
+            case version, publishedAt, sequence, notes, mandatory, rollout, promotedFrom, entry, action
         }
     }
 
@@ -32,6 +35,8 @@ package struct PublishHistory: Sendable {
         package var id: String
         /// The version the repository's manifest offers now.
         package var current: String?
+        /// The manifest offers `current` disabled (`remove --disable`).
+        package var disabled: Bool? = nil
         package var releases: [Record]
     }
 
@@ -65,7 +70,9 @@ extension Publisher {
                 records.append(.init(version: version, publishedAt: time, sequence: 0, mandatory: false))
             }
             records.sort { $0.publishedAt < $1.publishedAt }
-            packages.append(.init(id: id, current: document.package(id)?.version, releases: records))
+            let offered = document.package(id)
+            packages.append(
+                .init(id: id, current: offered?.version, disabled: offered?.disabled == true ? true : nil, releases: records))
         }
         return packages
     }

@@ -15,6 +15,13 @@ package struct PublishRequest: Sendable, Equatable {
     package var deltaCount: Int
     package var rollout: Int?
     package var minShellVersion: String?
+    /// The newest shell the release targets, compared on the components it has (`3.2`: every 3.2.x).
+    package var maxShellVersion: String? = nil
+    /// Publish a version lower than the newest published for the package (`--allow-downgrade`).
+    package var allowDowngrade = false
+    /// The unpack limits the release is checked against, as devices apply them (`checkAsDevice`):
+    /// their defaults unless a fleet's devices are set lower.
+    package var deviceLimits = UnpackLimits()
     package var format: ArchiveFormat
     /// The compressor's level for `format` (see `ArchiveFormat.levels`); nil takes its default.
     package var compressionLevel: Int? = nil
@@ -102,8 +109,16 @@ package struct PublishRequest: Sendable, Equatable {
         if case .set(let url) = reports, let problem = ManifestRules.reportsURLProblem(url) {
             throw OfflinePkgError.invalidArgument("reports URL \"\(url)\" \(problem)")
         }
-        if let minShellVersion, let problem = ManifestRules.shellVersionProblem(minShellVersion) {
-            throw OfflinePkgError.invalidArgument("minimum shell version \"\(minShellVersion)\" \(problem)")
+        for (name, bound) in [("minimum", minShellVersion), ("maximum", maxShellVersion)] {
+            if let bound, let problem = ManifestRules.shellVersionProblem(bound) {
+                throw OfflinePkgError.invalidArgument("\(name) shell version \"\(bound)\" \(problem)")
+            }
+        }
+        if let low = minShellVersion.flatMap(ShellVersion.init), let high = maxShellVersion.flatMap(ShellVersion.init),
+            !low.isWithin(high)
+        {
+            throw OfflinePkgError.invalidArgument(
+                "minimum shell version \(low) is above the maximum \(high): no shell could take the release")
         }
     }
 }
@@ -159,6 +174,9 @@ package struct PublishReport: Sendable, Codable, Equatable {
     package var warnings: [String] = []
     /// The `promote` source repository, when this release was copied rather than packed.
     package var promotedFrom: String? = nil
+    /// `publish --check`: the release was built and checked as devices would, and nothing published;
+    /// `sequence` is the one a publish would have written.
+    package var checkedOnly: Bool = false
     /// Keys versions `promote` copied from the source repository, which the target lacked.
     package var keysCarried: [Int]? = nil
 }

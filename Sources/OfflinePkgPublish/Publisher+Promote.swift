@@ -8,7 +8,8 @@ extension Publisher {
     /// published it (routes, notes, rollout...). The same stages as `publish`: everything under `.tmp/`
     /// first, the manifest and its signature last.
     package func promote(
-        id: String, version: String, from source: URL, signingKeys: [SigningKey] = [], waiting: (() -> Void)? = nil
+        id: String, version: String, from source: URL, signingKeys: [SigningKey] = [], unsign: Bool = false,
+        waiting: (() -> Void)? = nil
     ) throws -> PublishReport {
         guard ManifestRules.isValidID(id) else {
             throw OfflinePkgError.invalidArgument("package id \"\(id)\" must match \(ManifestRules.idPattern)")
@@ -37,6 +38,7 @@ extension Publisher {
 
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
+        try RepositorySigning(layout).check(signs: !signingKeys.isEmpty, unsign: unsign, repository: layout.root)
         try document.checkRoutes(parsed.routes, for: id)
         // The keys documents the target lacks come with the release (docs/protocol.md#keys-documents), and
         // the signers are checked against the newest of them before anything is copied.
@@ -75,7 +77,9 @@ extension Publisher {
         let indexDeltas = try copyFileIndexDeltas(into: parsed, id: id, version: version, from: from)
         FailPoint.publishBeforeRename.hit()
         for (number, file) in written.enumerated() { try moveIntoPlace(layout.temporary("promote-\(number)"), url: file.url) }
-        for delta in indexDeltas { try moveIntoPlace(delta.scratch, url: delta.url) }
+        for delta in indexDeltas {
+            if delta.newest { try replaceIntoPlace(delta.scratch, url: delta.url) } else { try moveIntoPlace(delta.scratch, url: delta.url) }
+        }
         try copyKeys(keys.copies, from: from)
         let release = try writeRelease(
             entry, id: id, version: version, index: index, document: document, expires: nil, expiresIn: nil, signer: signer,
@@ -124,7 +128,7 @@ extension Publisher {
     /// The entry `version` of `id` had when `repository` published it: from its history, else from its
     /// manifest if that still offers the version.
     static func publishedEntry(id: String, version: String, in repository: RepositoryLayout) throws -> [String: Any] {
-        if let record = PublishHistory.load(repository.publishHistory(id: id)).last(where: { $0.version == version }),
+        if let record = PublishHistory.load(repository.publishHistory(id: id)).last(where: { $0.version == version && $0.entry != nil }),
             let text = record.entry,
             let object = try? JSONTree.parse(Array(text.utf8)) as? [String: Any]
         {
@@ -141,9 +145,9 @@ extension Publisher {
     /// versions only; a tree it has none from costs that device the index, as after a publish.
     private func copyFileIndexDeltas(
         into entry: PackageEntry, id: String, version: String, from source: RepositoryLayout
-    ) throws -> [(scratch: String, url: String)] {
+    ) throws -> [(scratch: String, url: String, newest: Bool)] {
         guard let index = entry.archive.files else { return [] }
-        var copied = [(scratch: String, url: String)]()
+        var copied = [(scratch: String, url: String, newest: Bool)]()
         var trees = Set<String>()
         for published in try versionLog(id).filter({ $0 != version }).suffix(Self.fileIndexDeltaCount).reversed() {
             let path = layout.treeIndex(id: id, version: published)
@@ -151,13 +155,16 @@ extension Publisher {
             let tree = TreeHash.compute(try TreeIndexFile.decode(FileSystem.read(path, limit: FileIndex.maximumSize), path: path))
             let url = FileIndexDelta.url(nextTo: index.url, fromTree: tree, index: index.sha256)
             guard tree != entry.tree, trees.insert(tree).inserted, FileSystem.exists(source.path(ofURL: url)) else { continue }
-            let scratch = layout.temporary("promote-index-delta-\(copied.count)")
-            do {
-                try FileManager.default.copyItem(atPath: source.path(ofURL: url), toPath: scratch)
-            } catch {
-                throw OfflinePkgError.publishRefused(reason: "cannot copy \(source.path(ofURL: url)) to \(scratch): \(error)")
+            // Under its name, and as the newest delta from that tree on this channel.
+            for (target, newest) in [(url, false), (FileIndexDelta.newestURL(nextTo: index.url, fromTree: tree), true)] {
+                let scratch = layout.temporary("promote-index-delta-\(copied.count)")
+                do {
+                    try FileManager.default.copyItem(atPath: source.path(ofURL: url), toPath: scratch)
+                } catch {
+                    throw OfflinePkgError.publishRefused(reason: "cannot copy \(source.path(ofURL: url)) to \(scratch): \(error)")
+                }
+                copied.append((scratch, target, newest))
             }
-            copied.append((scratch, url))
         }
         return copied
     }

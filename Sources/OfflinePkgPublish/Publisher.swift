@@ -26,15 +26,26 @@ package struct Publisher: Sendable {
     }
 
     /// Publishes `request`, signed by `signingKeys` (a threshold of the newest keys version's manifest
-    /// keys when the repository has keys documents); unsigned without any, when a signature left by an
-    /// earlier publish is removed (it no longer matches). When another publish holds the repository,
-    /// `waiting` is called once and the publish waits for it to finish.
+    /// keys when the repository has keys documents). Without any, a signed repository is refused unless
+    /// `unsign` (then its signature is removed: it would no longer match). When another publish holds
+    /// the repository, `waiting` is called once and the publish waits for it to finish.
+    ///
+    /// Refused before anything takes a published name (`publishRefused`): a site without a file, a
+    /// release devices would refuse (`checkAsDevice`), a version lower than the newest published for
+    /// the package unless `request.allowDowngrade`. With `checkOnly` (`publish --check`) the release is
+    /// built and checked all the same, and nothing is published.
     package func publish(
-        _ request: PublishRequest, signingKeys: [SigningKey] = [], waiting: (() -> Void)? = nil,
-        events: (@Sendable (PublishEvent) -> Void)? = nil
+        _ request: PublishRequest, signingKeys: [SigningKey] = [], unsign: Bool = false, checkOnly: Bool = false,
+        waiting: (() -> Void)? = nil, events: (@Sendable (PublishEvent) -> Void)? = nil
     ) throws -> PublishReport {
         try request.validate()
         let site = try SiteScan(site: request.site)
+        guard !site.files.isEmpty else {
+            throw OfflinePkgError.publishRefused(
+                reason:
+                    "the site \(site.root) holds no file: devices refuse an empty archive, and with it every other package's update in the same release"
+            )
+        }
         let siteFiles = Set(site.files)
         var warnings = [String]()
         for (name, path) in [("entry", request.entry), ("fallback", request.fallback)] {
@@ -50,8 +61,10 @@ package struct Publisher: Sendable {
         }
         let (lock, document) = try open(waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
+        try RepositorySigning(layout).check(signs: !signingKeys.isEmpty, unsign: unsign, repository: layout.root)
         try document.checkRoutes(request.routes, for: request.id)
         let signer = try ManifestSigner(keys: signingKeys, repository: layout, now: clock.now())
+        try checkNotDowngrade(request, document: document)
 
         // Everything is written under .tmp/ first; nothing takes a published name before it is all there.
         var pending = [(scratch: String, url: String)]()
@@ -69,12 +82,20 @@ package struct Publisher: Sendable {
         pending.append((scratch, archiveURL))
         let archive = try describe(scratch, url: archiveURL, sha256: archiveHash)
         var fileIndex: PublishReport.WrittenFile?
+        var newestIndexDeltas = [(String, String)]()
+        var indexToCheck: (path: String, reference: FileIndexReference)?
         if let ranges {
             let (written, path, entries) = try writeFileIndex(files: files, ranges: ranges, name: "\(request.id)-\(request.version)")
             fileIndex = written
+            indexToCheck = (path, FileIndexReference(url: written.url, sha256: written.sha256, size: written.size))
             pending.append((path, written.url))
-            pending += try writeFileIndexDeltas(request, entries: entries, index: written)
+            let indexDeltas = try writeFileIndexDeltas(request, entries: entries, index: written)
+            pending += indexDeltas.named
+            newestIndexDeltas = indexDeltas.newest
         }
+        try checkAsDevice(
+            archive: scratch, url: archiveURL, tree: tree, archiveSize: archive.size, fileIndex: indexToCheck,
+            limits: request.deviceLimits)
 
         // Deltas from the versions published before this one, newest first.
         let earlier = try versionLog(request.id).filter { $0 != request.version }
@@ -89,8 +110,11 @@ package struct Publisher: Sendable {
             case .skipped(let reason): skipped.append(.init(from: from, reason: reason))
             }
         }
-        FailPoint.publishBeforeRename.hit()
-        for (path, url) in pending { try moveIntoPlace(path, url: url) }
+        if !checkOnly {
+            FailPoint.publishBeforeRename.hit()
+            for (path, url) in pending { try moveIntoPlace(path, url: url) }
+            for (path, url) in newestIndexDeltas { try replaceIntoPlace(path, url: url) }
+        }
 
         var archiveFile = RemoteFile(url: archive.url, sha256: archive.sha256, size: archive.size)
         archiveFile.files = fileIndex.map { FileIndexReference(url: $0.url, sha256: $0.sha256, size: $0.size) }
@@ -102,17 +126,31 @@ package struct Publisher: Sendable {
                 Delta(from: $0.from, file: RemoteFile(url: $0.file.url, sha256: $0.file.sha256, size: $0.file.size))
             },
             minShellVersion: request.minShellVersion, rollout: request.rollout,
-            unpackedSize: files.values.reduce(0) { $0 + $1.size }, notes: request.notes, mandatory: request.mandatory)
+            unpackedSize: files.values.reduce(0) { $0 + $1.size }, notes: request.notes, mandatory: request.mandatory,
+            maxShellVersion: request.maxShellVersion)
+        var report = PublishReport(
+            id: request.id, version: request.version, sequence: document.sequence + 1, archive: archive, fileIndex: fileIndex,
+            tree: tree, files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished,
+            signed: !signer.keys.isEmpty, warnings: warnings)
+        if checkOnly {
+            // The manifest it would write, read as a device reads it; then the scratch files go.
+            _ = try nextManifest(
+                document, expires: request.expires, expiresIn: request.expiresIn, keysVersion: signer.keysVersion
+            ) { document in
+                document.replacePackage(object: ManifestDocument.json(entry), id: request.id)
+                if let runtime = request.runtime { document.setRuntime(runtime) }
+                if case .set(let url) = request.reports { document.setReports(url) }
+            }
+            try? FileSystem.removeTree(layout.scratch)
+            report.checkedOnly = true
+            (report.signers, report.keysVersion) = (signer.keys.map(\.keyID), signer.keysVersion)
+            return report
+        }
         let release = try writeRelease(
             ManifestDocument.json(entry), id: request.id, version: request.version, index: TreeIndexFile.encode(files),
             document: document, expires: request.expires, expiresIn: request.expiresIn, signer: signer, events: events,
             runtime: request.runtime, reports: request.reports)
-        var report = PublishReport(
-            id: request.id, version: request.version, sequence: release.sequence, archive: archive, fileIndex: fileIndex,
-            tree: tree,
-            files: files.count, deltas: deltas, skippedDeltas: skipped, republished: republished,
-            signed: !release.signers.isEmpty,
-            warnings: warnings)
+        (report.sequence, report.signed) = (release.sequence, !release.signers.isEmpty)
         (report.signers, report.keysVersion) = (release.signers, signer.keysVersion)
         return report
     }
@@ -133,270 +171,110 @@ package struct Publisher: Sendable {
     }
 
     /// The last stage of a publish or a promote, once the archives are in place: the tree listing (which
-    /// marks the version as published), the version log and history, then the manifest with this
-    /// package entry, sequence + 1 and the keys version it is signed under, checked as a device would,
-    /// and its signatures — the manifest and `manifest.json.minisig` last of all.
+    /// marks the version as published), the version log, then the manifest with this package entry,
+    /// sequence + 1 and the keys version it is signed under (`writeManifest`).
     package func writeRelease(
         _ entry: [String: Any], id: String, version: String, index: [UInt8], document: ManifestDocument,
         expires: Date?, expiresIn: TimeInterval?, signer: ManifestSigner,
         events: (@Sendable (PublishEvent) -> Void)?, promotedFrom: String? = nil, runtime: RuntimeConfiguration? = nil,
         reports: ReportsChange? = nil
     ) throws -> (sequence: Int, signers: [String]) {
-        var document = document
         try FileSystem.makeDirectories(layout.packageTrees(id), mode: RepositoryLayout.folderMode)
         try FileSystem.writeAtomically(index, to: layout.treeIndex(id: id, version: version), mode: RepositoryLayout.fileMode)
         try recordVersion(version, id: id)
-
-        let sequence = document.sequence + 1
-        events?(.writingManifest(sequence: sequence))
-        document.setSequence(sequence)
-        document.replacePackage(object: entry, id: id)
-        document.setExpires(try expiry(expires: expires, expiresIn: expiresIn))
-        document.setKeysVersion(signer.keysVersion)
-        // The runtime object stays as the manifest has it unless this publish names one.
-        if let runtime { document.setRuntime(runtime) }
-        // So does the reports URL: set by `--reports URL`, removed by `--reports none`.
-        switch reports {
-        case .set(let url): document.setReports(url)
-        case .remove: document.setReports(nil)
-        case nil: break
+        let next = try nextManifest(document, expires: expires, expiresIn: expiresIn, keysVersion: signer.keysVersion) {
+            document in
+            document.replacePackage(object: entry, id: id)
+            // The runtime object stays as the manifest has it unless this publish names one.
+            if let runtime { document.setRuntime(runtime) }
+            // So does the reports URL: set by `--reports URL`, removed by `--reports none`.
+            switch reports {
+            case .set(let url): document.setReports(url)
+            case .remove: document.setReports(nil)
+            case nil: break
+            }
         }
+        let record = PublishHistory.Record(
+            version: version, publishedAt: clock.now(), sequence: next.sequence, notes: entry["notes"] as? String,
+            mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
+            entry: String(decoding: JSONTree.encode(entry, pretty: false), as: UTF8.self))
+        return try writeManifest(next, id: id, record: record, expiresIn: expiresIn, signer: signer, events: events)
+    }
+
+    /// The manifest `document` becomes once `edit` has changed its packages: sequence + 1 and this
+    /// publish's expiry, checked as a device reads it (one this build's devices would refuse is never
+    /// written). Writes nothing.
+    package func nextManifest(
+        _ document: ManifestDocument, expires: Date?, expiresIn: TimeInterval?, keysVersion: Int?,
+        edit: (inout ManifestDocument) -> Void
+    ) throws -> (bytes: [UInt8], sequence: Int) {
+        var document = document
+        let sequence = document.sequence + 1
+        document.setSequence(sequence)
+        edit(&document)
+        document.setExpires(expiry(expires: expires, expiresIn: expiresIn))
+        document.setKeysVersion(keysVersion)
         let bytes = try document.encoded()
-        // The result must be a manifest this build's devices accept — expired, they would refuse it all.
         let written = try Manifest(parsing: bytes, source: layout.manifest)
         if let expires = written.expires, expires <= clock.now() {
             throw OfflinePkgError.publishRefused(
                 reason: "the manifest expired at \(RFC3339.format(expires)); devices would refuse it: pass --expires (e.g. 30d)")
         }
-        try PublishHistory.append(
-            .init(
-                version: version, publishedAt: clock.now(), sequence: sequence, notes: entry["notes"] as? String,
-                mandatory: entry["mandatory"] as? Bool == true, rollout: entry["rollout"] as? Int, promotedFrom: promotedFrom,
-                entry: String(decoding: JSONTree.encode(entry, pretty: false), as: UTF8.self)),
-            to: layout.publishHistory(id: id))
-        let signatures = try signer.sign(bytes)
+        return (bytes, sequence)
+    }
+
+    /// Writes a manifest `nextManifest` made: the history line of `id`, the remembered expiry, the
+    /// signatures — the manifest and `manifest.json.minisig` last of all.
+    package func writeManifest(
+        _ next: (bytes: [UInt8], sequence: Int), id: String, record: PublishHistory.Record, expiresIn: TimeInterval?,
+        signer: ManifestSigner, events: (@Sendable (PublishEvent) -> Void)?
+    ) throws -> (sequence: Int, signers: [String]) {
+        events?(.writingManifest(sequence: next.sequence))
+        try rememberExpiry(expiresIn)
+        try FileSystem.makeDirectories(layout.packageTrees(id), mode: RepositoryLayout.folderMode)
+        try PublishHistory.append(record, to: layout.publishHistory(id: id))
+        let signatures = try signer.sign(next.bytes)
         if let first = signatures.first {
             // The copies named after the manifest's hash first: a device that finds `.minisig` out of step
             // with the manifest fetches these (docs/protocol.md#signatures). One per key when a threshold is
             // read from them (docs/protocol.md#keys-documents), or a device may trust another key than the first.
-            let digest = SHA256.hash(bytes).hex
+            let digest = SHA256.hash(next.bytes).hex
             try FileSystem.makeDirectories(layout.signatures, mode: RepositoryLayout.folderMode)
             for (keyID, file) in signatures where signer.document != nil || signatures.count > 1 {
                 try FileSystem.writeAtomically(file, to: layout.keySignature(manifestSHA256: digest, keyID: keyID), mode: RepositoryLayout.fileMode)
             }
             try FileSystem.writeAtomically(first.bytes, to: layout.immutableSignature(manifestSHA256: digest), mode: RepositoryLayout.fileMode)
         }
-        try FileSystem.writeAtomically(bytes, to: layout.manifest, mode: RepositoryLayout.fileMode)
+        try FileSystem.writeAtomically(next.bytes, to: layout.manifest, mode: RepositoryLayout.fileMode)
         if let first = signatures.first {
             try FileSystem.writeAtomically(first.bytes, to: layout.signature, mode: RepositoryLayout.fileMode)
         } else {
             FileSystem.discardFile(layout.signature)
         }
         try? FileSystem.removeTree(layout.scratch)
-        return (sequence, signatures.map(\.keyID))
+        return (next.sequence, signatures.map(\.keyID))
     }
 
     /// `expires` for this publish only; else `expiresIn` (given now, or remembered from an earlier
     /// publish) from now; else none, so a date given once never outlives the publish that gave it.
-    private func expiry(expires: Date?, expiresIn: TimeInterval?) throws -> Date? {
-        if let expiresIn {
-            if expiresIn == 0 {
-                FileSystem.discardFile(layout.expiresIn)
-            } else {
-                try FileSystem.makeDirectories(layout.trees, mode: RepositoryLayout.folderMode)
-                try FileSystem.writeAtomically(
-                    Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn, mode: RepositoryLayout.fileMode)
-            }
-        }
+    private func expiry(expires: Date?, expiresIn: TimeInterval?) -> Date? {
         if let expires { return expires }
+        if let expiresIn { return expiresIn > 0 ? clock.now().addingTimeInterval(expiresIn) : nil }
         let remembered = (try? FileSystem.read(layout.expiresIn, limit: 64)).flatMap {
             TimeInterval(String(decoding: $0, as: UTF8.self).trimmingWhitespaceAndNewlines())
         }
         return remembered.flatMap { $0 > 0 ? clock.now().addingTimeInterval($0) : nil }
     }
 
-    // MARK: Stages
-
-    /// Writes the full archive; for the chunked layout also returns each file's byte range in it and
-    /// the archive's sha256, hashed as it was written.
-    private func writeArchive(
-        _ site: SiteScan, to path: String, format: ArchiveFormat, layout: ArchiveLayout, level: Int?,
-        progress: (Int64) -> Void
-    ) throws -> ([PackagePath: TreeFile], [(path: PackagePath, offset: Int64, length: Int64)]?, String?) {
-        var files = [PackagePath: TreeFile]()
-        var done: Int64 = 0
-        func add(_ entry: SiteScan.Entry, directory: (String) throws -> Void, file: (String, String) throws -> TreeFile) throws {
-            if entry.isDirectory {
-                try directory(entry.path.string)
-            } else {
-                let written = try file(entry.path.string, site.root + "/" + entry.path.string)
-                files[entry.path] = written
-                done += written.size
-                progress(done)
-            }
+    /// Keeps `--expires-in` for later publishes (0 forgets it).
+    private func rememberExpiry(_ expiresIn: TimeInterval?) throws {
+        guard let expiresIn else { return }
+        if expiresIn == 0 {
+            FileSystem.discardFile(layout.expiresIn)
+        } else {
+            try FileSystem.makeDirectories(layout.trees, mode: RepositoryLayout.folderMode)
+            try FileSystem.writeAtomically(
+                Array("\(Int(expiresIn))\n".utf8), to: layout.expiresIn, mode: RepositoryLayout.fileMode)
         }
-        if layout == .chunked {
-            let writer = try ChunkedArchiveWriter(path: path, level: level ?? format.defaultLevel)
-            for entry in site.entries {
-                try add(entry, directory: writer.addDirectory, file: writer.addFile(_:contentsOf:))
-            }
-            let ranges = try writer.finish()
-            return (files, ranges, writer.sha256)
-        }
-        let writer = try ArchiveWriter(path: path, format: format, level: level)
-        for entry in site.entries {
-            try add(entry, directory: writer.addDirectory, file: writer.addFile(_:contentsOf:))
-        }
-        try writer.finish()
-        return (files, nil, nil)
-    }
-
-    /// The file index of a chunked archive (docs/protocol.md#chunked-archives-and-file-indexes), zstd-compressed, in a scratch file; its URL is
-    /// `files/<sha256 of the compressed bytes>.json.zst`.
-    private func writeFileIndex(
-        files: [PackagePath: TreeFile], ranges: [(path: PackagePath, offset: Int64, length: Int64)], name: String
-    ) throws -> (PublishReport.WrittenFile, path: String, entries: [FileIndex.Entry]) {
-        let entries = ranges.sorted { $0.path < $1.path }.map { range in
-            FileIndex.Entry(
-                path: range.path, sha256: files[range.path]!.sha256, size: files[range.path]!.size, offset: range.offset,
-                length: range.length)
-        }
-        // Small for the devices, quick for the publisher (see `ZstdFrames.fileIndex`).
-        let compressed = try ZstdFrames.fileIndex(FileIndex(entries: entries).encode())
-        let scratch = layout.temporary(name + ".files.json.zst")
-        try FileSystem.write(compressed, to: scratch, mode: RepositoryLayout.fileMode)
-        let sha256 = SHA256.hash(compressed).hex
-        return (.init(url: layout.fileIndexURL(sha256: sha256), sha256: sha256, size: Int64(compressed.count)), scratch, entries)
-    }
-
-    /// Index deltas kept per release: from the trees of this many versions published before it.
-    /// A delta is a few hundred bytes for a few changed files, so many versions cost the repository little,
-    /// and a device that many versions behind pays for the files that changed, not for the whole index.
-    package static let fileIndexDeltaCount = 32
-
-    /// File-index deltas (`FileIndexDelta`) into `index` from the trees of the versions published before,
-    /// newest first, each in a scratch file with its URL; one whose tree equals the new one is not
-    /// needed, and one as large as the index is not worth it.
-    private func writeFileIndexDeltas(
-        _ request: PublishRequest, entries: [FileIndex.Entry], index: PublishReport.WrittenFile
-    ) throws -> [(scratch: String, url: String)] {
-        var written = [(scratch: String, url: String)]()
-        var trees = Set<String>()
-        for from in try versionLog(request.id).filter({ $0 != request.version }).suffix(Self.fileIndexDeltaCount).reversed() {
-            let path = layout.treeIndex(id: request.id, version: from)
-            guard FileSystem.exists(path) else { continue }
-            let old = try TreeIndexFile.decode(FileSystem.read(path, limit: FileIndex.maximumSize), path: path)
-            let tree = TreeHash.compute(old)
-            guard trees.insert(tree).inserted else { continue }
-            let delta = FileIndexDelta(from: tree, old: old, new: entries, index: index.sha256)
-            if delta.files.isEmpty && delta.delete.isEmpty { continue }
-            let compressed = try ZstdFrames.fileIndex(delta.encode())
-            guard Int64(compressed.count) < index.size else { continue }
-            let scratch = layout.temporary("\(request.id)-\(request.version)-from-\(tree.prefix(16)).json.zst")
-            try FileSystem.write(compressed, to: scratch)
-            written.append((scratch, layout.fileIndexDeltaURL(fromTree: tree, index: index.sha256)))
-        }
-        return written
-    }
-
-    /// A version is published once. The same content again is allowed (to change routes or rollout, or
-    /// to roll back by republishing an old version); other content under the same version is refused,
-    /// since devices that have the version would never see the change.
-    /// Returns whether this is such a republish.
-    private func checkVersionIsNew(_ request: PublishRequest, tree: String, document: ManifestDocument) throws -> Bool {
-        var previous: String?
-        let index = layout.treeIndex(id: request.id, version: request.version)
-        if FileSystem.exists(index) {
-            previous = TreeHash.compute(try TreeIndexFile.decode(FileSystem.read(index, limit: 256 << 20), path: index))
-        } else if let listed = document.package(request.id), listed.version == request.version {
-            previous = listed.tree
-        }
-        guard let previous else { return false }
-        guard previous == tree else {
-            throw OfflinePkgError.publishRefused(
-                reason:
-                    "\(request.id) \(request.version) was already published with other content (tree \(previous), now \(tree)); publish it under a new version"
-            )
-        }
-        return true
-    }
-
-    private enum DeltaOutcome {
-        /// Written to the scratch file `path`, not yet under its URL.
-        case written(PublishReport.WrittenDelta, path: String)
-        case skipped(String)
-    }
-
-    private func writeDelta(
-        from: String, request: PublishRequest, site: SiteScan, files: [PackagePath: TreeFile], fullSize: Int64
-    ) throws -> DeltaOutcome {
-        let index = layout.treeIndex(id: request.id, version: from)
-        guard FileSystem.exists(index) else { return .skipped("no tree listing \(index)") }
-        let old = try TreeIndexFile.decode(FileSystem.read(index, limit: 256 << 20), path: index)
-        let changed = TreeHash.sortedPaths(files).filter { old[$0]?.sha256 != files[$0]!.sha256 }
-        let deleted = TreeHash.sortedPaths(old).filter { files[$0] == nil }
-        let control = DeltaControl(from: from, to: request.version, delete: deleted.map(\.string))
-
-        let scratch = layout.temporary("\(request.id)-\(from)-\(request.version).delta")
-        let writer = try ArchiveWriter(path: scratch, format: request.format, level: request.compressionLevel)
-        try writer.addFile(ArchivePath.deltaControlName, bytes: control.encoded())
-        for path in changed {
-            let written = try writer.addFile(path.string, contentsOf: site.root + "/" + path.string)
-            // The site changed under us between the two passes: the delta would not arrive at `tree`.
-            guard written == files[path] else {
-                throw OfflinePkgError.publishRefused(reason: "\(site.root)/\(path) changed while publishing")
-            }
-        }
-        try writer.finish()
-        guard let size = FileSystem.fileSize(scratch) else {
-            throw OfflinePkgError.io(path: scratch, operation: "stat", Errno.noEntry)
-        }
-        guard size < fullSize else {
-            return .skipped("the delta (\(size) bytes) is not smaller than the full archive (\(fullSize) bytes)")
-        }
-        let url = layout.deltaURL(id: request.id, from: from, to: request.version, format: request.format)
-        return .written(
-            .init(from: from, file: try describe(scratch, url: url), changed: changed.count, deleted: deleted.count),
-            path: scratch)
-    }
-
-    /// Renames a finished scratch file to its URL's path. Archives are immutable once published (CDNs
-    /// cache them for a year): an existing file may only be replaced by the very same bytes.
-    package func moveIntoPlace(_ scratch: String, url: String) throws {
-        let path = layout.path(ofURL: url)
-        if FileSystem.exists(path) {
-            guard try FileHasher.sha256(ofFile: path) == FileHasher.sha256(ofFile: scratch) else {
-                throw OfflinePkgError.publishRefused(
-                    reason: "\(url) already exists with other content; published archives are never rewritten")
-            }
-            // The very same bytes are there: leave the published file (and its mtime, for a CDN sync) alone.
-            FileSystem.discardFile(scratch)
-            return
-        }
-        try FileSystem.makeDirectories(FileSystem.parentPath(path), mode: RepositoryLayout.folderMode)
-        try FileSystem.rename(scratch, to: path)
-    }
-
-    /// The file at `path` as the manifest will list it under `url`; `sha256` when it was hashed as it
-    /// was written.
-    package func describe(_ path: String, url: String, sha256: String? = nil) throws -> PublishReport.WrittenFile {
-        guard let size = FileSystem.fileSize(path) else { throw OfflinePkgError.io(path: path, operation: "stat", Errno.noEntry) }
-        return .init(url: url, sha256: try sha256 ?? FileHasher.sha256(ofFile: path), size: size)
-    }
-
-    // MARK: Version log
-
-    package func versionLog(_ id: String) throws -> [String] {
-        let path = layout.versionLog(id: id)
-        guard FileSystem.exists(path) else { return [] }
-        return String(decoding: try FileSystem.read(path), as: UTF8.self).split(separator: "\n").map(String.init)
-    }
-
-    /// Moves `version` to the end of the log: the most recently published version is the newest, even
-    /// when it is an old version published again.
-    private func recordVersion(_ version: String, id: String) throws {
-        let versions = try versionLog(id).filter { $0 != version } + [version]
-        try FileSystem.writeAtomically(
-            Array(versions.map { $0 + "\n" }.joined().utf8), to: layout.versionLog(id: id), mode: RepositoryLayout.fileMode)
     }
 }

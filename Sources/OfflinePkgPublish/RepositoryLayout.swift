@@ -12,6 +12,7 @@ import Glibc
 ///       archives/<id>/<version>/<id>-<from>-to-<version>.delta.<ext> deltas into <version>
 ///       files/<sha256>.json.zst                         a chunked archive's file index, named by its bytes' hash
 ///       files/deltas/<tree>-<sha256>.json.zst           what changed in that index since a version's tree
+///       files/deltas/<tree>.json.zst                    the same, into the newest index (rewritten by each publish)
 ///       trees/<id>/<version>.index                      "<sha256> <size> <path>" per file of a published version
 ///       trees/<id>/versions                             published versions, oldest first, one a line
 ///       signatures/<sha256 of manifest.json>.minisig    each manifest's signature under a name no edge holds stale

@@ -22,8 +22,10 @@ package struct SiteScan: Sendable {
     package var files: [PackagePath] { entries.filter { !$0.isDirectory }.map(\.path) }
 
     package init(site root: String) throws {
+        // A site that is not there is a mistake in the command line (a usage error), not a refused input.
         guard FileSystem.isDirectory(root) else {
-            throw OfflinePkgError.publishRefused(reason: "site \(root) is not a folder")
+            throw OfflinePkgError.invalidArgument(
+                FileSystem.exists(root) ? "the site \(root) is not a folder" : "no site folder at \(root)")
         }
         self.root = root
         var entries = [Entry]()

@@ -129,7 +129,9 @@ public final class LoopbackServer: Sendable {
         try state.withLock { state in
             guard state.acceptor == nil else { return }
             var certificate: LoopbackCertificate?
-            if usesTLS { certificate = try LoopbackCertificate.prepare(layout: store.layout, for: store.activeSet) }
+            if usesTLS {
+                certificate = try LoopbackCertificate.prepare(layout: store.layout, for: store.activeSet, alsoNaming: runtimePrefixes)
+            }
             let peers = try PeerAdmission(admission)
             let acceptor: ConnectionAcceptor
             do throws(Errno) {
@@ -268,23 +270,43 @@ public final class LoopbackServer: Sendable {
     /// Re-issues the certificate when a switch brings a host it does not name, and moves the listening
     /// socket to a daemon presenting the new one: no restart, no refused connection (the kernel queues
     /// connections during the hand-over). The old daemon finishes the requests it has, then stops.
+    ///
+    /// The runtime rules' hosts are served too (docs/protocol.md#the-runtime-cache), and a manifest may change them without a
+    /// switch (a republish with new `--runtime` rules): while the server has a runtime cache, they are
+    /// looked at once a second, and a change presents a certificate for them the same way.
     private func watchForNewHosts() -> Task<Void, Never> {
         let activations = store.activations
         return Task.detached { [weak self] in
-            for await set in activations {
-                guard let self else { return }
-                do { try self.present(for: set) } catch {
-                    // The old certificate keeps being served; the next switch tries again.
-                    continue
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { [weak self] in
+                    for await set in activations {
+                        guard let self else { return }
+                        // On failure the old certificate keeps being served; the next switch tries again.
+                        try? self.present(for: set)
+                    }
+                }
+                guard let runtime = self?.runtime else { return }
+                group.addTask { [weak self] in
+                    var seen = runtime.cache.configuration?.rules.map(\.prefix) ?? []
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(1))
+                        let prefixes = runtime.cache.configuration?.rules.map(\.prefix) ?? []
+                        guard prefixes != seen, let self else { continue }
+                        seen = prefixes
+                        try? self.present(for: self.store.activeSet)
+                    }
                 }
             }
         }
     }
 
+    /// The runtime rules' prefixes, whose hosts the certificate names beside the routes'.
+    private var runtimePrefixes: [String] { runtime?.cache.configuration?.rules.map(\.prefix) ?? [] }
+
     private func present(for set: ActiveSet) throws {
         let retired = try state.withLock { state -> [Daemon] in
             guard let acceptor = state.acceptor, let certificate = state.certificate else { return [] }
-            let next = try LoopbackCertificate.prepare(layout: store.layout, for: set)
+            let next = try LoopbackCertificate.prepare(layout: store.layout, for: set, alsoNaming: runtimePrefixes)
             guard next.certificatePEM != certificate.certificatePEM else { return [] }
             let daemons = try startDaemons(certificate: next)
             acceptor.serve(daemons)

@@ -105,6 +105,7 @@ final class RequestHandler: @unchecked Sendable {
             return MHD_queue_response(connection, UInt32(MHD_HTTP_METHOD_NOT_ALLOWED), notAllowed)
         }
         guard let resource = resolve(connection, target: target) else {
+            if isFolderWithoutSlash(connection, target: target) { return answerFolderRedirect(connection, target: target) }
             if let runtime, let answered = runtime.respond(connection, target: target, method: method) { return answered }
             return answerMiss(connection, target: target)
         }
@@ -210,25 +211,47 @@ final class RequestHandler: @unchecked Sendable {
     /// Resolves an origin-form target (`/path`, with the `Host` header) or an absolute-form one
     /// (`http://host/path`, as a proxy receives it; its authority wins over `Host`, RFC 9112 §3.2.2).
     private func resolve(_ connection: OpaquePointer, target: UnsafePointer<CChar>) -> Resource? {
-        withRequestURL(connection, target: target) { store.resolve(utf8: $0) }
+        withEachRequestURL(connection, target: target) { store.resolve(utf8: $0) }
+    }
+
+    /// Whether the request names a package folder without its final slash (`PackageStore.redirect`).
+    private func isFolderWithoutSlash(_ connection: OpaquePointer, target: UnsafePointer<CChar>) -> Bool {
+        withEachRequestURL(connection, target: target) { store.isFolderWithoutSlash(utf8: $0) ? true : nil } ?? false
+    }
+
+    /// `body`'s first answer for the request's URL: as the request names it, then, when its `Host`
+    /// carries the server's own port (`curl --resolve m.example.com:8443:127.0.0.1
+    /// https://m.example.com:8443/`), with that port dropped: the client means the route's host, and
+    /// only reached it through the port the server listens on.
+    private func withEachRequestURL<Result>(
+        _ connection: OpaquePointer, target: UnsafePointer<CChar>, _ body: (UnsafeBufferPointer<UInt8>) -> Result?
+    ) -> Result? {
+        if let answer = withRequestURL(connection, target: target, body) { return answer }
+        return withRequestURL(connection, target: target, droppingOwnPort: true, body)
     }
 
     /// The absolute URL a request stands for, as UTF-8 in a temporary buffer: the target itself when
     /// absolute, else `http://` (`https://` behind TLS) + `Host` + target, or `--origin` + target when `Host` is the server's
     /// own address. Nil without a `Host` (HTTP/1.0).
+    /// `droppingOwnPort`: the `Host` without its port when that is the server's own one; nil when it is
+    /// not (the URL as given was tried already).
     private func withRequestURL<Result>(
-        _ connection: OpaquePointer, target: UnsafePointer<CChar>, _ body: (UnsafeBufferPointer<UInt8>) -> Result?
+        _ connection: OpaquePointer, target: UnsafePointer<CChar>, droppingOwnPort: Bool = false,
+        _ body: (UnsafeBufferPointer<UInt8>) -> Result?
     ) -> Result? {
         let targetLength = strlen(target)
         return target.withMemoryRebound(to: UInt8.self, capacity: targetLength) { target in
             if target[0] != UInt8(ascii: "/") {
-                return body(UnsafeBufferPointer(start: target, count: targetLength))
+                return droppingOwnPort ? nil : body(UnsafeBufferPointer(start: target, count: targetLength))
             }
             guard let host = MHD_lookup_connection_value(connection, .HEADER_KIND, "Host") else { return nil }
-            let hostLength = strlen(host)
+            var hostLength = strlen(host)
             return host.withMemoryRebound(to: UInt8.self, capacity: hostLength) { host in
                 let hostBytes = UnsafeBufferPointer(start: host, count: hostLength)
-                if let origin, isOwnAddress(hostBytes) {
+                if droppingOwnPort {
+                    guard !isOwnAddress(hostBytes), let colon = ownPortSeparator(hostBytes) else { return nil }
+                    hostLength = colon
+                } else if let origin, isOwnAddress(hostBytes) {
                     return origin.prefix.withUnsafeBufferPointer { prefix in
                         Self.joined(prefix, UnsafeBufferPointer(start: target, count: targetLength), body)
                     }
@@ -255,6 +278,16 @@ final class RequestHandler: @unchecked Sendable {
             if let start = second.baseAddress { (base + first.count).initialize(from: start, count: second.count) }
             return body(UnsafeBufferPointer(start: base, count: first.count + second.count))
         }
+    }
+
+    /// Where the `:PORT` of `host` starts when PORT is the server's own, else nil.
+    private func ownPortSeparator(_ host: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard let colon = host.lastIndex(of: UInt8(ascii: ":")), colon + 1 < host.count,
+            host[(colon + 1)...].allSatisfy({ (0x30...0x39).contains($0) }),
+            let port = UInt16(String(decoding: host[(colon + 1)...], as: UTF8.self)),
+            port == ownPort.load(ordering: .acquiring)
+        else { return nil }
+        return colon
     }
 
     /// `127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT` or the listening host with the bound port.
@@ -284,6 +317,17 @@ final class RequestHandler: @unchecked Sendable {
         let response = Self.textResponse(text)
         defer { MHD_destroy_response(response) }
         return MHD_queue_response(connection, UInt32(MHD_HTTP_NOT_FOUND), response)
+    }
+
+    /// `301` to the request target with a `/` added to its path (query kept), as nginx answers a
+    /// folder named without its slash. The `Location` is the target itself, relative for an
+    /// origin-form request, so it holds whatever host and port the client used.
+    private func answerFolderRedirect(_ connection: OpaquePointer, target: UnsafePointer<CChar>) -> MHD_Result {
+        let location = String(cString: target) + "/" + (recordedTarget(connection)?.currentQuery.map { "?" + $0 } ?? "")
+        let response = Self.textResponse("moved permanently: \(location)\n")
+        defer { MHD_destroy_response(response) }
+        MHD_add_response_header(response, "Location", location)
+        return MHD_queue_response(connection, UInt32(MHD_HTTP_MOVED_PERMANENTLY), response)
     }
 
     private func answerBadRequest(_ connection: OpaquePointer, _ problem: String) -> MHD_Result {

@@ -219,8 +219,11 @@ struct FleetOperationsTests {
         #expect(lines.count == 1 && lines[0].contains("interrupted by SIG"), "\(stderr)")
         #expect(device.activeRecord() == active, "the active set changed")
         await #expect(try device.served() == "home 1")
-        let noted = try await #require(try device.status()["lastError"] as? [String: Any])
+        let afterSignal = try await device.status()
+        let noted = try #require(afterSignal["lastError"] as? [String: Any])
         #expect(noted["exitStatus"] as? Int == Int(status))
+        // An interruption needs no action (docs/cron.md): noted, not counted as a failure.
+        #expect(afterSignal["consecutiveFailures"] as? Int == 0, "\(afterSignal)")
 
         try await device.sync(url).checked("the next sync")
         await #expect(try device.served() == "home 2")

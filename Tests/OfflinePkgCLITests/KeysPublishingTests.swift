@@ -155,12 +155,13 @@ struct KeysPublishingTests {
         try await device.sync(url).checked("sync with --trust-key")
         let active = device.activeRecord()
 
-        // Published unsigned (a compromised CI without the key, say), synced by a cron line without keys.
+        // Published unsigned (a compromised CI without the key, say, which `publish` refuses without
+        // --unsign), synced by a cron line without keys.
         let site = device.scratch.path("sites/unsigned")
         try writeSite([SiteFile("index.html", "home unsigned")], to: site)
         try await InProcessCLI.run([
             "publish", site, "--repo", device.repo, "--id", "home", "--version", "unsigned", "--route", "https://m.example.com/",
-            "--quiet",
+            "--unsign", "--quiet",
         ]).checked("unsigned publish")
         try FileManager.default.setAttributes(
             [.modificationDate: Date().addingTimeInterval(5)], ofItemAtPath: device.repo + "/manifest.json")

@@ -86,8 +86,40 @@ struct LifecycleCommandTests {
         #expect(after.active.generation == 3 && after.acceptedSequence == 3)
         #expect(
             after.heldBack.map { "\($0.id) \($0.version): \($0.reason)" } == [
-                "home 2: reverted: this release was never confirmed to launch"
+                "home 2: rolled back by hand (offlinepkg rollback): taken again only when the manifest offers another version"
             ])
+    }
+
+    /// After a rollback the set before the active one is the release just left: a second rollback
+    /// does not switch back to it (nothing older is kept), and a dry run says the release was rolled
+    /// back by hand, not that it never launched.
+    @Test func aSecondRollbackDoesNotReactivateTheReleaseItLeft() async throws {
+        let device = try Device()
+        for version in ["1", "2"] {
+            try device.release(version)
+            try await device.sync()
+        }
+        try await device.run(["rollback"]).checked("first rollback")
+        #expect(try await device.served() == "home 1")
+        let dry = try await device.run(["sync", device.repo.manifestPath, "--dry-run"]).checked("dry run")
+        #expect(
+            dry.stdout.contains(
+                "held back home 2: rolled back by hand (offlinepkg rollback): taken again only when the manifest offers another version"),
+            "\(dry.stdout)")
+        #expect(!dry.stdout.contains("never confirmed to launch"))
+
+        let second = try await device.run(["rollback"])
+        #expect(second.status == 1, "\(second.stdout)")
+        #expect(second.stderr.contains("set 3 is already a rollback from set 2 (home 2)"), "\(second.stderr)")
+        #expect(try await device.served() == "home 1")
+        #expect(try await device.status().active.generation == 3)
+
+        // Once a sync has moved on, rollback goes back one step again.
+        try device.release("3")
+        try await device.sync()
+        #expect(try await device.served() == "home 3")
+        try await device.run(["rollback"]).checked("rollback after a new release")
+        #expect(try await device.served() == "home 1")
     }
 
     @Test func rollbackWithoutAPreviousSetFailsAndChangesNothing() async throws {

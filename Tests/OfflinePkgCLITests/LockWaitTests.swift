@@ -24,10 +24,10 @@ struct LockWaitTests {
         return device
     }
 
-    @Test(arguments: [["gc"], ["rollback"], ["verify", "--repair"]])
+    @Test(arguments: [["gc"], ["rollback"], ["verify", "--repair"], ["sync", "MANIFEST"]])
     func aLockedRootExits3SuggestingWaitAndWaitWaits(_ command: [String]) async throws {
         let device = try await Self.device()
-        let arguments = command + ["--root", device.root.path]
+        let arguments = command.map { $0 == "MANIFEST" ? device.repo.manifestPath : $0 } + ["--root", device.root.path]
         var lock: FileLock? = try #require(try FileLock(path: device.root.path("lock"), wait: false))
         let refused = await InProcessCLI.run(arguments)
         #expect(refused.status == 3, "\(command): \(refused.stderr)")
@@ -37,6 +37,10 @@ struct LockWaitTests {
         let waiting = try ChildProcess(OfflinePkgBinary.path, arguments + ["--wait"])
         try await Task.sleep(for: .milliseconds(700))
         #expect(waiting.isRunning, "\(command) --wait did not wait for the lock")
+        // It says so while it waits, rather than looking hung.
+        #expect(
+            waiting.stderr.contains("waiting for another sync of \(device.root.path) to finish (--wait)"),
+            "\(command) --wait: \(waiting.stderr)")
         lock = nil
         _ = lock
         let deadline = Date().addingTimeInterval(20)

@@ -75,6 +75,31 @@ struct ManPageTests {
         }
     }
 
+    /// Each variable the code reads is an entry of its own under ENVIRONMENT: its `.B NAME` line is the
+    /// tag of a `.TP` paragraph, not a line run into the paragraph above (which man(1) prints as part of
+    /// that entry's text).
+    @Test func eachEnvironmentVariableIsAnEntryOfItsOwn() throws {
+        let environment = Self.section("ENVIRONMENT")
+        let tags = Set(environment.indices.dropFirst().filter { environment[$0 - 1] == ".TP" }.map { environment[$0] })
+        for variable in try Self.variablesReadByTheCode() {
+            #expect(tags.contains(".B \(variable)"), "ENVIRONMENT has no .TP entry of its own for \(variable)")
+        }
+    }
+
+    /// Every OFFLINEPKG_* variable the sources and the tests read, plus the XDG fallback.
+    static func variablesReadByTheCode() throws -> Set<String> {
+        var variables: Set<String> = ["XDG_DATA_HOME"]
+        for folder in ["Sources", "Tests"] {
+            let files = Fixtures.root.deletingLastPathComponent().appendingPathComponent(folder)
+            for case let file as URL in FileManager.default.enumerator(at: files, includingPropertiesForKeys: nil)!
+            where file.pathExtension == "swift" {
+                let code = try String(contentsOf: file, encoding: .utf8)
+                for match in code.matches(of: /OFFLINEPKG_[A-Z_]+/) { variables.insert(String(match.output)) }
+            }
+        }
+        return variables
+    }
+
     @Test func theManPageNamesEveryCommandAndOption() throws {
         let text = Self.text
         #expect(!text.isEmpty, "man/offlinepkg.1 is missing or empty")
@@ -85,16 +110,7 @@ struct ManPageTests {
             }
         }
         for status in 0...4 { #expect(text.contains(".B \(status)\n")) }
-        // Every OFFLINEPKG_* variable the sources and the tests read, plus the XDG fallback.
-        var variables: Set<String> = ["XDG_DATA_HOME"]
-        for folder in ["Sources", "Tests"] {
-            let files = Fixtures.root.deletingLastPathComponent().appendingPathComponent(folder)
-            for case let file as URL in FileManager.default.enumerator(at: files, includingPropertiesForKeys: nil)!
-            where file.pathExtension == "swift" {
-                let code = try String(contentsOf: file, encoding: .utf8)
-                for match in code.matches(of: /OFFLINEPKG_[A-Z_]+/) { variables.insert(String(match.output)) }
-            }
-        }
+        let variables = try Self.variablesReadByTheCode()
         #expect(variables.isSuperset(of: ["OFFLINEPKG_ROOT", "OFFLINEPKG_FAILPOINT", "OFFLINEPKG_SKIP_BROWSER"]))
         for variable in variables { #expect(text.contains(variable), "man page lacks \(variable)") }
     }

@@ -220,22 +220,15 @@ struct PublishOperationsTests {
             return
         }
         let doc = try String(contentsOfFile: Self.checkout + "/docs/cron.md", encoding: .utf8)
-        var blocks = [String]()
-        var current: [Substring]?
-        for line in doc.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line == "```ini" {
-                current = []
-            } else if line == "```", let lines = current {
-                blocks.append(lines.joined(separator: "\n") + "\n")
-                current = nil
-            } else {
-                current?.append(line)
-            }
-        }
+        let blocks = try QuickStartTests.blocks("ini", in: "docs/cron.md").map { $0 + "\n" }
         #expect(blocks.count == 2)
         let service = try #require(blocks.first { $0.contains("[Service]") })
         let timer = try #require(blocks.first { $0.contains("[Timer]") })
         #expect(timer.contains("OnCalendar=") && service.contains("OFFLINEPKG_SHELL_VERSION"))
+        // The sync runs as a user of its own, and systemd makes the root it owns: the root the unit
+        // names is the state directory it asks for.
+        #expect(service.contains("\nUser=offlinepkg\n") && service.contains("\nStateDirectory=offlinepkg\n"), "\(service)")
+        #expect(service.contains("--root /var/lib/offlinepkg "), "\(service)")
         let scratch = try TemporaryDirectory()
         try scratch.write(service.replacingOccurrences(of: "/usr/local/bin/offlinepkg", with: OfflinePkgBinary.path), to: "offlinepkg-sync.service")
         try scratch.write(timer, to: "offlinepkg-sync.timer")
@@ -245,6 +238,8 @@ struct PublishOperationsTests {
         // The crontab line names the binary by an absolute path (cron's PATH is /usr/bin:/bin).
         let cronLine = try #require(doc.split(separator: "\n").first { $0.hasPrefix("*/15") })
         #expect(cronLine.contains(" /usr/local/bin/offlinepkg sync "))
+        // A system crontab line (/etc/cron.d) names the user that owns the root.
+        #expect(cronLine.contains("  offlinepkg  /usr/local/bin/offlinepkg sync ") && cronLine.contains("--root /var/lib/offlinepkg "))
     }
 }
 

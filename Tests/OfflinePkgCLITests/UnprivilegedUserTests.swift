@@ -135,6 +135,31 @@ struct UnprivilegedUserTests {
         #expect(try await device.served() == "home 4")
     }
 
+    /// A user who cannot make the default root (a HOME it may not write, as `sudo -u` leaves it) is told
+    /// that it is the cache root and how to give another; so is one whose root it may only read.
+    @Test func aRootThisUserCannotWriteIsNamedAsTheCacheRoot() async throws {
+        let device = try Device()
+        try await device.publish("1")
+        let home = try device.scratch.makeDirectory("someone-else")
+        chmod(home, 0o555)
+        let defaulted = try await runBlocking {
+            try Device.asUser([OfflinePkgBinary.path, "sync", device.manifest, "--quiet"], environment: ["HOME": home, "PATH": "/usr/bin:/bin"])
+        }
+        #expect(defaulted.status == 1)
+        #expect(
+            defaulted.stderr.contains("cannot write the cache root \(home)/.local/share/offlinepkg (mkdir \(home)/.local: Permission denied)"),
+            "\(defaulted.stderr)")
+        #expect(defaulted.stderr.contains("--root DIR or OFFLINEPKG_ROOT"), "\(defaulted.stderr)")
+
+        let readOnly = try device.scratch.makeDirectory("read-only-root")
+        chmod(readOnly, 0o555)
+        let refused = try await runBlocking {
+            try Device.asUser([OfflinePkgBinary.path, "sync", device.manifest, "--quiet", "--root", readOnly])
+        }
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("cannot write the cache root \(readOnly) ("), "\(refused.stderr)")
+    }
+
     @Test func verifyRepairSwapsADamagedReadOnlyTree() async throws {
         let device = try Device()
         try await device.publish("1")

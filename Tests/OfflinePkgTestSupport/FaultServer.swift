@@ -24,6 +24,13 @@ public enum FaultBehaviour: Sendable, Equatable {
     /// The normal response, with the last byte of the body held back for `seconds`: a transfer that
     /// takes at least that long, for tests of what runs side by side.
     case holdLastByte(seconds: Double)
+    /// The normal response, its head (and all) held back for `seconds`: a server that is slow to answer
+    /// at all, as a far one is.
+    case holdHead(seconds: Double)
+    /// The normal response, its head held back for at least `seconds` and then until `count` requests
+    /// whose path starts with `prefix` were answered (at most 20 s in all): an answer that comes after
+    /// others the client should have asked meanwhile, however slowly the client's threads run.
+    case holdHeadUntil(count: Int, prefix: String, seconds: Double)
     /// The normal headers (full Content-Length), then one body byte every `every` seconds, for at most
     /// `seconds` in all, then a clean close: a slow-retrieval attack that resets a stall clock forever.
     case trickle(every: Double, seconds: Double)
@@ -191,6 +198,16 @@ private final class Engine: Sendable {
         default: bodyLimit = Int.max
         }
         let body = request.method == "HEAD" ? [] : response.body.prefix(bodyLimit)
+        if case .holdHead(let seconds) = behaviour { pause(seconds) }
+        if case .holdHeadUntil(let count, let prefix, let seconds) = behaviour {
+            pause(seconds)
+            let end = Date().addingTimeInterval(20 - seconds)
+            while !isStopped && Date() < end
+                && state.withLock({ $0.requests.filter { $0.path.hasPrefix(prefix) }.count }) < count
+            {
+                usleep(20_000)
+            }
+        }
         _ = sendAll(connection, Array(head.utf8))
         var sent = 0
         if case .trickle(let every, let seconds) = behaviour {
@@ -278,7 +295,7 @@ private final class Engine: Sendable {
                 status: code, headers: headers.sorted { $0.key < $1.key } + [("Content-Length", "\(body.count)")], body: body)
         case .trickleRanges:
             return multipartResponse(for: request) ?? fileResponse(for: request)
-        case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte, .trickle, .pauseAfter:
+        case .normal, .resetAfter, .truncateAfter, .stall, .holdLastByte, .holdHead, .holdHeadUntil, .trickle, .pauseAfter:
             return fileResponse(for: request)
         }
     }

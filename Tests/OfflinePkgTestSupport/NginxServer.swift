@@ -53,10 +53,13 @@ public final class NginxServer: Sendable {
     ///     `PREFIX` in it stands for this server's prefix folder.
     ///   - authority: serve https with a certificate for 127.0.0.1 that this test CA issues (the client
     ///     trusts `authority.certificatePath`), instead of a self-signed one.
+    ///   - authorityNames: the subjectAltName of that certificate, e.g. `DNS:api.private.test` for a host
+    ///     a test resolves to this server.
     ///   - http2: offer HTTP/2 (ALPN `h2`) on the https listener.
     public init(
         documentRoot: String, limitRate: Int? = nil, locations: String = "", tls: Bool = false, http: String = "",
-        authority: TestCertificateAuthority? = nil, http2: Bool = false
+        authority: TestCertificateAuthority? = nil, authorityNames: String = TestCertificateAuthority.loopbackNames,
+        http2: Bool = false
     ) throws {
         guard let nginx = which("nginx") else { throw TestSupportError("nginx: not installed") }
         self.documentRoot = documentRoot
@@ -64,7 +67,8 @@ public final class NginxServer: Sendable {
         let tls = tls || authority != nil
         var tlsConfig = ""
         if let authority {
-            try authority.issueServerCertificate(key: prefix.path("tls.key"), certificate: prefix.path("tls.crt"))
+            try authority.issueServerCertificate(
+                key: prefix.path("tls.key"), certificate: prefix.path("tls.crt"), names: authorityNames)
             tlsConfig = "ssl_certificate \"\(prefix.path("tls.crt"))\"; ssl_certificate_key \"\(prefix.path("tls.key"))\";"
         } else if tls {
             try run(
@@ -307,7 +311,7 @@ public final class NginxServer: Sendable {
     // MARK: - Sockets and processes
 
     /// Whether nothing listens on (or lingers in TIME_WAIT at) 127.0.0.1:`port` right now.
-    private static func portLooksFree(_ port: Int) -> Bool {
+    public static func portLooksFree(_ port: Int) -> Bool {
         withLoopbackSocket(port: port) { bind($0, $1, $2) == 0 }
     }
 

@@ -24,8 +24,12 @@ public final class TestCertificateAuthority: Sendable {
         chmod(certificatePath, 0o644)
     }
 
-    /// Writes a key and a certificate for 127.0.0.1 (and `localhost`) issued by this CA.
-    public func issueServerCertificate(key: String, certificate: String) throws {
+    /// The subjectAltName of a server certificate unless a test names others.
+    public static let loopbackNames = "IP:127.0.0.1,DNS:localhost"
+
+    /// Writes a key and a certificate for `names` (a subjectAltName: 127.0.0.1 and `localhost` unless
+    /// told) issued by this CA.
+    public func issueServerCertificate(key: String, certificate: String, names: String = loopbackNames) throws {
         let request = key + ".csr"
         let extensions = key + ".ext"
         try run(
@@ -35,7 +39,7 @@ public final class TestCertificateAuthority: Sendable {
                 "-keyout", key, "-out", request,
             ]
         ).checked("openssl req (server)")
-        try "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n".write(
+        try "subjectAltName=\(names)\nextendedKeyUsage=serverAuth\n".write(
             toFile: extensions, atomically: true, encoding: .utf8)
         try run(
             "openssl",

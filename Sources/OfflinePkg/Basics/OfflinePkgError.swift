@@ -40,6 +40,10 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
     case insufficientSpace(path: String, needed: Int64, available: Int64)
     /// The cache root holds something this build cannot read.
     case corruptState(path: String, reason: String)
+    /// The cache root `root` cannot be made or written by this process: `operation` on `path` failed
+    /// with `EACCES`, `EPERM` or `EROFS` (another user's root, a read-only file system, a default root
+    /// under a home this user may not write).
+    case rootNotWritable(root: String, path: String, operation: String, Errno)
     /// A request that cannot be met with what is installed (no previous set, unknown URL, ...).
     case unavailable(String)
     /// Some packages of a release failed; the active set was not switched.
@@ -66,7 +70,7 @@ public enum OfflinePkgError: Error, Sendable, Equatable {
 
     public var category: Category {
         switch self {
-        case .io, .transfer, .rangesRefused, .insufficientSpace, .corruptState, .unavailable: .failure
+        case .io, .transfer, .rangesRefused, .insufficientSpace, .corruptState, .unavailable, .rootNotWritable: .failure
         case .invalidManifest, .manifestFormatTooNew, .manifestRollback, .manifestExpired, .signatureRefused, .keysRefused,
             .hashMismatch, .sizeMismatch, .archiveRefused, .treeMismatch, .publishRefused, .slowRetrieval,
             .invalidFileIndex:
@@ -122,6 +126,8 @@ extension OfflinePkgError: CustomStringConvertible {
             "not enough free space in \(path): needs \(needed) bytes, \(available) available"
         case .corruptState(let path, let reason):
             "unreadable cache state \(path): \(reason)"
+        case .rootNotWritable(let root, let path, let operation, let errno):
+            "cannot write the cache root \(root) (\(operation) \(path): \(errno))"
         case .unavailable(let reason):
             reason
         case .releaseIncomplete(let failures):

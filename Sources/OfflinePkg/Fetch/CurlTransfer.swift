@@ -143,7 +143,8 @@ final class CurlTransfer: @unchecked Sendable {
         var responseCode = 0
         if let curl = handle { ccurl_getinfo_long(curl, CURLINFO_RESPONSE_CODE, &responseCode) }
         if code != CURLE_OK { return .failure(error(for: code)) }
-        let head = TransferResponseHead(status: isFile ? 200 : responseCode, headers: headers, fields: fields)
+        let head = TransferResponseHead(
+            status: isFile ? 200 : responseCode, headers: headers, fields: fields, httpVersion: httpVersion())
         if !announced {
             // An empty body: the response was never announced from the write callback.
             do { try onResponse(head) } catch { return .failure(error) }
@@ -214,11 +215,25 @@ final class CurlTransfer: @unchecked Sendable {
         if request.followsRedirects && (300..<400).contains(status) && headers["location"] != nil { return true }
         announced = true
         do {
-            try onResponse(TransferResponseHead(status: status, headers: headers, fields: fields))
+            try onResponse(TransferResponseHead(status: status, headers: headers, fields: fields, httpVersion: httpVersion()))
             return true
         } catch {
             callbackError = error
             return false
+        }
+    }
+
+    /// The protocol of the response, from libcurl (`CURLINFO_HTTP_VERSION`); nil for a file URL.
+    private func httpVersion() -> String? {
+        guard !isFile, let handle else { return nil }
+        var version = 0
+        guard ccurl_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version) == CURLE_OK else { return nil }
+        switch version {
+        case Int(CURL_HTTP_VERSION_1_0): return "http/1.0"
+        case Int(CURL_HTTP_VERSION_1_1): return "http/1.1"
+        case Int(CURL_HTTP_VERSION_2_0): return "h2"
+        case Int(CURL_HTTP_VERSION_3): return "h3"
+        default: return nil
         }
     }
 
@@ -250,7 +265,9 @@ final class CurlTransfer: @unchecked Sendable {
         do {
             if !announced {
                 announced = true
-                try onResponse(TransferResponseHead(status: isFile ? 200 : status, headers: headers, fields: fields))
+                try onResponse(
+                    TransferResponseHead(
+                        status: isFile ? 200 : status, headers: headers, fields: fields, httpVersion: httpVersion()))
             }
             try onBody(data)
             return true

@@ -18,14 +18,17 @@ package struct ManifestFetcher: Sendable {
     }
 
     /// `uncached` asks every cache on the way for a fresh copy (`Cache-Control: no-cache`): the second
-    /// try after a manifest that looked stale (docs/protocol.md#checking-the-manifest).
-    package func fetchManifest(_ url: URL, etag: String?, lastModified: String?, uncached: Bool = false) async throws
-        -> Response
-    {
+    /// try after a manifest that looked stale (docs/protocol.md#checking-the-manifest). `onHead` is told
+    /// each answer's head as soon as it arrives, before its body.
+    package func fetchManifest(
+        _ url: URL, etag: String?, lastModified: String?, uncached: Bool = false,
+        onHead: (@Sendable (TransferResponseHead) -> Void)? = nil
+    ) async throws -> Response {
         var headers = uncached ? Self.noCacheHeaders : []
         if let etag { headers.append(("If-None-Match", etag)) }
         if let lastModified { headers.append(("If-Modified-Since", lastModified)) }
-        let (head, bytes) = try await get(url, headers: headers, limit: Manifest.maximumSize, what: "manifest")
+        let (head, bytes) = try await get(
+            url, headers: headers, limit: Manifest.maximumSize, what: "manifest", onHead: onHead)
         if head.status == 304 { return .notModified }
         return .fetched(bytes: bytes, etag: head.headers["etag"], lastModified: head.headers["last-modified"])
     }
@@ -92,9 +95,10 @@ package struct ManifestFetcher: Sendable {
 
     private static let noCacheHeaders = [("Cache-Control", "no-cache"), ("Pragma", "no-cache")]
 
-    private func get(_ url: URL, headers: [(String, String)], limit: Int, what: String) async throws -> (
-        TransferResponseHead, [UInt8]
-    ) {
+    private func get(
+        _ url: URL, headers: [(String, String)], limit: Int, what: String,
+        onHead: (@Sendable (TransferResponseHead) -> Void)? = nil
+    ) async throws -> (TransferResponseHead, [UInt8]) {
         let urlText = url.absoluteString
         let deadline = TransferDeadline(what: what, seconds: self.deadline)
         return try await retry.run { _ in
@@ -104,6 +108,7 @@ package struct ManifestFetcher: Sendable {
             let head = try await transport.get(
                 TransferRequest(url: url, headers: headers, limits: limits, deadline: deadline, caBundle: caBundle)
             ) { head in
+                onHead?(head)
                 if !head.isSuccess && head.status != 304 { throw OfflinePkgError.transfer(url: urlText, failure: head.failure) }
             } onBody: { buffer in
                 try body.withLock { bytes in

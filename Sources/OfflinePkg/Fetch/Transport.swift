@@ -96,11 +96,17 @@ package struct TransferResponseHead: Sendable {
     package var headers: [String: String]
     /// Every header line in order, repeated names kept (`Set-Cookie`), names as the server spelled them.
     package var fields: [(name: String, value: String)] = []
+    /// The protocol the answer came over, as ALPN names it (`http/1.1`, `h2`, `h3`); nil when not known
+    /// (a file URL, a transport that does not say).
+    package var httpVersion: String?
 
-    package init(status: Int, headers: [String: String], fields: [(name: String, value: String)] = []) {
+    package init(
+        status: Int, headers: [String: String], fields: [(name: String, value: String)] = [], httpVersion: String? = nil
+    ) {
         self.status = status
         self.headers = headers
         self.fields = fields
+        self.httpVersion = httpVersion
     }
 
     package var isSuccess: Bool { (200..<300).contains(status) }

@@ -47,6 +47,28 @@ extension FileFetcher {
         }
     }
 
+    /// A plan from the newest delta fetched beside the manifest (`EarlyRequests`), when it is where
+    /// the new index's folder puts the newest delta from `base`, stands for `reference`, and gives the
+    /// entry's tree; nil otherwise (stale, wrong, or not there), and the delta is fetched by its name.
+    package func planFromEarly(
+        _ entry: PackageEntry, fetched: EarlyRequests.Fetched, reference: FileIndexReference, manifestURL: URL,
+        base: DeltaBase
+    ) async -> Plan? {
+        guard let compressed = fetched.bytes,
+            fetched.name == FileIndexDelta.newestURL(nextTo: reference.url, fromTree: base.tree),
+            let archiveURL = try? ManifestLocation.resolve(entry.archive.url, against: manifestURL)
+        else { return nil }
+        let fetcher = self
+        let plan = try? await runBlocking {
+            try fetcher.plan(
+                entry, compressedDelta: compressed, name: fetched.name, reference: reference, base: base,
+                support: fetcher.origins.support(for: archiveURL), checkingHeld: true)
+        }
+        guard var plan = plan ?? nil else { return nil }
+        plan.indexBytes = fetched.spent
+        return plan
+    }
+
     /// A delta that was there but could not be used, and what it cost.
     package struct Failed: Error {
         package var error: OfflinePkgError
@@ -87,7 +109,7 @@ extension FileFetcher {
 
     /// The body of `url` into memory, or nil for a 404 or 410 (whose page is not read); more than `cap`
     /// bytes is an error.
-    private func fetchIfPresent(_ url: URL, name: String, cap: Int64, counted: ProgressCounter) async throws -> [UInt8]? {
+    func fetchIfPresent(_ url: URL, name: String, cap: Int64, counted: ProgressCounter) async throws -> [UInt8]? {
         struct Absent: Error {}
         do {
             return try await downloader.retry.run { _ -> [UInt8]? in

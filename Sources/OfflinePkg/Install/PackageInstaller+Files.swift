@@ -65,7 +65,13 @@ extension PackageInstaller {
         let archiveURL = try? ManifestLocation.resolve(entry.archive.url, against: manifestURL)
         let probe = archiveURL.map { url in Task { await fetcher.probeOrigin(url, size: entry.archive.size) } }
         defer { probe?.cancel() }
-        if let base = indexDeltaBase(for: entry, current: current) {
+        let base = indexDeltaBase(for: entry, current: current)
+        // The newest delta, fetched beside the manifest, when it is the one this entry needs.
+        if let base, let fetched = await early.delta(entry.id) {
+            spent += fetched.spent
+            plan = await fetcher.planFromEarly(entry, fetched: fetched, reference: reference, manifestURL: manifestURL, base: base)
+        }
+        if plan == nil, let base {
             do {
                 let attempt = try await fetcher.planFromDelta(
                     entry, reference: reference, manifestURL: manifestURL, base: base, cap: other)
@@ -90,8 +96,15 @@ extension PackageInstaller {
                     plan = full
                 }
                 guard var chosen = plan else { return FilesAttempt(spent: spent) }
-                await probe?.value
-                if let archiveURL, chosen.support == nil, let support = fetcher.origins.support(for: archiveURL) {
+                // Over TLS the requests are streams of one HTTP/2 connection, as a rule: while the origin
+                // is not known, the frames go one range a request side by side (which every origin that
+                // serves ranges answers alike) rather than wait a round trip for the finding-out, which
+                // runs beside them and is remembered for the next sync. In the clear (HTTP/1.1, a few
+                // connections, where many requests queue) it is awaited.
+                let overTLS = archiveURL?.scheme?.lowercased() == "https"
+                if !overTLS { await probe?.value }
+                if let archiveURL, chosen.support == nil {
+                    let support = fetcher.origins.support(for: archiveURL) ?? (overTLS ? .single : nil)
                     chosen.support = support
                     chosen.ranges = fetcher.rangePlan(chosen.fetch, support: support)
                 }

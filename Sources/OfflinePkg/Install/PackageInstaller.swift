@@ -18,6 +18,8 @@ package struct PackageInstaller: Sendable {
     package var defersNewContent = false
     /// How the origins of file-level updates take ranges (shared by the packages of one sync).
     package var origins: OriginRanges?
+    /// The newest file-index deltas this sync fetched beside the manifest.
+    package var early: EarlyRequests = .none
 
     /// How a tree arrived, and what it cost on the network.
     package struct Outcome: Sendable {
@@ -41,7 +43,10 @@ package struct PackageInstaller: Sendable {
         if let base = deltaBase(for: entry, current: current) {
             let received = ProgressCounter()
             do {
-                return try await installDelta(entry, base: base, manifestURL: manifestURL, received: received)
+                var outcome = try await installDelta(entry, base: base, manifestURL: manifestURL, received: received)
+                // A file index fetched and then not used crossed the network all the same.
+                outcome.bytesFetched += spent
+                return outcome
             } catch let error as OfflinePkgError {
                 spent += received.total
                 events?(.deltaFailed(packageID: entry.id, version: entry.version, error: error))

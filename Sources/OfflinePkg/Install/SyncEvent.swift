@@ -1,6 +1,8 @@
 /// What a sync reports while it runs. The library never prints: the CLI turns these into bars, lines
 /// or JSON, and a host app into whatever its UI wants.
 public enum SyncEvent: Sendable {
+    /// Another process holds the root's lock and this sync waits for it (`waitForLock`).
+    case waitingForLock(root: String)
     /// The manifest request is about to go out.
     case checking(manifestURL: String)
     /// The server answered 304 (or the same bytes): the stored manifest stands.
@@ -27,7 +29,8 @@ public enum SyncEvent: Sendable {
     case contentDamaged(path: String, problem: String)
     /// A package's tree was verified and installed (not yet active).
     case installed(packageID: String, version: String)
-    /// A package was held back by gating (`minShellVersion`, `rollout`, a reverted release).
+    /// A package was held back by gating (`minShellVersion`, `maxShellVersion`, `rollout`, a release the
+    /// publisher disabled, a reverted one).
     case heldBack(packageID: String, version: String, reason: String)
     /// One package failed; the others go on, and the release will not be activated.
     case packageFailed(packageID: String, error: OfflinePkgError)

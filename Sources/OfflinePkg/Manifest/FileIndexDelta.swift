@@ -42,6 +42,15 @@ package struct FileIndexDelta: Sendable, Equatable {
         return folder + "deltas/\(fromTree)-\(index).json.zst"
     }
 
+    /// The newest delta from a tree: `deltas/<from>.json.zst` beside the index, the same bytes as the
+    /// delta from that tree into the newest release's index, rewritten by each publish. A device fetches
+    /// it beside the manifest, from the index URL of the manifest it holds, before it knows the new
+    /// index; it is used only when its `index` is the one the new manifest names.
+    package static func newestURL(nextTo indexURL: String, fromTree: String) -> String {
+        let folder = indexURL.lastIndex(of: "/").map { String(indexURL[...$0]) } ?? ""
+        return folder + "deltas/\(fromTree).json.zst"
+    }
+
     /// The delta between `old` (a tree's files) and `new` (a file index's entries, sorted by path).
     package init(from fromTree: String, old: [PackagePath: TreeFile], new: [FileIndex.Entry], index: String) {
         var kept = Set<PackagePath>()

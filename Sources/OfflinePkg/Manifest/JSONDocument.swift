@@ -107,3 +107,35 @@ package struct JSONObject: Sendable {
         return nil
     }
 }
+
+/// A parsed value written back as JSON (a command's `--json` output that embeds a document it read,
+/// such as `history`'s package entries): as an object, list, string... rather than as the text of one.
+extension JSONValue: Encodable {
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        switch kind {
+        case .object:
+            var container = encoder.container(keyedBy: Key.self)
+            for (key, value) in object!.members { try container.encode(value, forKey: Key(stringValue: key)) }
+        case .array:
+            var container = encoder.unkeyedContainer()
+            for value in array! { try container.encode(value) }
+        default:
+            var container = encoder.singleValueContainer()
+            switch kind {
+            case .null: try container.encodeNil()
+            case .boolean: try container.encode(boolean!)
+            case .string: try container.encode(string!)
+            default:
+                let (literal, isInteger) = number!
+                if isInteger, let integer = Int(literal) { try container.encode(integer) } else { try container.encode(Double(literal) ?? 0) }
+            }
+        }
+    }
+}

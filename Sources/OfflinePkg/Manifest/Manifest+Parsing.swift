@@ -125,10 +125,13 @@ private struct ManifestReader: StrictFieldReader {
                 deltas.append(Delta(from: from, file: try remoteFile(item, deltaField)))
             }
         }
-        let minShell = try string(object["minShellVersion"], "\(at).minShellVersion", required: false, text: .identifier)
-        if let minShell, let problem = ManifestRules.shellVersionProblem(minShell) {
-            throw fail("\(at).minShellVersion", "\(quoted(minShell)) \(problem)")
+        var shellBounds = [String: String]()
+        for name in ["minShellVersion", "maxShellVersion"] {
+            guard let bound = try string(object[name], "\(at).\(name)", required: false, text: .identifier) else { continue }
+            if let problem = ManifestRules.shellVersionProblem(bound) { throw fail("\(at).\(name)", "\(quoted(bound)) \(problem)") }
+            shellBounds[name] = bound
         }
+        let minShell = shellBounds["minShellVersion"]
         let rollout = try integer(object["rollout"], "\(at).rollout", required: false)
         if let rollout, let problem = ManifestRules.rolloutProblem(rollout) {
             throw fail("\(at).rollout", problem)
@@ -140,6 +143,11 @@ private struct ManifestReader: StrictFieldReader {
             tree: tree, deltas: deltas, minShellVersion: minShell, rollout: rollout, unpackedSize: unpackedSize.map(Int64.init))
         (package.notes, package.mandatory) = try ReleaseInfo.read(
             notes: object["notes"], mandatory: object["mandatory"], at: at, source: source)
+        package.maxShellVersion = shellBounds["maxShellVersion"]
+        if let disabled = object["disabled"], !disabled.isNull {
+            guard let value = disabled.boolean else { throw fail("\(at).disabled", "expected true or false") }
+            package.disabled = value
+        }
         return package
     }
 

@@ -36,7 +36,13 @@ package struct PackageEntry: Sendable, Equatable {
     package var tree: String
     package var deltas: [Delta]
     package var minShellVersion: String?
+    /// The newest shell this release targets (expo's runtime version, CodePush's target binary range),
+    /// compared on the components it has: `3.2` admits every `3.2.x` shell.
+    package var maxShellVersion: String?
     package var rollout: Int?
+    /// The publisher withdrew this release (`remove --disable`, CodePush's "disabled"): devices do not
+    /// take it and keep what they have of the package.
+    package var disabled: Bool
     /// Release notes the publisher wrote (`publish --notes`), for the shell to show.
     package var notes: String?
     /// The publisher asks shells to apply this release at once rather than at the next launch.
@@ -48,8 +54,11 @@ package struct PackageEntry: Sendable, Equatable {
     package init(
         id: String, version: String, routes: [String], entry: String = "index.html", fallback: String? = nil,
         archive: RemoteFile, tree: String, deltas: [Delta] = [], minShellVersion: String? = nil, rollout: Int? = nil,
-        unpackedSize: Int64? = nil, notes: String? = nil, mandatory: Bool = false
+        unpackedSize: Int64? = nil, notes: String? = nil, mandatory: Bool = false, maxShellVersion: String? = nil,
+        disabled: Bool = false
     ) {
+        self.maxShellVersion = maxShellVersion
+        self.disabled = disabled
         self.notes = notes
         self.mandatory = mandatory
         self.id = id

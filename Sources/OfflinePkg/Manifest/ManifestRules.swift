@@ -35,7 +35,7 @@ package enum ManifestRules {
     /// `..`, empty segment or trailing `/`), by the archive member rules of docs/protocol.md#archives.
     package static func filePathProblem(_ path: String) -> String? { ArchivePath.validate(path) }
 
-    /// `minShellVersion`: dotted decimal numbers.
+    /// `minShellVersion` and `maxShellVersion`: dotted decimal numbers.
     package static func shellVersionProblem(_ version: String) -> String? {
         ShellVersion(version) == nil ? "is not a dotted numeric version" : nil
     }

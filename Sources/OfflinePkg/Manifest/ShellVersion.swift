@@ -29,4 +29,14 @@ package struct ShellVersion: Comparable, Sendable, CustomStringConvertible {
     }
 
     package static func == (lhs: ShellVersion, rhs: ShellVersion) -> Bool { !(lhs < rhs) && !(rhs < lhs) }
+
+    /// Whether this version is within the upper bound `maximum` (`maxShellVersion`), compared on the
+    /// components `maximum` has: a publisher who writes `3.2` means the 3.2 line, so `3.2.7` is within
+    /// it and `3.3` is not, as CodePush's `3.2.x` target range and expo's runtime version read.
+    package func isWithin(_ maximum: ShellVersion) -> Bool {
+        let shown = Array(components.prefix(maximum.components.count))
+        return ShellVersion(components: shown) <= maximum
+    }
+
+    private init(components: [Int]) { self.components = components }
 }

@@ -47,6 +47,30 @@ public struct ActiveSet: Codable, Sendable, Equatable {
 
     package static let empty = ActiveSet(generation: 0, sequence: 0, activatedAt: Date(timeIntervalSince1970: 0), packages: [])
 
+    private enum CodingKeys: String, CodingKey { case generation, sequence, activatedAt, packages }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        generation = try container.decode(Int.self, forKey: .generation)
+        sequence = try container.decode(Int.self, forKey: .sequence)
+        activatedAt = try container.decodeIfPresent(Date.self, forKey: .activatedAt) ?? Date(timeIntervalSince1970: 0)
+        packages = try container.decode([InstalledPackage].self, forKey: .packages)
+    }
+
+    /// `activatedAt` is null for the empty set of a root where nothing was ever activated (generation
+    /// 0), rather than a date in 1970 that a dashboard would take for a real activation.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(generation, forKey: .generation)
+        try container.encode(sequence, forKey: .sequence)
+        if generation == 0 {
+            try container.encodeNil(forKey: .activatedAt)
+        } else {
+            try container.encode(activatedAt, forKey: .activatedAt)
+        }
+        try container.encode(packages, forKey: .packages)
+    }
+
     package func package(_ id: String) -> InstalledPackage? { packages.first { $0.id == id } }
 
     /// Same packages at the same versions and trees, whatever the generation (and wherever the
@@ -70,6 +94,15 @@ public struct ActiveSet: Codable, Sendable, Equatable {
 package struct ActiveRecord: Codable, Sendable, Equatable {
     package var current: ActiveSet
     package var previous: ActiveSet?
+    /// True when `current` was made by a rollback from `previous`: a second rollback would take back
+    /// the release just left, so there is nothing to roll back to (nil for a switch by a sync).
+    package var previousWasRolledBack: Bool? = nil
+
+    package init(current: ActiveSet, previous: ActiveSet?, previousWasRolledBack: Bool? = nil) {
+        self.current = current
+        self.previous = previous
+        self.previousWasRolledBack = previousWasRolledBack
+    }
 
     package static let empty = ActiveRecord(current: .empty, previous: nil)
 

@@ -178,6 +178,18 @@ public struct CacheLayout: Sendable, Equatable {
 
     /// Creates the folders of a fresh root.
     package func prepare() throws {
-        for path in [root, trees, downloads, staging, leases, content, contentTemporary] { try FileSystem.makeDirectories(path) }
+        try writing {
+            for path in [root, trees, downloads, staging, leases, content, contentTemporary] { try FileSystem.makeDirectories(path) }
+        }
+    }
+
+    /// Runs `body`, which makes or writes the root's own files: a refusal by the file system there
+    /// (`EACCES`, `EPERM`, `EROFS`) is reported as the root not being writable, naming the root.
+    package func writing<Result>(_ body: () throws -> Result) throws -> Result {
+        do {
+            return try body()
+        } catch OfflinePkgError.io(let path, let operation, let errno) where [EACCES, EPERM, EROFS].contains(errno.rawValue) {
+            throw OfflinePkgError.rootNotWritable(root: root, path: path, operation: operation, errno)
+        }
     }
 }

@@ -19,13 +19,20 @@ package enum RangeSupport: String, Codable, Sendable {
 /// moves to other hosting under the same name), when an answer contradicts it (several ranges refused
 /// where they were served), and when the origin answers with another `Server` header (another server
 /// behind the name). A repository moved to another host is another origin, found out afresh.
+///
+/// A record also keeps the protocol the manifest's last answer came over (`http`), so that a sync knows
+/// before it asks whether one more request would ride the manifest's connection (HTTP/2) or open another
+/// (`EarlyRequests`). Every answer of the manifest says it again, so it is not aged.
 package final class OriginRanges: Sendable {
     package struct Record: Codable, Sendable, Equatable {
-        package var support: RangeSupport
+        /// Nil: not found out yet (a record of the manifest's origin only).
+        package var support: RangeSupport?
         /// The `Server` header of the answer it was found from.
         package var server: String?
         /// When, in seconds since 1970.
         package var checked: Double
+        /// The protocol of the manifest's last answer from this origin, as ALPN names it (`h2`).
+        package var http: String?
     }
 
     /// How long a record is believed.
@@ -62,6 +69,31 @@ package final class OriginRanges: Sendable {
         return record.support
     }
 
+    /// The protocol the manifest's last answer from `url`'s origin came over (`h2`), if remembered.
+    package func http(for url: URL) -> String? {
+        guard let key = Self.key(url) else { return nil }
+        return records.withLock { $0[key]?.http }
+    }
+
+    /// Records the protocol an answer of the manifest at `url` came over; written only when it changes.
+    package func remember(http: String?, for url: URL, server: String?) {
+        let now = clock.now().timeIntervalSince1970
+        guard let key = Self.key(url) else { return }
+        let changed = records.withLock { records -> Bool in
+            guard var record = records[key] else {
+                guard http != nil else { return false }
+                records[key] = Record(support: nil, server: server, checked: now, http: http)
+                Self.trim(&records)
+                return true
+            }
+            guard record.http != http else { return false }
+            record.http = http
+            records[key] = record
+            return true
+        }
+        if changed { save() }
+    }
+
     /// The record for `url`'s origin, as stored.
     package func record(for url: URL) -> Record? {
         guard let key = Self.key(url) else { return nil }
@@ -85,16 +117,22 @@ package final class OriginRanges: Sendable {
         let now = clock.now().timeIntervalSince1970
         guard let key = Self.key(url) else { return }
         let changed = records.withLock { records -> Bool in
-            if let old = records[key], old.support == support, old.server == server, now - old.checked < Self.maximumAge / 2 {
+            let old = records[key]
+            if let old, old.support == support, old.server == server, now - old.checked < Self.maximumAge / 2 {
                 return false
             }
-            records[key] = Record(support: support, server: server, checked: now)
-            if records.count > Self.maximumCount, let oldest = records.min(by: { $0.value.checked < $1.value.checked }) {
-                records[oldest.key] = nil
-            }
+            records[key] = Record(support: support, server: server, checked: now, http: old?.http)
+            Self.trim(&records)
             return true
         }
         if changed { save() }
+    }
+
+    /// Drops the least recently checked record past `maximumCount`.
+    private static func trim(_ records: inout [String: Record]) {
+        if records.count > maximumCount, let oldest = records.min(by: { $0.value.checked < $1.value.checked }) {
+            records[oldest.key] = nil
+        }
     }
 
     /// A lost record costs one finding-out again, so it is written without flushes; under the root's

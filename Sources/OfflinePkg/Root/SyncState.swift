@@ -18,6 +18,9 @@ package struct SyncState: Codable, Sendable, Equatable {
     /// Releases rolled back (by hand or for want of a launch confirmation): package id → version.
     /// A sync holds these back until the manifest offers another version of the package.
     package var reverted: [String: String]?
+    /// Of `reverted`, the releases `rollback` left by hand (the rest were reverted for want of a launch
+    /// confirmation): package id → version. Only what a held-back release is told depends on it.
+    package var rolledBack: [String: String]?
     /// Rollback protection per manifest URL (docs/protocol.md#sequence-expiry-and-channels): moving a device from a staging to a
     /// production repository is not a rollback; coming back to a URL compares with what it accepted there.
     package var channels: [String: AcceptedManifest]?
@@ -112,10 +115,10 @@ public struct SyncFailure: Codable, Sendable, Equatable {
 }
 
 extension SyncState {
-    /// A failed attempt: counted, and its error kept for `status`.
-    package mutating func note(_ failure: SyncFailure) {
+    /// A failed attempt: counted (unless `counted` is false: an interruption), and its error kept for `status`.
+    package mutating func note(_ failure: SyncFailure, counted: Bool = true) {
         lastAttempt = failure.time
-        consecutiveFailures = (consecutiveFailures ?? 0) + 1
+        if counted { consecutiveFailures = (consecutiveFailures ?? 0) + 1 }
         lastError = failure
     }
 
@@ -128,11 +131,11 @@ extension SyncState {
     /// Notes a failed sync in `layout`'s state (attempt time, failure count, the error) and nothing
     /// else: never the active set, the accepted sequence or the validators. Takes the root lock without
     /// waiting; when another sync holds it, that sync's own outcome is what the state will show.
-    package static func recordFailure(_ failure: SyncFailure, in layout: CacheLayout) {
+    package static func recordFailure(_ failure: SyncFailure, counted: Bool = true, in layout: CacheLayout) {
         guard FileSystem.isDirectory(layout.root), let lock = try? RootLock(layout: layout, wait: false) else { return }
         withExtendedLifetime(lock) {
             guard var state = try? SyncState.load(layout) else { return }
-            state.note(failure)
+            state.note(failure, counted: counted)
             try? state.save(layout)
         }
     }

@@ -19,6 +19,8 @@ extension CacheRoot {
         let record = try ActiveRecord.load(layout)
         let generation = record.current.generation
         guard limit > 0, generation > 0 else { return .confirmed }
+        // A set a rollback restored has only the release it left to fall back to: it stands.
+        if record.previousWasRolledBack == true { return .confirmed }
         var launch = LaunchRecord.load(layout) ?? LaunchRecord(generation: generation, launches: 0, confirmed: false)
         if launch.generation != generation {
             // The very first set has nothing to fall back to; count it as confirmed.
@@ -29,7 +31,7 @@ extension CacheRoot {
             return .confirmed
         }
         if launch.launches >= limit, record.previous != nil {
-            let restored = try rollback()
+            let restored = try rollback(cause: .launchNotConfirmed)
             try LaunchRecord(generation: restored.generation, launches: 1, confirmed: true).save(layout)
             return .reverted(from: generation, to: restored.generation)
         }

@@ -35,7 +35,7 @@ public struct CacheRoot: Sendable {
 
     /// The root at `path`, made if it is not there.
     package init(creating path: String, world: World = .live, launchesBeforeRevert: Int = 0) throws {
-        try FileSystem.makeDirectories(path)
+        try CacheLayout(root: path).writing { try FileSystem.makeDirectories(path) }
         // libarchive's secure-symlink check walks the whole target path: resolve the root's own links,
         // as PackageStore does.
         let resolved = try FileSystem.realPath(path)
@@ -58,17 +58,20 @@ public struct CacheRoot: Sendable {
 
     /// Takes the root lock for an operation of this root. A new locked operation: held content is hashed
     /// again before it is reused (`ContentLedger.lockTaken`).
-    private func takeLock(wait: Bool) throws -> RootLock {
-        let lock = try RootLock(layout: layout, wait: wait)
+    private func takeLock(wait: Bool, waiting: (() -> Void)? = nil) throws -> RootLock {
+        let lock = try RootLock(layout: layout, wait: wait, waiting: waiting)
         ContentLedger.of(layout).lockTaken()
         return lock
     }
 
     /// Notes a failed sync in the root's monitoring state (`status --json`: attempt time, failure count,
     /// the error): the one way a failure is recorded, whether the sync failed, was interrupted, or could not
-    /// start (a key file that does not parse).
-    package func recordFailure(exitStatus: Int32, message: String) {
-        SyncState.recordFailure(SyncFailure(time: world.clock.now(), exitStatus: exitStatus, message: message), in: layout)
+    /// start (a key file that does not parse). An interruption (`counted` false) is noted as the last
+    /// attempt and error but not counted in `consecutiveFailures`: it needs no action (a shutdown,
+    /// `systemctl stop`), and the next sync resumes.
+    package func recordFailure(exitStatus: Int32, message: String, counted: Bool = true) {
+        SyncState.recordFailure(
+            SyncFailure(time: world.clock.now(), exitStatus: exitStatus, message: message), counted: counted, in: layout)
     }
 
     package func recordFailure(_ error: any Error) {
@@ -79,20 +82,42 @@ public struct CacheRoot: Sendable {
     /// The activation notice: called right after this process switched the active set.
     package func switched() { reader?.activated() }
 
-    /// Switches back to the previous active set (`rollback`, man/offlinepkg.1). The release rolled back from is
-    /// not installed again until the manifest offers another version of its packages.
+    /// Why a release was rolled back: by hand (`rollback`), or for want of a launch confirmation.
+    package enum RollbackCause: Sendable {
+        case byHand
+        case launchNotConfirmed
+    }
+
+    /// Switches back to the previous active set (`rollback`, man/offlinepkg.1). The release rolled back
+    /// from is not installed again until the manifest offers another version of its packages. A
+    /// rollback never goes back to the release a rollback just left: right after one, there is nothing
+    /// to roll back to (only the active set and the one before it are kept), and it fails, changing
+    /// nothing.
     @discardableResult
-    package func rollback(wait: Bool = false) throws -> ActiveSet {
-        let lock = try takeLock(wait: wait)
+    package func rollback(wait: Bool = false, cause: RollbackCause = .byHand, waiting: (() -> Void)? = nil) throws -> ActiveSet {
+        let lock = try takeLock(wait: wait, waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
         let record = try ActiveRecord.load(layout)
         guard let previous = record.previous, record.current.generation > 0 else {
             throw OfflinePkgError.unavailable("no previous active set to roll back to in \(layout.root)")
         }
+        if record.previousWasRolledBack == true {
+            let left = previous.packages.filter { record.current.package($0.id)?.version != $0.version }
+            throw OfflinePkgError.unavailable(
+                "set \(record.current.generation) is already a rollback from set \(previous.generation)"
+                    + (left.isEmpty ? "" : " (" + left.map { "\($0.id) \($0.version)" }.joined(separator: ", ") + ")")
+                    + "; a rollback never goes back to the release it left, and no older set is kept in \(layout.root)"
+                    + ": the next sync moves on when the manifest offers another version")
+        }
         var state = try SyncState.load(layout)
         var reverted = state.reverted ?? [:]
+        var rolledBack = state.rolledBack ?? [:]
         for package in record.current.packages where previous.package(package.id)?.version != package.version {
             reverted[package.id] = package.version
+            switch cause {
+            case .byHand: rolledBack[package.id] = package.version
+            case .launchNotConfirmed: rolledBack[package.id] = nil
+            }
         }
         var restored = previous
         restored.generation = record.current.generation + 1
@@ -100,8 +125,9 @@ public struct CacheRoot: Sendable {
         // The hold-back lands before the switch: if the switch then fails, a sync merely keeps what is
         // active; the other order could switch back and lose the hold-back, reinstalling the bad release.
         state.reverted = reverted
+        state.rolledBack = rolledBack.isEmpty ? nil : rolledBack
         try state.save(layout)
-        try ActiveRecord(current: restored, previous: record.current).save(layout)
+        try ActiveRecord(current: restored, previous: record.current, previousWasRolledBack: true).save(layout)
         History.record(restored, in: layout)
         switched()
         ReportQueue(layout: layout).record { device, state in
@@ -114,8 +140,8 @@ public struct CacheRoot: Sendable {
 
     /// Removes trees no set needs (see `GarbageCollector`); returns the trees removed.
     @discardableResult
-    package func collectGarbage(wait: Bool = false) throws -> [String] {
-        let lock = try takeLock(wait: wait)
+    package func collectGarbage(wait: Bool = false, waiting: (() -> Void)? = nil) throws -> [String] {
+        let lock = try takeLock(wait: wait, waiting: waiting)
         defer { withExtendedLifetime(lock) {} }
         try Staging(layout: layout).clear()
         StrayTemporaries.remove(in: layout)

@@ -54,6 +54,21 @@ package final class LookupIndex: @unchecked Sendable {
 
         deinit { answerPages.release() }
 
+        /// Whether the tree holds `folder/entry` (the entry file alone for an empty `folder`).
+        func holdsEntry(inFolder folder: UnsafeRawBufferPointer) -> Bool {
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: folder.count + 1 + entry.count) { buffer in
+                let joined = UnsafeMutableRawBufferPointer(buffer)
+                joined.copyMemory(from: folder)
+                var used = folder.count
+                if used > 0 {
+                    joined[used] = UInt8(ascii: "/")
+                    used += 1
+                }
+                UnsafeMutableRawBufferPointer(rebasing: joined[used...]).copyBytes(from: entry)
+                return table.find(UnsafeRawBufferPointer(rebasing: joined[0..<(used + entry.count)])) != nil
+            }
+        }
+
         func resource(_ number: Int, path: UnsafeRawBufferPointer) -> Resource {
             if let known = answers[number] { return Resource(unretained: known) }
             let record = table.record(number)
@@ -145,12 +160,8 @@ package final class LookupIndex: @unchecked Sendable {
     package func owner(of url: String) -> (package: InstalledPackage, path: String)? {
         LookupURL.withKey(url) { key in
             let bytes = UnsafeRawBufferPointer(key.bytes)
-            for length in routeLengths where length <= bytes.count && bytes[length - 1] == UInt8(ascii: "/") {
-                if let number = routeTable.value(for: UnsafeRawBufferPointer(rebasing: bytes[0..<length])) {
-                    return (packages[routes[Int(number)].package].package, String(decoding: bytes[length...], as: UTF8.self))
-                }
-            }
-            return nil
+            guard let (route, length) = longestRoute(bytes) else { return nil }
+            return (packages[route.package].package, String(decoding: bytes[length...], as: UTF8.self))
         }
     }
 
@@ -161,14 +172,7 @@ package final class LookupIndex: @unchecked Sendable {
     @inline(__always)
     package func resolve(_ key: LookupURL.Key) -> Resource? {
         let bytes = UnsafeRawBufferPointer(key.bytes)
-        var found: (route: RouteLookup, length: Int)?
-        for length in routeLengths where length <= bytes.count && bytes[length - 1] == UInt8(ascii: "/") {
-            if let number = routeTable.value(for: UnsafeRawBufferPointer(rebasing: bytes[0..<length])) {
-                found = (routes[Int(number)], length)
-                break
-            }
-        }
-        guard let (route, length) = found else { return nil }
+        guard let (route, length) = longestRoute(bytes) else { return nil }
         let package = packages[route.package]
         let rest = UnsafeRawBufferPointer(rebasing: bytes[length...])
         if rest.isEmpty || rest[rest.count - 1] == UInt8(ascii: "/") {
@@ -192,7 +196,41 @@ package final class LookupIndex: @unchecked Sendable {
             index -= 1
         }
         guard let fallback = route.fallback else { return nil }
+        // A folder named without its slash is no navigation miss: its URL is answered by a redirect
+        // to the slash (`isFolderWithoutSlash`), as static servers answer it, not by the fallback.
+        if !rest.isEmpty && rest[rest.count - 1] != UInt8(ascii: "/") && isFolderWithoutSlash(key) { return nil }
         return package.fallbackPath.withUnsafeBytes { package.resource(fallback, path: $0) }
+    }
+
+    /// The route of the longest prefix of `bytes` (a key), and that prefix's length.
+    @inline(__always)
+    private func longestRoute(_ bytes: UnsafeRawBufferPointer) -> (route: RouteLookup, length: Int)? {
+        for length in routeLengths where length <= bytes.count && bytes[length - 1] == UInt8(ascii: "/") {
+            if let number = routeTable.value(for: UnsafeRawBufferPointer(rebasing: bytes[0..<length])) {
+                return (routes[Int(number)], length)
+            }
+        }
+        return nil
+    }
+
+    /// Whether `key` names a folder without its final slash: with the slash added, it is a route or a
+    /// folder of a package, and the package holds that folder's entry file. Static servers answer such
+    /// a URL with a redirect to the slash (nginx's `301`), so that the page's relative links resolve
+    /// inside the folder. For misses only: not on the hot path.
+    package func isFolderWithoutSlash(_ key: LookupURL.Key) -> Bool {
+        let count = key.bytes.count
+        guard count > key.pathStart, key.bytes[count - 1] != UInt8(ascii: "/"), let start = key.bytes.baseAddress else {
+            return false
+        }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count + 1) { buffer in
+            buffer.baseAddress!.initialize(from: start, count: count)
+            buffer[count] = UInt8(ascii: "/")
+            let bytes = UnsafeRawBufferPointer(buffer)
+            guard let (route, length) = longestRoute(bytes) else { return false }
+            // The folder is the rest without its slash (empty: the route itself).
+            let folder = UnsafeRawBufferPointer(rebasing: bytes[min(length, count)..<count])
+            return packages[route.package].holdsEntry(inFolder: folder)
+        }
     }
 }
 

@@ -12,7 +12,9 @@ extension PackageStore {
         }
     }
 
-    /// The answer for a URL hook (docs/protocol.md#the-runtime-cache): a package's file when one answers the URL, else the runtime
+    /// The answer for a URL hook (docs/protocol.md#the-runtime-cache): a package's file when one answers
+    /// the URL, a `301` to the URL with its slash when it names a package folder without it
+    /// (`redirect(for:)`), else the runtime
     /// cache's answer per the manifest's rule for it; nil when neither a package nor a rule covers it
     /// (the hook lets the request go on as it would without offlinepkg). Other methods than GET and
     /// HEAD on a rule's URLs go to the network unchanged, with `body` as their body. A host that holds a
@@ -29,6 +31,11 @@ extension PackageStore {
                     ("Content-Type", resource.mimeType), ("ETag", resource.etag), ("Content-Length", String(resource.size)),
                 ],
                 body: .file(URL(fileURLWithPath: resource.path)), cacheStatus: "offlinepkg; hit; detail=package")
+        }
+        if method == "GET" || method == "HEAD", let location = redirect(for: url) {
+            return CachedResponse(
+                status: 301, headers: [("Location", location), ("Content-Length", "0")], body: .data(Data()),
+                cacheStatus: "offlinepkg; hit; detail=folder")
         }
         let cache = try runtimeCache()
         guard let route = cache.route(for: url) else { return nil }

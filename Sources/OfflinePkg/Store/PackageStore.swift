@@ -124,6 +124,35 @@ public final class PackageStore: Sendable {
         snapshot.withLock { $0.resolve(utf8: url) }
     }
 
+    /// Where to send a request for `url` when it names a folder of a package without its final slash
+    /// (`https://m.example.com/help` where `help/index.html` is installed, or a route without its
+    /// slash): `url` with a `/` added to its path, query kept. Static servers answer such a URL with
+    /// `301` and that `Location`, so the page's relative links resolve inside the folder; a host's URL
+    /// hook should do the same (`cachedResponse(for:)` does). Nil when `resolve(url)` answers, or when
+    /// `url` names no such folder. For misses only: not on the hot path.
+    public func redirect(for url: String) -> String? {
+        guard resolve(url) == nil else { return nil }
+        let mapped = schemes.isEmpty ? url : (schemes.rewrite(url) ?? url)
+        let index = current
+        guard LookupURL.withKey(mapped, { index.isFolderWithoutSlash($0) }) == true else { return nil }
+        return Self.addingSlash(to: url)
+    }
+
+    public func redirect(for url: URL) -> URL? { redirect(for: url.absoluteString).flatMap(URL.init(string:)) }
+
+    /// `redirect(for:)`'s test for an absolute http(s) URL given as UTF-8 bytes (the loopback server's
+    /// request line), once `resolve(utf8:)` missed.
+    package func isFolderWithoutSlash(utf8 url: UnsafeBufferPointer<UInt8>) -> Bool {
+        let index = current
+        return LookupURL.withKey(utf8: url) { index.isFolderWithoutSlash($0) } ?? false
+    }
+
+    /// `url` (or a request target) with a `/` added at the end of its path, before any query or fragment.
+    package static func addingSlash(to url: String) -> String {
+        guard let end = url.firstIndex(where: { $0 == "?" || $0 == "#" }) else { return url + "/" }
+        return url[..<end] + "/" + url[end...]
+    }
+
     /// Why `url` has no answer, when a route of the active set covers it: the package that owns the
     /// longest matching route and the path it lacks. Nil when no route covers `url` (serve's "no
     /// package answers" case). For messages only: not on the hot path.

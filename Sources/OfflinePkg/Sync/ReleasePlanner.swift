@@ -14,8 +14,11 @@ package struct ReleasePlanner {
     package var layout: CacheLayout
     package var shellVersion: ShellVersion?
     package var deviceID: String
-    /// Releases reverted for want of a launch confirmation: `id` → version never to take again.
+    /// Releases reverted (by hand, or for want of a launch confirmation): `id` → version never to
+    /// take again.
     package var reverted: [String: String] = [:]
+    /// Of `reverted`, those `rollback` left by hand: only what the hold-back says differs.
+    package var rolledBack: [String: String] = [:]
 
     package func plan(_ manifest: Manifest, current: ActiveSet) -> ReleasePlan {
         var plan = ReleasePlan(packages: [], toInstall: [], heldBack: [])
@@ -55,14 +58,23 @@ package struct ReleasePlanner {
     }
 
     private func holdReason(_ entry: PackageEntry) -> String? {
+        if entry.disabled {
+            return "disabled by the publisher: devices keep what they have of \(entry.id)"
+        }
         if let required = entry.minShellVersion.flatMap(ShellVersion.init), let shellVersion, shellVersion < required {
             return "needs shell \(required), this shell is \(shellVersion)"
+        }
+        if let newest = entry.maxShellVersion.flatMap(ShellVersion.init), let shellVersion, !shellVersion.isWithin(newest) {
+            return "needs shell \(newest) or older, this shell is \(shellVersion)"
         }
         if let rollout = entry.rollout {
             let bucket = Rollout.bucket(deviceID: deviceID, packageID: entry.id, version: entry.version)
             if bucket >= rollout { return "rollout \(rollout)%: this device's bucket is \(bucket)" }
         }
         if reverted[entry.id] == entry.version {
+            if rolledBack[entry.id] == entry.version {
+                return "rolled back by hand (offlinepkg rollback): taken again only when the manifest offers another version"
+            }
             return "reverted: this release was never confirmed to launch"
         }
         return nil

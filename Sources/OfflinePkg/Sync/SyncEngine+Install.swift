@@ -37,9 +37,28 @@ extension SyncEngine {
         return installer
     }
 
+    /// The newest file-index deltas of the active packages, fetched while the manifest is, when it is
+    /// slow on an HTTP/2 origin (`EarlyRequests`), named from the manifest last accepted (its index URLs resolved against this
+    /// sync's manifest URL: from another URL they are a guess like any other, checked all the same).
+    func startEarlyRequests(_ start: Start) -> EarlyRequests {
+        guard !start.record.current.packages.isEmpty,
+            let bytes = try? FileSystem.read(layout.storedManifest, limit: Manifest.maximumSize),
+            let stored = try? Manifest(parsing: bytes, source: manifestURL.absoluteString)
+        else { return .none }
+        return EarlyRequests.start(
+            installer, stored: stored, manifestURL: manifestURL, current: start.record.current, origins: origins,
+            answer: manifestAnswer)
+    }
+
     /// `current` is the active set: the versions deltas can start from.
-    func install(_ entries: [PackageEntry], current: ActiveSet) async throws -> InstalledPackages {
-        let installer = self.installer(defersNewContent: entries.count == 1)
+    func install(_ entries: [PackageEntry], current: ActiveSet, early: EarlyRequests = .none) async throws
+        -> InstalledPackages
+    {
+        let installer = {
+            var installer = self.installer(defersNewContent: entries.count == 1)
+            installer.early = early
+            return installer
+        }()
         let manifestURL = self.manifestURL
         var results = InstalledPackages()
         var failures = [String: OfflinePkgError]()

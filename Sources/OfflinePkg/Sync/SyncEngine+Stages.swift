@@ -148,9 +148,9 @@ extension SyncEngine {
         state.evaluatedInputs = nil
         state.heldBack = plan.heldBack
         // A reverted release stays blocked only while the manifest still offers that very version.
-        state.reverted = state.reverted?.filter { id, version in
-            manifest.packages.contains { $0.id == id && $0.version == version }
-        }
+        let offered = { (id: String, version: String) in manifest.packages.contains { $0.id == id && $0.version == version } }
+        state.reverted = state.reverted?.filter { offered($0.key, $0.value) }
+        state.rolledBack = state.rolledBack?.filter { offered($0.key, $0.value) }
         try state.save(layout)
         try checkFreeSpace(for: plan.toInstall)
         return PlannedRelease(accepted: accepted, plan: plan, state: state)

@@ -28,6 +28,8 @@ package struct SyncEngine: Sendable {
     let transport: any Transport
     /// How the origins of file-level updates take ranges, read from the root once per sync.
     let origins: OriginRanges
+    /// The manifest's first answer in this sync, which the early requests wait on.
+    let manifestAnswer = ManifestAnswer()
 
     /// The manifest URL as the root keeps and reports it: without userinfo (docs/protocol.md#neighbours-on-the-device).
     var source: String { Userinfo.removed(from: manifestURL) }
@@ -48,16 +50,19 @@ package struct SyncEngine: Sendable {
     package func run() async throws -> SyncReport {
         // Lock: the root's folders are made here, once per sync, then the one-sync-at-a-time lock.
         try layout.prepare()
-        let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
+        let (events, root) = (options.events, layout.root)
+        let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock) { events?(.waitingForLock(root: root)) }
         defer { withExtendedLifetime(lock) {} }
         // A new locked operation: held content is hashed again before it is reused.
         ContentLedger.of(layout).lockTaken()
         let start = try begin()
         if let skipped = skipIfCheckedRecently(start) { return skipped }
+        let early = startEarlyRequests(start)
+        defer { early.cancel() }
         let accepted = try await accept(start)
         if accepted.unchanged { return try finishUnchanged(accepted) }
         let planned = try plan(accepted)
-        let installed = try await install(planned.plan.toInstall, current: planned.current)
+        let installed = try await install(planned.plan.toInstall, current: planned.current, early: early)
         let switched = try switchSet(planned, installed)
         cleanUp()
         return report(switched, planned, installed)
@@ -77,7 +82,7 @@ package struct SyncEngine: Sendable {
     func planner(deviceID: String, state: SyncState) -> ReleasePlanner {
         ReleasePlanner(
             layout: layout, shellVersion: options.shellVersion.flatMap(ShellVersion.init), deviceID: deviceID,
-            reverted: state.reverted ?? [:])
+            reverted: state.reverted ?? [:], rolledBack: state.rolledBack ?? [:])
     }
 
     /// Events for what the plan holds back and for each release it will install.
@@ -129,7 +134,7 @@ package struct SyncEngine: Sendable {
         CheckedManifest, Manifest, SyncTrust
     ) {
         var trust = try resolveTrust(state)
-        var checked = try await check(conditionally: sameSource ? state : nil, uncached: false, trust: trust)
+        var checked = try await check(conditionally: sameSource ? state : nil, uncached: false, trust: trust, commit: commit)
         do {
             let manifest = try await accept(&checked, state: &state, trust: &trust, uncached: false, commit: commit)
             return (checked, manifest, trust)
@@ -140,7 +145,7 @@ package struct SyncEngine: Sendable {
             default: throw error
             }
             options.events?(.retryingUncached(reason: "\(error)"))
-            var again = try await check(conditionally: nil, uncached: true, trust: trust)
+            var again = try await check(conditionally: nil, uncached: true, trust: trust, commit: commit)
             again.requests += checked.requests
             let manifest = try await accept(&again, state: &state, trust: &trust, uncached: true, commit: commit)
             return (again, manifest, trust)
@@ -149,11 +154,20 @@ package struct SyncEngine: Sendable {
 
     /// The check stage: the manifest (conditionally, with the validators of `stored`, if any) and, under
     /// fixed keys, its signature. A 304 brings back the stored copy and the signatures kept with it.
-    private func check(conditionally stored: SyncState?, uncached: Bool, trust: SyncTrust) async throws -> CheckedManifest {
+    /// Each answer's head tells `manifestAnswer` (the early requests wait on it) and, unless a dry run,
+    /// the origins record its protocol.
+    private func check(conditionally stored: SyncState?, uncached: Bool, trust: SyncTrust, commit: Bool) async throws
+        -> CheckedManifest
+    {
         let fetcher = manifestFetcher()
         options.events?(.checking(manifestURL: source))
+        let (origins, answer, manifestURL) = (self.origins, manifestAnswer, self.manifestURL)
         let response = try await fetcher.fetchManifest(
-            manifestURL, etag: stored?.etag, lastModified: stored?.lastModified, uncached: uncached)
+            manifestURL, etag: stored?.etag, lastModified: stored?.lastModified, uncached: uncached
+        ) { head in
+            answer.answered(head.status)
+            if commit { origins.remember(http: head.httpVersion, for: manifestURL, server: head.headers["server"]) }
+        }
         var requests = 1
         let bytes: [UInt8]
         var signature: [UInt8]?

@@ -27,7 +27,8 @@ package struct TreeRepairer: Sendable {
         let figureWrong = damage.contains { $0.packageID == TreeDamage.contentStore && $0.path == layout.contentUsage }
         let ids = Set(damage.map(\.packageID)).subtracting([TreeDamage.runtimeCache, TreeDamage.contentStore])
         guard !ids.isEmpty || !contentDamage.isEmpty || figureWrong else { return runtimeDamage.isEmpty ? [] : [TreeDamage.runtimeCache] }
-        let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock)
+        let (events, root) = (options.events, layout.root)
+        let lock = try await RootLock.acquire(layout: layout, wait: options.waitForLock) { events?(.waitingForLock(root: root)) }
         defer { withExtendedLifetime(lock) {} }
         // A new locked operation: held content is hashed again before it is reused.
         ContentLedger.of(layout).lockTaken()

@@ -19,7 +19,8 @@ extension Updater {
         public var jitter: TimeInterval
         /// Parallel downloads.
         public var jobs: Int
-        /// This shell's version, compared with `minShellVersion`; nil means "newer than any".
+        /// This shell's version, compared with `minShellVersion` and `maxShellVersion`; nil gates on
+        /// neither (a sync that is not told the shell's version takes every package).
         public var shellVersion: String?
         /// Abort a transfer that receives no byte for this long.
         public var stallTimeout: TimeInterval

@@ -8,9 +8,9 @@ import Glibc
 /// The key and self-signed certificate `serve --tls` presents (docs/protocol.md#the-loopback-server), kept in `<root>/tls/`.
 ///
 /// The key (ECDSA P-256) is made once and never replaced, so the pin a shell passes to Chromium
-/// (`spkiSHA256`) stays valid; the certificate names every host of the active set's routes plus
-/// `localhost`, `127.0.0.1` and `::1`, and is re-issued with the same key when a set brings a host it
-/// lacks. Here rather than in the server because libcrypto is imported by this module alone
+/// (`spkiSHA256`) stays valid; the certificate names every host of the active set's routes and of
+/// the runtime rules plus `localhost`, `127.0.0.1` and `::1`, and is re-issued with the same key when
+/// a set or a manifest brings a host it lacks. Here rather than in the server because libcrypto is imported by this module alone
 /// (docs/design.md); the server gets PEM text.
 package struct LoopbackCertificate: Sendable {
     /// The names every certificate carries, whatever the routes.
@@ -27,11 +27,12 @@ package struct LoopbackCertificate: Sendable {
     /// `--ignore-certificate-errors-spki-list` value.
     package let spkiSHA256: String
 
-    /// The hosts a certificate for `set` must name: its routes' hosts (lowercased, IPv6 without
-    /// brackets) and the loopback names, without repeats, in a stable order.
-    package static func names(for set: ActiveSet) -> [String] {
+    /// The hosts a certificate for `set` must name: its routes' hosts, then those of `urls` (the
+    /// runtime rules' prefixes, which `serve` answers too), lowercased, IPv6 without brackets, and the
+    /// loopback names, without repeats, in a stable order.
+    package static func names(for set: ActiveSet, alsoNaming urls: [String] = []) -> [String] {
         var names = loopbackNames
-        for route in set.packages.flatMap(\.routes) {
+        for route in set.packages.flatMap(\.routes) + urls {
             guard var host = URLComponents(string: route)?.host?.lowercased(), !host.isEmpty else { continue }
             if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
             if !names.contains(host) { names.append(host) }
@@ -43,12 +44,12 @@ package struct LoopbackCertificate: Sendable {
     /// of `set`, the stored one when it already does and is not near its end, else a new one written
     /// atomically beside the key.
     package static func prepare(
-        layout: CacheLayout, for set: ActiveSet, now: Date = WallClock.system.now()
+        layout: CacheLayout, for set: ActiveSet, alsoNaming urls: [String] = [], now: Date = WallClock.system.now()
     ) throws -> LoopbackCertificate {
         try FileSystem.makeDirectories(layout.tls, mode: 0o700)
         let key = try loadOrMakeKey(layout.tlsKey)
         defer { EVP_PKEY_free(key) }
-        let names = names(for: set)
+        let names = names(for: set, alsoNaming: urls)
         if let stored = try? String(contentsOfFile: layout.tlsCertificate, encoding: .utf8),
             let certificate = parseCertificate(stored)
         {

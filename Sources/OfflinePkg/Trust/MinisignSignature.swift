@@ -63,6 +63,11 @@ package struct MinisignSignature: Sendable, Equatable {
         guard bytes.count <= Self.sizeLimit else {
             throw malformed("\(bytes.count) bytes, more than the limit of \(Self.sizeLimit)")
         }
+        if Self.looksLikeHTML(bytes) {
+            throw malformed(
+                "it is an HTML page, not a minisign signature: the server answered with a web page (an error, login or index page) where the .minisig file should be"
+            )
+        }
         let lines = MinisignFormat.lines(bytes)
         guard lines.count == 4 else {
             throw malformed(
@@ -131,4 +136,13 @@ package struct MinisignSignature: Sendable, Equatable {
 
     /// The bytes the global signature covers: the signature, then the trusted comment.
     package var globallySignedBytes: [UInt8] { signature + trustedComment }
+}
+
+extension MinisignSignature {
+    /// Whether `bytes` start, after blanks, like an HTML document (`<!doctype`, `<html`, or any tag): a
+    /// minisign file starts with `untrusted comment:`, so a `<` there is a web page served in its place.
+    static func looksLikeHTML(_ bytes: [UInt8]) -> Bool {
+        let start = bytes.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0a || $0 == 0x0d || $0 == 0xef || $0 == 0xbb || $0 == 0xbf }
+        return start.first == UInt8(ascii: "<")
+    }
 }

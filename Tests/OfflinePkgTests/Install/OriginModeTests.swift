@@ -1,5 +1,6 @@
 import Foundation
 import OfflinePkgTestSupport
+import Synchronization
 import Testing
 
 @testable import OfflinePkg
@@ -35,6 +36,49 @@ import Testing
     {
         usleep(300_000)
         return rig.origin.accessLog().dropFirst(before).filter { $0.uri == "/" + built.archiveURL && $0.method == "GET" }
+    }
+
+    /// Over TLS (HTTP/2, one connection) an origin not known yet is not waited for: the frames go one
+    /// range a request side by side, which every origin that serves ranges answers alike, while the
+    /// HEAD that finds the origin out runs beside them. The HEAD is held until a range is asked (at
+    /// most 10 s): a sync that waited for it would ask none before.
+    @Test func anUnknownOriginOverTLSIsNotWaitedFor() async throws {
+        let rig = try OriginRangeTests.Rig(.http2)
+        try rig.origin.reload(locations: "")
+        try rig.publish(1, files: Self.bigFiles(version: 1))
+        let root = try TemporaryDirectory(prefix: "origin-mode-tls")
+        #expect(try await rig.sync(root.path).changes.first?.via == .archive)
+        let built = try rig.publish(2, files: Self.bigFiles(version: 2))
+        let before = rig.origin.accessLog().count
+        let transport = HoldingProbes()
+        let store = try PackageStore(root: URL(fileURLWithPath: root.path), options: .init(watchInterval: 0))
+        var options = Updater.Options(retry: RetryPolicy(attempts: 1))
+        options.caBundle = rig.authority?.certificatePath
+        let updater = Updater(store: store, manifestURL: rig.manifestURL, options: options, world: World(transport: transport))
+        #expect(try await updater.sync().changes.first?.via == .files)
+        #expect(transport.order.withLock { $0 }.first == "range", "\(transport.order.withLock { $0 })")
+        let gets = Self.archiveGets(rig, built, from: before)
+        #expect(!gets.isEmpty && gets.allSatisfy { $0.status == 206 && !($0.range ?? "").contains(",") }, "\(gets)")
+    }
+
+    /// A sync's transport whose HEAD requests wait until a range is asked, or 10 s; `order` says which
+    /// came first ("range" or "head").
+    final class HoldingProbes: Transport {
+        let inner = CurlTransport.sharingConnections()
+        let order = Mutex<[String]>([])
+
+        func get(
+            _ request: TransferRequest, onResponse: @escaping @Sendable (TransferResponseHead) throws -> Void,
+            onBody: @escaping @Sendable (UnsafeRawBufferPointer) throws -> Void
+        ) async throws -> TransferResponseHead {
+            if request.method == "HEAD" {
+                for _ in 0..<500 where !order.withLock({ $0.contains("range") }) { try await Task.sleep(for: .milliseconds(20)) }
+                order.withLock { $0.append("head") }
+            } else if request.headers.contains(where: { $0.0 == "Range" }) {
+                order.withLock { if !$0.contains("range") { $0.append("range") } }
+            }
+            return try await inner.get(request, onResponse: onResponse, onBody: onBody)
+        }
     }
 
     @Test func aRememberedModeIsUsedNextAndFoundOutAgainWhenTheOriginChanges() async throws {
