@@ -10,15 +10,14 @@ import PackageDescription
 // tests', `make demo`'s) link them shared, and so does a release build with OFFLINEPKG_SHARED_SWIFT=1
 // (a toolchain without `usr/lib/swift_static`).
 //
-// The release binary is linked by lld with packed relative relocations (DT_RELR, glibc 2.36, Debian 12):
-// the static runtime brings 41,000 of them, which gold writes as a 960 KiB table the loader reads whole at
-// every start; packed, it is 8 KiB, and `--version` maps 0.9 MiB less of the binary
-// (docs/design.md, "Start-up and memory").
+// The release binary is linked by lld, whose layout maps less of the binary at start than gold's
+// (docs/design.md, "Start-up and memory"). Packed relative relocations (DT_RELR) would save about as
+// much again but need glibc 2.36 on the device; devices on glibc 2.35 (Ubuntu 22.04) keep running it.
 let staticSwiftRuntime: [LinkerSetting] = Context.environment["OFFLINEPKG_SHARED_SWIFT"] == "1" ? [] : [
     .unsafeFlags(
         [
             "-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections",
-            "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+            "-use-ld=lld",
         ],
         .when(platforms: [.linux], configuration: .release)
     )
