@@ -9,9 +9,16 @@ import PackageDescription
 // that FoundationEssentials' own static module would have named are named here. Debug builds (the
 // tests', `make demo`'s) link them shared, and so does a release build with OFFLINEPKG_SHARED_SWIFT=1
 // (a toolchain without `usr/lib/swift_static`).
+//
+// The release binary is linked by lld, whose layout maps less of the binary at start than gold's
+// (docs/design.md, "Start-up and memory"). Packed relative relocations (DT_RELR) would save about as
+// much again but need glibc 2.36 on the device; devices on glibc 2.35 (Ubuntu 22.04) keep running it.
 let staticSwiftRuntime: [LinkerSetting] = Context.environment["OFFLINEPKG_SHARED_SWIFT"] == "1" ? [] : [
     .unsafeFlags(
-        ["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections"],
+        [
+            "-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections",
+            "-use-ld=lld",
+        ],
         .when(platforms: [.linux], configuration: .release)
     )
 ]

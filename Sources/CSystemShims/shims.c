@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -37,6 +38,10 @@ int csystemshims_set_pipe_capacity(int fd, int bytes) {
 
 int csystemshims_pipe_capacity(int fd) {
     return fcntl(fd, F_GETPIPE_SZ);
+}
+
+int csystemshims_limit_malloc_arenas(int count) {
+    return mallopt(M_ARENA_MAX, count);
 }
 
 int csystemshims_name_thread(const char *name) {

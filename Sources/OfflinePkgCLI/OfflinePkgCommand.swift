@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import OfflinePkg
 
@@ -26,6 +27,32 @@ package enum OfflinePkgCommand {
     /// Runs the command line `arguments` (without the program name) and returns the exit status.
     package static func main(_ arguments: [String]) async -> Int32 {
         await run(arguments, context: .live())
+    }
+
+    /// `main` for the entry point: runs it on the concurrency pool and waits on the calling thread for its
+    /// status. An `async` top-level `main` ends the main thread in `dispatch_main`, whose `pthread_exit`
+    /// unwinds that thread's stack: libgcc's unwinder reads the binary's unwind tables, 0.8 MiB of pages
+    /// that every command mapped for that alone (docs/design.md, "Memory").
+    package static func mainWaiting(_ arguments: [String]) -> Int32 {
+        // Written before `finished` is signalled, read after the wait: the semaphore orders the two.
+        final class Outcome: @unchecked Sendable { var status = ExitStatus.failure }
+        let outcome = Outcome()
+        let finished = DispatchSemaphore(value: 0)
+        Task.detached {
+            outcome.status = await main(arguments)
+            finished.signal()
+        }
+        finished.wait()
+        return outcome.status
+    }
+
+    /// What the process that runs `arguments` sets for itself before anything else: a sync's threads
+    /// (reader, writer lanes, transfers) share one malloc arena. They hand buffers to one another a few
+    /// hundred KiB at a time, so one arena costs them no time, and each arena of its own held the pages
+    /// its frees left (docs/design.md, "Memory"). The servers and the publisher, whose threads allocate
+    /// side by side all the time, keep glibc's arenas. The entry point calls it; tests and hosts never.
+    package static func prepareProcess(for arguments: [String]) {
+        if arguments.first == "sync" { MallocArenas.limit(to: 1) }
     }
 
     package static func run(_ arguments: [String], context: CLIContext) async -> Int32 {

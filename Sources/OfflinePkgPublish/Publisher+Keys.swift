@@ -107,6 +107,12 @@ extension Publisher {
             throw OfflinePkgError.invalidArgument(
                 "\(keys.count) \(name) keys; a keys document lists at most \(KeysDocument.maximumKeysPerRole)")
         }
+        for (index, key) in keys.enumerated() {
+            if let other = keys[..<index].first(where: { $0.publicKeyBytes == key.publicKeyBytes }) {
+                throw OfflinePkgError.invalidArgument(
+                    "\(name) keys \(other.keyID) and \(key.keyID) are one public key under two key ids: one key is one signer")
+            }
+        }
         guard (1...keys.count).contains(threshold) else {
             throw OfflinePkgError.invalidArgument(
                 "the \(name) threshold must be from 1 to the \(keys.count) \(name) key(s) (\(keys.map(\.keyID).joined(separator: ", "))), got \(threshold): pass --\(name)-threshold"

@@ -4,4 +4,6 @@ import OfflinePkgCLI
 import Glibc
 #endif
 
-exit(await OfflinePkgCommand.main(Array(CommandLine.arguments.dropFirst())))
+let arguments = Array(CommandLine.arguments.dropFirst())
+OfflinePkgCommand.prepareProcess(for: arguments)
+exit(OfflinePkgCommand.mainWaiting(arguments))

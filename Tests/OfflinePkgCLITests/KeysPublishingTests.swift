@@ -109,6 +109,24 @@ struct KeysPublishingTests {
 
     /// `--expires` takes a date as well as a number of days; anything else is a usage error that writes
     /// nothing.
+    /// One public key copied under another key id is one signer: `keys init` refuses to list it twice.
+    @Test func keysInitRefusesOnePublicKeyUnderTwoKeyIDs() async throws {
+        let fleet = try KeysFleet()
+        for name in ["root", "ci"] { try await fleet.keygen(name) }
+        let key = try TrustedKey(contentsOfFile: fleet.key("ci") + ".pub")
+        var otherID = key.keyIDBytes
+        otherID[0] ^= 0xff
+        let copy = TrustedKey(keyIDBytes: otherID, publicKeyBytes: key.publicKeyBytes)
+        try Data(copy.fileContents).write(to: URL(fileURLWithPath: fleet.key("ci-copy") + ".pub"))
+        let refused = await fleet.offlinepkg([
+            "keys", "init", "--repo", fleet.repo, "--sign-key", fleet.key("root") + ".key",
+            "--manifest-key", fleet.key("ci") + ".pub", "--manifest-key", fleet.key("ci-copy") + ".pub",
+            "--manifest-threshold", "2",
+        ])
+        #expect(refused.status != 0 && refused.stderr.contains("one public key under two key ids"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: fleet.repo + "/keys/1.json"))
+    }
+
     @Test func keysExpiresTakesADateOrDays() async throws {
         let fleet = try KeysFleet()
         for name in ["root", "ci"] { try await fleet.keygen(name) }

@@ -55,4 +55,18 @@ import Testing
             nginx.accessLog().contains { $0.uri == "/manifest.json" && $0.status == 304 },
             "the second sync was not a conditional request answered 304: \(nginx.accessLog())")
     }
+
+    /// The entry point waits for the command on the main thread instead of ending it in `dispatch_main`,
+    /// whose `pthread_exit` unwinds the thread: glibc opens libgcc_s for its unwinder ("opening file=…
+    /// libgcc_s"), which then reads the binary's unwind tables, pages every command kept for nothing.
+    @Test func theMainThreadEndsWithoutUnwinding() throws {
+        let root = try TemporaryDirectory(prefix: "offlinepkg-unwind")
+        for arguments in [["--version"], ["status", "--root", root.path]] {
+            let result = try OfflinePkgBinary.run(
+                arguments, environment: ProcessInfo.processInfo.environment.merging(["LD_DEBUG": "files"]) { $1 })
+            try #require(result.status == 0, "\(arguments.joined(separator: " ")): \(result.stderr.suffix(2000))")
+            let unwinder = result.stderr.split(separator: "\n").filter { $0.contains("opening file=") && $0.contains("libgcc_s") }
+            #expect(unwinder.isEmpty, "\(arguments.joined(separator: " ")) unwound its main thread: \(unwinder)")
+        }
+    }
 }

@@ -25,6 +25,10 @@ int csystemshims_accept_cloexec(int fd, void *address, unsigned int *length);
 int csystemshims_set_pipe_capacity(int fd, int bytes);
 int csystemshims_pipe_capacity(int fd);
 
+// mallopt(3)'s M_ARENA_MAX: at most `count` malloc arenas for the threads that allocate from now on.
+// <malloc.h> is not part of Swift's Glibc module.
+int csystemshims_limit_malloc_arenas(int count);
+
 // pthread_setname_np(3) names the calling thread as top and /proc show it (15 bytes and a NUL);
 // GNU-only in glibc's headers.
 int csystemshims_name_thread(const char *name);

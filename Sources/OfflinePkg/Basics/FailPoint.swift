@@ -28,7 +28,8 @@ package enum FailPoint: String, Sendable {
     /// `publish`: every archive and delta written under `.tmp/`, none renamed to its published name yet.
     case publishBeforeRename = "publish-before-rename"
 
-    private static let armed: String? = ProcessInfo.processInfo.environment["OFFLINEPKG_FAILPOINT"]
+    // One variable, read as such: `ProcessInfo.environment` builds a dictionary of every variable.
+    private static let armed: String? = getenv("OFFLINEPKG_FAILPOINT").map { String(cString: $0) }
 
     package func hit() {
         if FailPoint.armed == rawValue { kill(getpid(), SIGKILL) }

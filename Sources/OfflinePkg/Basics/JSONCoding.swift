@@ -33,7 +33,12 @@ package enum JSONCoding {
 
     package static func encode(_ value: some Encodable, pretty: Bool = true) -> [UInt8] {
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
+        // `.iso8601`'s text, written without its format style, whose first use looks up the current time
+        // zone (a tenth of a no-op sync's instructions went to encoding its state).
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(InternetDate.format(date) ?? date.formatted(.iso8601))
+        }
         encoder.outputFormatting =
             pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
         // Encoding our own plain structs cannot fail; a failure here is a programming error.
@@ -41,8 +46,47 @@ package enum JSONCoding {
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ`, the one form the encoder's `.iso8601` writes, read without ICU.
+/// `YYYY-MM-DDTHH:MM:SSZ`, the one form the encoder's `.iso8601` writes, read and written without ICU.
 package enum InternetDate {
+    /// The text `.iso8601` writes for `date` (UTC, whole seconds, the fraction dropped), for the years
+    /// `parse` reads; nil for the others, which are Foundation's to write.
+    package static func format(_ date: Date) -> String? {
+        let interval = date.timeIntervalSince1970.rounded(.down)
+        guard interval.isFinite, abs(interval) < 1e12 else { return nil }
+        let seconds = Int(interval)
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let time = seconds - days * 86_400
+        // The calendar date of a day count from 1970-01-01 (Howard Hinnant's civil_from_days).
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        guard (1583...9999).contains(year) else { return nil }
+        var text = [UInt8]()
+        text.reserveCapacity(20)
+        func digits(_ value: Int, _ count: Int, then separator: UInt8?) {
+            var divisor = 1
+            for _ in 1..<count { divisor *= 10 }
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+            if let separator { text.append(separator) }
+        }
+        digits(year, 4, then: UInt8(ascii: "-"))
+        digits(month, 2, then: UInt8(ascii: "-"))
+        digits(day, 2, then: UInt8(ascii: "T"))
+        digits(time / 3600, 2, then: UInt8(ascii: ":"))
+        digits(time / 60 % 60, 2, then: UInt8(ascii: ":"))
+        digits(time % 60, 2, then: UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
+    }
+
     package static func parse(_ text: String) -> Date? {
         let bytes = Array(text.utf8)
         guard bytes.count == 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),

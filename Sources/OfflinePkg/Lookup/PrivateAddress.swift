@@ -6,8 +6,9 @@ import Glibc
 /// this machine (loopback, `0.0.0.0`, which Linux connects to the machine itself), link-local (the
 /// cloud metadata service at 169.254.169.254), the private ranges of RFC 1918, carrier-grade NAT
 /// (100.64/10), unique-local and site-local IPv6, and IPv4 addresses written as IPv6 (mapped,
-/// compatible) that are any of these. What a device's own network holds: a page that made the device
-/// fetch them would read the device's and its network's services with the device's access.
+/// compatible, NAT64's 64:ff9b::/96) that are any of these. What a device's own network holds: a page
+/// that made the device fetch them would read the device's and its network's services with the
+/// device's access.
 package enum PrivateAddress {
     /// Whether the IPv4 address (host byte order) is one.
     package static func contains(v4 address: UInt32) -> Bool {
@@ -31,6 +32,9 @@ package enum PrivateAddress {
         // ::ffff:a.b.c.d (mapped) and ::a.b.c.d (compatible, ::1 and :: among them).
         if leadingZeros && bytes[10] == 0xff && bytes[11] == 0xff { return contains(v4: v4) }
         if leadingZeros && bytes[10] == 0 && bytes[11] == 0 { return v4 <= 1 || contains(v4: v4) }
+        // 64:ff9b::/96, NAT64's well-known prefix: on an IPv6-only network the gateway connects to the
+        // IPv4 address in the last four bytes, a private one among them (RFC 6052).
+        if bytes.prefix(12).elementsEqual([0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0]) { return contains(v4: v4) }
         if bytes[0] & 0xfe == 0xfc { return true }  // fc00::/7, unique-local
         if bytes[0] == 0xfe && bytes[1] & 0xc0 == 0x80 { return true }  // fe80::/10, link-local
         if bytes[0] == 0xfe && bytes[1] & 0xc0 == 0xc0 { return true }  // fec0::/10, site-local

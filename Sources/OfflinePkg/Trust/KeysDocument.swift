@@ -150,6 +150,11 @@ private struct KeysDocumentReader: StrictFieldReader {
             if let other = keys.first(where: { $0.keyIDBytes == key.keyIDBytes }) {
                 throw fail(at, other == key ? "key \(key.keyID) is listed twice" : "two keys share the key id \(key.keyID)")
             }
+            // A key id is a label the signature does not cover: one public key under two ids is one signer,
+            // and would otherwise count twice towards a threshold.
+            if let other = keys.first(where: { $0.publicKeyBytes == key.publicKeyBytes }) {
+                throw fail(at, "keys \(other.keyID) and \(key.keyID) are one public key under two key ids: one key is one signer")
+            }
             keys.append(key)
         }
         let threshold = try integer(object["threshold"], "\(field).threshold", required: true)!

@@ -18,7 +18,8 @@ package struct SignerTally: Sendable {
                         != nil
             }
             if let key {
-                if !valid.contains(key) { valid.append(key) }
+                // Distinct public keys, not key ids: an id is a label the signature does not cover.
+                if !valid.contains(where: { $0.publicKeyBytes == key.publicKeyBytes }) { valid.append(key) }
             } else if !others.contains(parsed.keyID) {
                 others.append(parsed.keyID)
             }

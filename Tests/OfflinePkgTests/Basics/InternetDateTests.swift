@@ -31,4 +31,26 @@ import Testing
         try Data(#"{"at": "yesterday"}"#.utf8).write(to: URL(fileURLWithPath: scratch.path("stamp.json")))
         #expect(throws: OfflinePkgError.self) { try JSONCoding.load(Stamp.self, from: scratch.path("stamp.json")) }
     }
+
+    @Test(arguments: [
+        0, 1_796_135_212, 1_796_135_212.999, 951_868_799, 946_598_401, 13_574_606_400, -2_203_891_972, -12_212_553_600,
+        -1.5, 253_402_300_799, 1_709_164_800, 4_107_542_399,
+    ] as [TimeInterval])
+    func writesWhatFoundationWrites(seconds: TimeInterval) {
+        let date = Date(timeIntervalSince1970: seconds)
+        #expect(InternetDate.format(date) == date.formatted(.iso8601), "\(seconds)")
+    }
+
+    @Test func theRootsEncoderWritesDatesAsISO8601Does() throws {
+        struct Stamp: Codable { var at: Date; var list: [Date] }
+        let stamp = Stamp(
+            at: Date(timeIntervalSince1970: 1_796_135_212.25),
+            list: [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: -12_212_553_601), Date(timeIntervalSince1970: 253_402_300_800)])
+        let foundation = JSONEncoder()
+        foundation.dateEncodingStrategy = .iso8601
+        foundation.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        #expect(String(decoding: JSONCoding.encode(stamp), as: UTF8.self) == String(decoding: try foundation.encode(stamp), as: UTF8.self))
+        #expect(InternetDate.format(Date(timeIntervalSince1970: -12_212_553_601)) == nil)
+        #expect(InternetDate.format(Date(timeIntervalSince1970: 253_402_300_800)) == nil)
+    }
 }

@@ -102,6 +102,7 @@ import Testing
         ("100.64.0.1", true), ("100.128.0.1", false), ("169.254.169.254", true), ("172.16.0.1", true), ("172.32.0.1", false),
         ("192.168.0.1", true), ("8.8.8.8", false), ("[::1]", true), ("[::]", true), ("[fe80::1]", true), ("[fd12::1]", true),
         ("[fec0::1]", true), ("[::ffff:10.0.0.1]", true), ("[::ffff:8.8.8.8]", false), ("[2001:db8::1]", false),
+        ("[64:ff9b::7f00:1]", true), ("[64:ff9b::a9fe:a9fe]", true), ("[64:ff9b::808:808]", false),
         ("api.example.com", false), ("localhost", false),
     ])
     func privateLiterals(host: String, refused: Bool) {

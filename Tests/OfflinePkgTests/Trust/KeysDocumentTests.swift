@@ -109,6 +109,26 @@ struct KeysDocumentTests {
                 == true)
     }
 
+    /// A minisign key id is not covered by the signature: one public key under a second id must not count
+    /// as a second signer, whether a document lists it twice or a tally meets it twice.
+    @Test func onePublicKeyUnderTwoKeyIDsIsOneSigner() throws {
+        let key = SigningKey.generate()
+        var otherID = key.keyIDBytes
+        otherID[0] ^= 0xff
+        let relabelled = SigningKey(keyIDBytes: otherID, seed: key.seed)
+        let listedTwice = KeysDocument.encode(
+            version: 1, expires: nil, root: Self.role([key]), manifest: Self.role([key, relabelled], 2))
+        #expect(
+            Self.refusal { _ = try KeysDocument(bytes: listedTwice, source: "test") }?.contains(
+                "one public key under two key ids") == true)
+        let role = Self.role([key, relabelled], 2)
+        let message = Array("manifest".utf8)
+        let signatures = try [key, relabelled].map { try $0.sign(message, trustedComment: "test") }
+        let tally = SignerTally(message: message, signatures: signatures, keys: role.keys, source: "t")
+        #expect(tally.valid.count == 1)
+        #expect(!tally.meets(2))
+    }
+
     @Test func theChainNeedsAThresholdOfTheOldRootAndOfTheNew() throws {
         let (r1, r2, r3, ci) = (SigningKey.generate(), SigningKey.generate(), SigningKey.generate(), SigningKey.generate())
         let one = try Self.document(1, root: Self.role([r1, r2], 2), manifest: Self.role([ci]))
