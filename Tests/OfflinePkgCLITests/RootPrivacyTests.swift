@@ -202,36 +202,36 @@ struct RootPrivacyTests {
 
     /// `sync` of an unsigned manifest over cleartext http from another host than loopback is refused
     /// before any byte is fetched. `0.0.0.0` is such a host that still reaches this machine.
-    @Test func anUnsignedCleartextSyncIsRefusedUnlessInsecure() throws {
+    @Test func anUnsignedCleartextSyncIsRefusedUnlessInsecure() async throws {
         let device = try Device()
         let repo = try NginxServer(documentRoot: device.scratch.path, locations: "location / { }")
         let remote = "http://0.0.0.0:\(repo.port)/repo/manifest.json"
-        let refused = try OfflinePkgBinary.run(["sync", remote, "--root", device.scratch.path("r1")])
+        let refused = await InProcessCLI.run(["sync", remote, "--root", device.scratch.path("r1")])
         #expect(refused.status == 2, "\(refused.status): \(refused.stderr)")
         #expect(refused.stderr.contains("--insecure") && refused.stderr.contains("--trust-key"), "\(refused.stderr)")
         #expect(repo.accessLog().isEmpty, "the refused sync fetched \(repo.accessLog().map(\.uri))")
 
-        let insecure = try OfflinePkgBinary.run(["sync", remote, "--root", device.scratch.path("r1"), "--insecure"])
+        let insecure = await InProcessCLI.run(["sync", remote, "--root", device.scratch.path("r1"), "--insecure"])
         #expect(insecure.status == 0 && insecure.stderr.contains("warning"), "\(insecure.stderr)")
         // Loopback, a file and --quiet: the warning alone, then nothing.
-        let loopback = try OfflinePkgBinary.run([
+        let loopback = await InProcessCLI.run([
             "sync", repo.url("repo/manifest.json").absoluteString, "--root", device.scratch.path("r2"),
         ])
         #expect(loopback.status == 0 && loopback.stderr.contains("warning: the manifest is not signed"), "\(loopback.stderr)")
-        let quiet = try OfflinePkgBinary.run([
+        let quiet = await InProcessCLI.run([
             "sync", device.scratch.path("repo/manifest.json"), "--root", device.scratch.path("r3"), "--quiet",
         ])
         #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
     }
 
-    @Test func aStoredManifestURLKeepsNoUserinfo() throws {
+    @Test func aStoredManifestURLKeepsNoUserinfo() async throws {
         let device = try Device()
         let repo = try NginxServer(documentRoot: device.scratch.path, locations: "location / { }")
         let url = "http://reader:s3cret@127.0.0.1:\(repo.port)/repo/manifest.json"
         let root = device.scratch.path("r")
-        let synced = try OfflinePkgBinary.run(["sync", url, "--root", root, "--json", "--quiet"])
+        let synced = await InProcessCLI.run(["sync", url, "--root", root, "--json", "--quiet"])
         #expect(synced.status == 0, "\(synced.stderr)")
-        let status = try OfflinePkgBinary.run(["status", "--root", root, "--json"]).checked("status")
+        let status = try await InProcessCLI.run(["status", "--root", root, "--json"]).checked("status")
         let state = String(decoding: try device.scratch.read("r/state.json"), as: UTF8.self)
         for (what, text) in [("state.json", state), ("status --json", status.stdout), ("sync --json", synced.stdout)] {
             #expect(!text.contains("s3cret") && !text.contains("reader:"), "\(what) keeps the userinfo: \(text)")
@@ -244,12 +244,12 @@ struct RootPrivacyTests {
         "http://[fd00::1]/", "http://0x7f.1/", "http://192.168.1.1/", "http://0.0.0.0/", "http://[::ffff:127.0.0.1]/",
         "https://172.16.0.1/", "http://[fe80::1]/",
     ])
-    func aRuleForALiteralPrivateAddressIsRefusedWithTheManifest(prefix: String) throws {
+    func aRuleForALiteralPrivateAddressIsRefusedWithTheManifest(prefix: String) async throws {
         let scratch = try TemporaryDirectory()
         try scratch.write("<title>x</title>", to: "site/index.html")
         let rules = try scratch.write(
             "{\"rules\": [{\"prefix\": \"\(prefix)\", \"strategy\": \"cache-first\"}]}", to: "rules.json")
-        let publish = try OfflinePkgBinary.run([
+        let publish = await InProcessCLI.run([
             "publish", scratch.path("site"), "--repo", scratch.path("repo"), "--id", "a", "--version", "1", "--route",
             "https://m.example.com/", "--runtime", rules, "--quiet",
         ])
@@ -257,7 +257,7 @@ struct RootPrivacyTests {
             publish.status == 4 && publish.stderr.contains("rules[0].prefix"), "\(prefix): \(publish.status) \(publish.stderr)")
 
         // A device refuses it too, in a manifest that did not come through publish.
-        try OfflinePkgBinary.run([
+        try await InProcessCLI.run([
             "publish", scratch.path("site"), "--repo", scratch.path("repo"), "--id", "a", "--version", "1", "--route",
             "https://m.example.com/", "--quiet",
         ]).checked("publish")
@@ -266,7 +266,7 @@ struct RootPrivacyTests {
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: manifest))) as? [String: Any])
         object["runtime"] = ["rules": [["prefix": prefix, "strategy": "cache-first"]]]
         try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: manifest))
-        let sync = try OfflinePkgBinary.run(["sync", manifest, "--root", scratch.path("root"), "--quiet"])
+        let sync = await InProcessCLI.run(["sync", manifest, "--root", scratch.path("root"), "--quiet"])
         #expect(sync.status == 4 && sync.stderr.contains("runtime.rules[0].prefix"), "\(prefix): \(sync.status) \(sync.stderr)")
     }
 }
