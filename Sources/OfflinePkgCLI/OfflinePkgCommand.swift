@@ -2,6 +2,10 @@ import Dispatch
 import FoundationEssentials
 import OfflinePkg
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The `offlinepkg` command line: finds the command, parses its table, runs it, and is the one place
 /// where an error becomes an exit status (docs/protocol.md#exit-statuses).
 package enum OfflinePkgCommand {
@@ -53,6 +57,14 @@ package enum OfflinePkgCommand {
     /// side by side all the time, keep glibc's arenas. The entry point calls it; tests and hosts never.
     package static func prepareProcess(for arguments: [String]) {
         if arguments.first == "sync" { MallocArenas.limit(to: 1) }
+        // A parent may hand its blocked signals down (a test runner's worker thread, some supervisors):
+        // SIGINT and SIGTERM end or interrupt every command, so the main thread, and each thread made
+        // after it, takes them.
+        var ending = sigset_t()
+        sigemptyset(&ending)
+        sigaddset(&ending, SIGINT)
+        sigaddset(&ending, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &ending, nil)
     }
 
     package static func run(_ arguments: [String], context: CLIContext) async -> Int32 {

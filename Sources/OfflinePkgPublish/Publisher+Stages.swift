@@ -22,6 +22,7 @@ extension Publisher {
             } else {
                 let written = try file(entry.path.string, site.root + "/" + entry.path.string)
                 files[entry.path] = written
+                if done == 0 { FailPoint.publishPacking.hit() }
                 done += written.size
                 progress(done)
             }

@@ -101,31 +101,21 @@ struct PublishOperationsTests {
         #expect(try Self.publishedNames(device.repo) == before)
         let leftover = try FileManager.default.contentsOfDirectory(atPath: device.repo + "/.tmp")
         #expect(!leftover.isEmpty)
-        func inode(_ path: String) -> UInt64? {
-            var info = stat()
-            return stat(path, &info) == 0 ? UInt64(info.st_ino) : nil
-        }
-        let leftoverInodes = Set(leftover.compactMap { inode(device.repo + "/.tmp/" + $0) })
 
-        // SIGINT while the archive is being packed.
-        let started = Date()
-        let process = try ChildProcess(OfflinePkgBinary.path, arguments)
-        let deadline = Date().addingTimeInterval(20)
-        // The kill -9 leftovers are cleared first; then the new archive grows in a file of its own: another
-        // inode, or (ext4 hands a freed inode out again at once) the same one written since this publish began.
-        func packing() -> Bool {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: device.repo + "/.tmp")) ?? []
-            return names.contains { name in
-                let path = device.repo + "/.tmp/" + name
-                let attributes = (try? FileManager.default.attributesOfItem(atPath: path)) ?? [:]
-                let written = (attributes[.modificationDate] as? Date).map { $0 >= started } == true
-                return (inode(path).map { !leftoverInodes.contains($0) } == true || written)
-                    && (attributes[.size] as? Int ?? 0) > 0
-            }
+        // SIGINT while the archive is being packed: the publish stops itself at its first file (a fail point
+        // in stop mode), takes the SIGINT, and is let go on; SIGINT's default action then ends it there.
+        let process = try ChildProcess(
+            OfflinePkgBinary.path, arguments, environment: ["OFFLINEPKG_FAILPOINT": "publish-packing:stop", "PATH": "/usr/bin:/bin"])
+        func stopped() -> Bool {
+            let stat = (try? String(contentsOfFile: "/proc/\(process.pid)/stat", encoding: .utf8)) ?? ""
+            return stat.split(separator: ")").last?.split(separator: " ").first == "T"
         }
-        while !packing() && process.isRunning && Date() < deadline { usleep(2_000) }
-        #expect(process.isRunning, "the publish finished before it could be interrupted: \(process.stderr)")
-        process.signal(SIGINT)
+        let deadline = Date().addingTimeInterval(20)
+        while !stopped() && process.isRunning && Date() < deadline { usleep(2_000) }
+        #expect(stopped(), "the publish never reached its first file: \(process.stderr)")
+        // Straight to the pid: a stopped child is no running one to Foundation's `Process`.
+        kill(process.pid, SIGINT)
+        kill(process.pid, SIGCONT)
         #expect(process.wait().status == 128 + SIGINT && process.endedBySignal)
         #expect(try Self.publishedNames(device.repo) == before)
 

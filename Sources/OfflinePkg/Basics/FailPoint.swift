@@ -5,8 +5,9 @@ import Glibc
 #endif
 
 /// Named points where a test can have the process die with SIGKILL, to prove crash safety at each
-/// stage of a sync: `OFFLINEPKG_FAILPOINT=<name>` kills the process the first time it passes there.
-/// Documented in the man page; inert when the variable is unset.
+/// stage of a sync: `OFFLINEPKG_FAILPOINT=<name>` kills the process the first time it passes there;
+/// `<name>:stop` stops it there instead (SIGSTOP), so that a test can signal it at that very point,
+/// then let it go on. Documented in the man page; inert when the variable is unset.
 package enum FailPoint: String, Sendable {
     case afterManifest = "after-manifest"
     case midDownload = "mid-download"
@@ -27,11 +28,14 @@ package enum FailPoint: String, Sendable {
     case gcAfterTree = "gc-after-tree"
     /// `publish`: every archive and delta written under `.tmp/`, none renamed to its published name yet.
     case publishBeforeRename = "publish-before-rename"
+    /// `publish`: the first file of a site written into the archive under `.tmp/`.
+    case publishPacking = "publish-packing"
 
     // One variable, read as such: `ProcessInfo.environment` builds a dictionary of every variable.
     private static let armed: String? = getenv("OFFLINEPKG_FAILPOINT").map { String(cString: $0) }
 
     package func hit() {
         if FailPoint.armed == rawValue { kill(getpid(), SIGKILL) }
+        if FailPoint.armed == rawValue + ":stop" { kill(getpid(), SIGSTOP) }
     }
 }
