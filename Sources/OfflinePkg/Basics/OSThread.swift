@@ -85,9 +85,11 @@ package final class ThreadCondition: @unchecked Sendable {
     /// Waits, the mutex held, until signalled (or woken spuriously: callers loop on their predicate).
     package func wait() { pthread_cond_wait(condition, mutex) }
 
-    /// Waits at most `seconds`; false when the time ran out.
+    /// Waits at most `seconds` (a day at most per call, so that `.infinity` or a huge timeout a host
+    /// passes is a long wait, not an overflow; callers loop on their predicate); false when the time ran out.
     @discardableResult
     package func wait(seconds: Double) -> Bool {
+        let seconds = seconds.isNaN ? 0 : min(max(seconds, 0), 86_400)
         var deadline = timespec()
         clock_gettime(CLOCK_MONOTONIC, &deadline)
         let nanoseconds = deadline.tv_nsec + Int(seconds * 1e9)

@@ -56,7 +56,7 @@ package final class RuntimeStream: @unchecked Sendable {
         condition.lock()
         let deadline = Date().addingTimeInterval(stallTimeout)
         while !cancelled && buffered > 0 && buffered + chunk.count > Self.capacity {
-            if !condition.wait(seconds: max(0, deadline.timeIntervalSinceNow)) && buffered + chunk.count > Self.capacity {
+            if !condition.wait(seconds: deadline.timeIntervalSinceNow), Date() >= deadline, buffered + chunk.count > Self.capacity {
                 cancelled = true
             }
         }
