@@ -29,6 +29,19 @@ struct LifecycleTests {
         CacheRoot(store: try store(root), launchesBeforeRevert: launches)
     }
 
+    /// A root that synced `home 1`, then `home 2`: generation 2 active, 1 before it. The repository is
+    /// returned to keep it alive.
+    static func syncedTwoReleases() async throws -> (TestRepository, TemporaryDirectory) {
+        let repo = try Self.repo()
+        let root = try TemporaryDirectory()
+        let url = URL(fileURLWithPath: repo.manifestPath)
+        _ = try await Self.sync(try Self.store(root), url)
+        try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")])
+        try repo.publish()
+        _ = try await Self.sync(try Self.store(root), url)
+        return (repo, root)
+    }
+
     static func sync(_ store: PackageStore, _ url: URL, _ options: Updater.Options = .init()) async throws -> SyncReport {
         try await Updater(store: store, manifestURL: url, options: options).sync()
     }
@@ -173,13 +186,7 @@ struct LifecycleTests {
     }
 
     @Test func anUnconfirmedSetIsRevertedAfterNLaunches() async throws {
-        let repo = try Self.repo()
-        let root = try TemporaryDirectory()
-        let url = URL(fileURLWithPath: repo.manifestPath)
-        _ = try await Self.sync(try Self.store(root), url)
-        try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")])
-        try repo.publish()
-        _ = try await Self.sync(try Self.store(root), url)
+        let (repo, root) = try await Self.syncedTwoReleases()
         // Launch 1 and 2 of generation 2, never confirmed; a confirmation of another generation does nothing.
         #expect(try Self.writer(root, launches: 2).recordLaunch() == .awaitingConfirmation(generation: 2, launch: 1))
         try Self.writer(root, launches: 2).confirmLaunch(generation: 1)
@@ -188,18 +195,12 @@ struct LifecycleTests {
         #expect(try CacheRoot(store: third, launchesBeforeRevert: 2).recordLaunch() == .reverted(from: 2, to: 3))
         #expect(try Self.served(third) == "home 1")
         #expect(try third.status().reverted == ["home": "2"])
-        _ = try await Self.sync(third, url)
+        _ = try await Self.sync(third, URL(fileURLWithPath: repo.manifestPath))
         #expect(try Self.served(third) == "home 1")
     }
 
     @Test func aConfirmedSetStays() async throws {
-        let repo = try Self.repo()
-        let root = try TemporaryDirectory()
-        let url = URL(fileURLWithPath: repo.manifestPath)
-        _ = try await Self.sync(try Self.store(root), url)
-        try repo.add("home", "2", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 2")])
-        try repo.publish()
-        _ = try await Self.sync(try Self.store(root), url)
+        let (_, root) = try await Self.syncedTwoReleases()
         let store = try Self.store(root)
         let writer = CacheRoot(store: store, launchesBeforeRevert: 1)
         #expect(try writer.recordLaunch() == .awaitingConfirmation(generation: 2, launch: 1))
