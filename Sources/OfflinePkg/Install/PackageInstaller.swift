@@ -205,6 +205,7 @@ extension PackageInstaller {
         { writer, path, file in
             if try store.linkHeld(sha256: file.sha256, into: writer, at: path) {
                 linkedHeld.note()
+                FailPoint.heldLink.hit()
                 return true
             }
             return try repeats?.reuse(path, file, writtenBy: writer) ?? false
