@@ -102,9 +102,16 @@ package enum FileSystem {
     private static let temporarySuffix = ".tmp-"
 
     /// The process that was writing `name` if it is a `writeAtomically` temporary (`x.tmp-1234`), else nil.
+    /// Compares bytes: every sync asks it of every name in the root's folders, and `ranges(of:)` on
+    /// `String` costs its first use a good part of a no-op sync.
     package static func atomicWriter(ofTemporary name: String) -> pid_t? {
-        guard let range = name.ranges(of: temporarySuffix).last, range.lowerBound > name.startIndex,
-            let pid = pid_t(name[range.upperBound...]), pid > 0, String(pid) == name[range.upperBound...]
+        let bytes = Array(name.utf8), suffix = Array(temporarySuffix.utf8)
+        guard bytes.count > suffix.count else { return nil }
+        var start = bytes.count - suffix.count
+        while start > 0 && !bytes[start..<start + suffix.count].elementsEqual(suffix) { start -= 1 }
+        let digits = bytes[(start + suffix.count)...]
+        guard start > 0, let pid = pid_t(String(decoding: digits, as: UTF8.self)), pid > 0,
+            String(pid).utf8.elementsEqual(digits)
         else { return nil }
         return pid
     }
