@@ -175,6 +175,34 @@ struct StateFileReaderTests {
         }
     }
 
+    /// `state.json` as `StateJSON` writes it reads back the same with `JSONDecoder` and with the fast
+    /// reader, every field filled, and is laid out as `JSONEncoder` lays it out.
+    @Test func theStateIsWrittenAsTheDecoderReadsIt() throws {
+        let state = Self.fullState
+        for property in Mirror(reflecting: state).children {
+            #expect(!"\(property.value)".hasPrefix("nil"), "fullState leaves \(property.label ?? "?") out")
+        }
+        let written = state.stateJSON.text
+        #expect(try JSONCoding.decoder.decode(SyncState.self, from: Data(written)) == state)
+        let fast: SyncState = try StateValue.object(JSONDocument(parsing: written).root)
+        #expect(fast == state)
+        #expect(String(decoding: written, as: UTF8.self) == String(decoding: JSONCoding.encode(state), as: UTF8.self))
+    }
+
+    @Test(arguments: ["\"\\/\u{0}\u{1f}\u{7f}\u{8}\u{c}\n\r\t", "\u{2028}é😀 e\u{301}", ""])
+    func stringsAreWrittenAsJSONEncoderWritesThem(text: String) throws {
+        var state = SyncState()
+        state.etag = text
+        state.reverted = [text: text]
+        state.heldBack = []
+        state.rolledBack = [:]
+        let written = state.stateJSON.text
+        #expect(try JSONCoding.decoder.decode(SyncState.self, from: Data(written)) == state)
+        let fast: SyncState = try StateValue.object(JSONDocument(parsing: written).root)
+        #expect(fast == state)
+        #expect(String(decoding: written, as: UTF8.self) == String(decoding: JSONCoding.encode(state), as: UTF8.self))
+    }
+
     /// What the encoder does not write goes to `JSONDecoder`: the same value, or its error.
     @Test(arguments: [
         // A key a newer build added: ignored, as before.
