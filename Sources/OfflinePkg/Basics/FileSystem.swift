@@ -44,13 +44,17 @@ package enum FileSystem {
         let fd = try FileDescriptor.open(path, O_RDONLY)
         return try fd.closeAfter { (fd) throws -> [UInt8] in
             var result = [UInt8]()
-            var chunk = [UInt8](repeating: 0, count: 64 << 10)
+            // Read into uninitialized storage: a zeroed 64 KiB chunk cost each read of one of the root's
+            // small files a 64 KiB memset (0.33 M instructions of a no-op sync's five reads). The first
+            // read is smaller; most files end in it.
+            var size = 16 << 10
             while true {
-                let count = try chunk.withUnsafeMutableBytes { (buffer) throws in
-                    try fd.read(into: buffer, path: path)
+                let chunk = try [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+                    count = try fd.read(into: UnsafeMutableRawBufferPointer(buffer), path: path)
                 }
-                if count == 0 { return result }
-                result.append(contentsOf: chunk[0..<count])
+                size = 64 << 10
+                if chunk.isEmpty { return result }
+                if result.isEmpty { result = chunk } else { result += chunk }
                 if result.count > limit {
                     throw OfflinePkgError.sizeMismatch(what: path, reason: "larger than the limit of \(limit) bytes")
                 }
