@@ -56,7 +56,13 @@ package enum OfflinePkgCommand {
     /// its frees left (docs/design.md, "Memory"). The servers and the publisher, whose threads allocate
     /// side by side all the time, keep glibc's arenas. The entry point calls it; tests and hosts never.
     package static func prepareProcess(for arguments: [String]) {
-        if arguments.first == "sync" { MallocArenas.limit(to: 1) }
+        if arguments.first == "sync" {
+            MallocArenas.limit(to: 1)
+            // libcurl brings GnuTLS in (through libldap and librtmp), whose constructor initialises it
+            // as it loads (priorities, PKCS #11) for a process that never calls it: curl speaks TLS
+            // through OpenSSL here. A caller that does use GnuTLS (LDAP) initialises it explicitly.
+            setenv("GNUTLS_NO_IMPLICIT_INIT", "1", 0)
+        }
         // A parent may hand its blocked signals down (a test runner's worker thread, some supervisors):
         // SIGINT and SIGTERM end or interrupt every command, so the main thread, and each thread made
         // after it, takes them.
