@@ -18,6 +18,11 @@ let staticSwiftRuntime: [LinkerSetting] = Context.environment["OFFLINEPKG_SHARED
         [
             "-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections",
             "-use-ld=lld",
+            // The functions a device's commands run, first and together (Sources/offlinepkg/hot-code.order,
+            // written by scripts/hot-code-order): the kernel maps 64 KiB of the binary around each page
+            // fault, so code spread over the whole text makes nearly all of it resident.
+            "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/offlinepkg/hot-code.order",
+            "-Xlinker", "--no-warn-symbol-ordering",
         ],
         .when(platforms: [.linux], configuration: .release)
     )
@@ -62,7 +67,8 @@ let package = Package(
         // server's HTTP machinery; the CLI links it, a host never does.
         .target(name: "OfflinePkgReports", dependencies: ["OfflinePkg", "OfflinePkgServer", "CSQLite"]),
         .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgServer", "OfflinePkgReports"]),
-        .executableTarget(name: "offlinepkg", dependencies: ["OfflinePkgCLI"], linkerSettings: staticSwiftRuntime),
+        .executableTarget(
+            name: "offlinepkg", dependencies: ["OfflinePkgCLI"], exclude: ["hot-code.order"], linkerSettings: staticSwiftRuntime),
         // `PackageStore.resolve` timed in process, for Benchmarks/bench's `resolve` row: public API only.
         .executableTarget(name: "ResolveBenchmark", dependencies: ["OfflinePkg"], path: "Benchmarks/Resolve"),
 

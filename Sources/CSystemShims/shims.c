@@ -44,6 +44,10 @@ int csystemshims_limit_malloc_arenas(int count) {
     return mallopt(M_ARENA_MAX, count);
 }
 
+int csystemshims_fix_malloc_thresholds(int mmap_threshold, int trim_threshold) {
+    return mallopt(M_MMAP_THRESHOLD, mmap_threshold) && mallopt(M_TRIM_THRESHOLD, trim_threshold);
+}
+
 int csystemshims_name_thread(const char *name) {
     return pthread_setname_np(pthread_self(), name);
 }

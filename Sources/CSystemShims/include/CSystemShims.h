@@ -28,6 +28,9 @@ int csystemshims_pipe_capacity(int fd);
 // mallopt(3)'s M_ARENA_MAX: at most `count` malloc arenas for the threads that allocate from now on.
 // <malloc.h> is not part of Swift's Glibc module.
 int csystemshims_limit_malloc_arenas(int count);
+// mallopt(3)'s M_MMAP_THRESHOLD and M_TRIM_THRESHOLD, both fixed (which ends glibc's raising them);
+// 1 when both were taken.
+int csystemshims_fix_malloc_thresholds(int mmap_threshold, int trim_threshold);
 
 // pthread_setname_np(3) names the calling thread as top and /proc show it (15 bytes and a NUL);
 // GNU-only in glibc's headers.

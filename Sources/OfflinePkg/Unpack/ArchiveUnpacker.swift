@@ -52,14 +52,15 @@ package struct ArchiveUnpacker {
         // Names are bytes (docs/protocol.md#conventions): under the C locale libarchive converts none (see ArchiveEntryName).
         let previousLocale = CLocale.activate()
         defer { CLocale.restore(previousLocale) }
+        // The turn first (`LaneBudget`): the deadline and the memory bound count from when this unpack reads.
+        let budgeted = laneCount == nil
+        let count = laneCount ?? laneBudget.begin(wanted: WriterLanes.defaultCount)
+        defer { if budgeted { laneBudget.end() } }
         guard let reader = archive_read_new() else { throw refuse(nil, "libarchive could not allocate a reader") }
         defer { archive_read_free(reader) }
         let bounds = UnpackBounds(archiveName: archiveName, limits: limits)
         let source = try ArchiveSource(path: archivePath, bounds: bounds)
         if let reason = try source.open(reader) { throw refuse(nil, reason) }
-        let budgeted = laneCount == nil
-        let count = laneCount ?? laneBudget.begin(wanted: WriterLanes.defaultCount)
-        defer { if budgeted { laneBudget.end() } }
         let lanes = try WriterLanes(
             root: destination, replacesFiles: isDelta, count: count, archiveName: archiveName, bounds: bounds,
             keepFile: keepFile, reuseFile: reuseFile)

@@ -1,5 +1,6 @@
 import Foundation
 import OfflinePkgTestSupport
+import Synchronization
 import Testing
 
 @testable import OfflinePkg
@@ -90,5 +91,40 @@ struct WriterLanesTests {
 
         let again = try unpacker.unpack(archivePath: archive, into: try dir.makeDirectory("again"))
         #expect(again.writerThreads == WriterLanes.defaultCount)
+    }
+
+    /// At most `unpacksAtOnce` unpacks read at once (a sync's budget: one): an unpack that starts while
+    /// another holds the turn waits for its end, then runs alone, with its lanes. The deadline counts
+    /// from its turn, not from its call: it does not run out while waiting.
+    @Test func anUnpackWaitsForItsTurn() throws {
+        #expect(LaneBudget.shared.unpacksAtOnce == 1)
+        let dir = try TemporaryDirectory()
+        try writeSite([SiteFile("big/blob.bin", "one small file\n")], to: dir.path("site"))
+        let archive = dir.path("a.tar.gz")
+        try run("bsdtar", ["-czf", archive, "-C", dir.path("site"), "."]).checked()
+        let budget = LaneBudget(unpacksAtOnce: 1)
+        var unpacker = ArchiveUnpacker(limits: .init(deadline: 1), archiveName: "a")
+        unpacker.laneBudget = budget
+        let staging = try dir.makeDirectory("waited")
+
+        // Another unpack holds the turn.
+        #expect(budget.begin(wanted: WriterLanes.defaultCount) == WriterLanes.defaultCount)
+        let outcome = Mutex<Result<Int, any Error>?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let waiting = unpacker
+        Thread.detachNewThread {
+            let result = Result { try waiting.unpack(archivePath: archive, into: staging).writerThreads }
+            outcome.withLock { $0 = result }
+            finished.signal()
+        }
+        #expect(finished.wait(timeout: .now() + 1.5) == .timedOut)
+        #expect(outcome.withLock { $0 } == nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: staging).isEmpty)
+
+        budget.end()
+        #expect(finished.wait(timeout: .now() + 60) == .success)
+        let lanes = try #require(try outcome.withLock { $0 }?.get())
+        #expect(lanes == WriterLanes.defaultCount)
+        #expect(FileManager.default.fileExists(atPath: staging + "/big/blob.bin"))
     }
 }
