@@ -50,8 +50,11 @@ test: build
 	scripts/check-targets
 	# Every benchmark row end to end on tiny sizes: each must print all its figures (the figures of such
 	# a run mean nothing; `make bench` measures).
+	# The frame row launches the WebKit shell example-webkit built, rather than building it again (and the
+	# library under it) in a .build of its own.
 	$(SWIFT) build --product ResolveBenchmark
-	Benchmarks/bench --smoke --offlinepkg $$($(SWIFT) build --show-bin-path)/offlinepkg \
+	OFFLINEPKG_SHELL=$$($(SWIFT) build --package-path Examples/WebKitShell $(EXAMPLE_BUILD) --show-bin-path)/WebKitShell \
+		Benchmarks/bench --smoke --offlinepkg $$($(SWIFT) build --show-bin-path)/offlinepkg \
 		--resolve $$($(SWIFT) build --show-bin-path)/ResolveBenchmark --out .build/bench-smoke
 	$(SWIFT) build --build-tests
 	# Every suite side by side (Swift Testing's default), but for those that measure time (stall
