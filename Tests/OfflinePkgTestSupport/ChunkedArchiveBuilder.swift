@@ -44,7 +44,7 @@ public enum ChunkedArchiveBuilder {
         zstd.executableURL = URL(fileURLWithPath: "/usr/bin/zstd")
         zstd.currentDirectoryURL = URL(fileURLWithPath: scratch.path)
         zstd.arguments = ["-q", "-f", "-\(level)"] + names
-        try zstd.run()
+        try startingAlone { try zstd.run() }
         zstd.waitUntilExit()
         guard zstd.terminationStatus == 0 else { throw TestSupportError("zstd exited \(zstd.terminationStatus)") }
 

@@ -249,7 +249,7 @@ public final class NginxServer: Sendable {
         let output = FileHandle(forWritingAtPath: prefix + "/stdio.log")
         process.standardOutput = output
         process.standardError = output
-        try process.run()
+        try startingAlone { try process.run() }
         try? output?.close()
         return process
     }

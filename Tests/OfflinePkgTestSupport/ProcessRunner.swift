@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -53,6 +54,20 @@ public func shell(_ script: String, environment: [String: String] = [:], timeout
     return result.stdout
 }
 
+/// Runs `start`, which starts a child process, while no other test of this process starts one.
+///
+/// Foundation's `Process.run()` hands the child one end of a socket pair, inheritable, and learns that
+/// the child exited when that end closes; it closes its own copy once the child is started. A child
+/// another thread starts in between inherits that end too, and while that one runs (an nginx, for a
+/// whole test) the first child's exit goes unseen: it stays a zombie and `waitUntilExit` waits for the
+/// other test. Two such tests each waiting on the other never end. Every start of a child in the tests
+/// goes through here, so none starts while another start has descriptors open for its child.
+package func startingAlone<T>(_ start: () throws -> T) rethrows -> T {
+    try childStarts.withLock { _ in try start() }
+}
+
+private let childStarts = Mutex(())
+
 /// A child process left running while a test works beside it (a sync to kill, a reader to freeze, a
 /// server), with its output in files as `run` keeps it. Killed with SIGKILL on deinit if still running.
 public final class ChildProcess: @unchecked Sendable {
@@ -87,7 +102,7 @@ public final class ChildProcess: @unchecked Sendable {
             try? stdoutHandle.close()
             try? stderrHandle.close()
         }
-        try process.run()
+        try startingAlone { try process.run() }
     }
 
     deinit {
