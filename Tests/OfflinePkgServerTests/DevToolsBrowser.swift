@@ -52,7 +52,10 @@ final class DevToolsBrowser {
         var cArguments = argv.map { strdup($0) } + [nil]
         defer { for argument in cArguments { free(argument) } }
         var child: pid_t = 0
-        let status = startingAlone { posix_spawn(&child, chromium, &actions, &attributes, &cArguments, environ) }
+        let status = startingAlone {
+            SpawnedProcess.closeOnExecEverything()
+            return posix_spawn(&child, chromium, &actions, &attributes, &cArguments, environ)
+        }
         close(toBrowser[0])
         close(fromBrowser[1])
         close(null)
