@@ -5,6 +5,8 @@
 #include "CCrypto.h"
 // The soname Debian's libssl3 installs libcrypto under (OpenSSL 3's ABI).
 #define CSYSTEMSHIMS_SONAME "libcrypto.so.3"
+// One of libcurl's tree, which binds within itself wherever it is opened first (CSystemShims.h).
+#define CSYSTEMSHIMS_OWN_SCOPE 1
 #include "CSystemShims.h"
 
 LAZY(long, BIO_ctrl, (BIO *a, int b, long c, void *d), (a, b, c, d))

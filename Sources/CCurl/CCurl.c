@@ -3,6 +3,8 @@
 #include "CCurl.h"
 // The soname Debian's libcurl4 (OpenSSL flavour) installs; the ABI it names has not changed since 2006.
 #define CSYSTEMSHIMS_SONAME "libcurl.so.4"
+// Its tree of some thirty libraries binds within itself, as in curl's own process (CSystemShims.h).
+#define CSYSTEMSHIMS_OWN_SCOPE 1
 #include "CSystemShims.h"
 
 LAZY(CURLcode, curl_global_init, (long flags), (flags))

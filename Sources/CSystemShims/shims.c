@@ -48,11 +48,14 @@ int csystemshims_name_thread(const char *name) {
     return pthread_setname_np(pthread_self(), name);
 }
 
-void *csystemshims_lazy_symbol(const char *soname, void **handle, const char *name, void **slot) {
+void *csystemshims_lazy_symbol(const char *soname, int own_scope, void **handle, const char *name, void **slot) {
     void *library = __atomic_load_n(handle, __ATOMIC_ACQUIRE);
     if (!library) {
+        int flags = RTLD_LAZY | RTLD_LOCAL;
+        // Asked at run time: a fuzzer links this file, compiled without the sanitizer, into an ASan binary.
+        if (own_scope && !dlsym(RTLD_DEFAULT, "__asan_init")) flags |= RTLD_DEEPBIND;
         // Two threads may both open it: dlopen counts references and hands both the same handle.
-        library = dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
+        library = dlopen(soname, flags);
         if (!library) {
             fprintf(stderr, "offlinepkg: cannot load %s, which this command needs: %s\n", soname, dlerror());
             abort();

@@ -20,11 +20,31 @@ package struct CLIContext: Sendable {
     }
 
     static func live() -> CLIContext {
-        let environment = ProcessInfo.processInfo.environment
+        let environment = processEnvironment()
         return CLIContext(
             environment: environment,
             output: Output(
                 sink: .process, stderrIsTerminal: isatty(2) == 1, journal: Output.stderrIsJournal(environment["JOURNAL_STREAM"])))
+    }
+
+    /// The process's environment, as `ProcessInfo.environment` gives it: `NAME=value` entries split at
+    /// the first `=`, those without one or not UTF-8 left out, a later entry of a name winning. Read
+    /// here by bytes: `ProcessInfo` splits each entry by `Character`, a tenth of a no-op sync's own work.
+    static func processEnvironment() -> [String: String] {
+        var environment = [String: String]()
+        var entry = environ
+        while let pointer = entry.pointee {
+            entry += 1
+            let length = strlen(pointer)
+            guard let equals = memchr(pointer, Int32(UInt8(ascii: "=")), length) else { continue }
+            let nameLength = pointer.distance(to: equals.assumingMemoryBound(to: CChar.self))
+            let bytes = UnsafeRawBufferPointer(start: pointer, count: length)
+            guard let name = String(validating: bytes[..<nameLength], as: UTF8.self),
+                let value = String(validating: bytes[(nameLength + 1)...], as: UTF8.self)
+            else { continue }
+            environment[name] = value
+        }
+        return environment
     }
 
     /// The cache root's path: `--root`, else the defaults of man/offlinepkg.1 (FILES).

@@ -39,46 +39,57 @@ int csystemshims_name_thread(const char *name);
 // calls it never maps it or the libraries it needs. `*handle` and `*slot` are the caller's statics,
 // read and written atomically; the result is never NULL: where the library or the function is missing,
 // this says so on stderr and aborts, as the dynamic loader would have at start-up.
-void *csystemshims_lazy_symbol(const char *soname, void **handle, const char *name, void **slot);
+//
+// `own_scope` opens the library with RTLD_DEEPBIND: its dependencies look up symbols in its own tree
+// before the process's global scope. A library opened later is looked up after the executable and its
+// direct dependencies (libstdc++, libm, ...), which every one of its relocations checks first: for a tree
+// as large as libcurl's (OpenSSL, GnuTLS, krb5, LDAP), a fifth of its loading, more than curl pays. It
+// also keeps the tree off this binary's own lazy stubs of the same names (libssl's calls into libcrypto
+// would bind to CCrypto's `EVP_*`). Not under AddressSanitizer, which refuses RTLD_DEEPBIND.
+void *csystemshims_lazy_symbol(const char *soname, int own_scope, void **handle, const char *name, void **slot);
 
 // A stub for `result name parameters` in `soname`; `arguments` names the parameters. For C files only.
-#define CSYSTEMSHIMS_LAZY_FUNCTION(soname, handle, result, name, parameters, arguments) \
+#define CSYSTEMSHIMS_LAZY_FUNCTION(soname, own_scope, handle, result, name, parameters, arguments) \
     result name parameters { \
         static void *slot; \
         void *function = __atomic_load_n(&slot, __ATOMIC_ACQUIRE); \
-        if (!function) function = csystemshims_lazy_symbol(soname, &handle, #name, &slot); \
+        if (!function) function = csystemshims_lazy_symbol(soname, own_scope, &handle, #name, &slot); \
         return ((result(*) parameters)function) arguments; \
     }
 
 // The same for a function that returns nothing.
-#define CSYSTEMSHIMS_LAZY_VOID_FUNCTION(soname, handle, name, parameters, arguments) \
+#define CSYSTEMSHIMS_LAZY_VOID_FUNCTION(soname, own_scope, handle, name, parameters, arguments) \
     void name parameters { \
         static void *slot; \
         void *function = __atomic_load_n(&slot, __ATOMIC_ACQUIRE); \
-        if (!function) function = csystemshims_lazy_symbol(soname, &handle, #name, &slot); \
+        if (!function) function = csystemshims_lazy_symbol(soname, own_scope, &handle, #name, &slot); \
         ((void(*) parameters)function) arguments; \
     }
 
 // A function `getter` returning `name`'s address in `soname` as `type`: for a variadic function, which
 // a stub cannot pass `...` on to, a wrapper calls it through a pointer of its variadic type.
-#define CSYSTEMSHIMS_LAZY_POINTER(soname, handle, type, getter, name) \
+#define CSYSTEMSHIMS_LAZY_POINTER(soname, own_scope, handle, type, getter, name) \
     static type getter(void) { \
         static void *slot; \
         void *function = __atomic_load_n(&slot, __ATOMIC_ACQUIRE); \
-        if (!function) function = csystemshims_lazy_symbol(soname, &handle, name, &slot); \
+        if (!function) function = csystemshims_lazy_symbol(soname, own_scope, &handle, name, &slot); \
         return (type)function; \
     }
 
 // A library's stub file (CArchive.c, CCrypto.c, CCurl.c, CMicroHTTPD.c) defines CSYSTEMSHIMS_SONAME and
 // then includes this header: its stubs are one line each, `LAZY(result, name, (parameters), (names))`.
+// It defines CSYSTEMSHIMS_OWN_SCOPE as 1 to open its library with `own_scope`.
 #ifdef CSYSTEMSHIMS_SONAME
+#ifndef CSYSTEMSHIMS_OWN_SCOPE
+#define CSYSTEMSHIMS_OWN_SCOPE 0
+#endif
 static void *csystemshims_library;
 #define LAZY(result, name, parameters, arguments) \
-    CSYSTEMSHIMS_LAZY_FUNCTION(CSYSTEMSHIMS_SONAME, csystemshims_library, result, name, parameters, arguments)
+    CSYSTEMSHIMS_LAZY_FUNCTION(CSYSTEMSHIMS_SONAME, CSYSTEMSHIMS_OWN_SCOPE, csystemshims_library, result, name, parameters, arguments)
 #define LAZY_VOID(name, parameters, arguments) \
-    CSYSTEMSHIMS_LAZY_VOID_FUNCTION(CSYSTEMSHIMS_SONAME, csystemshims_library, name, parameters, arguments)
+    CSYSTEMSHIMS_LAZY_VOID_FUNCTION(CSYSTEMSHIMS_SONAME, CSYSTEMSHIMS_OWN_SCOPE, csystemshims_library, name, parameters, arguments)
 #define LAZY_POINTER(type, getter, name) \
-    CSYSTEMSHIMS_LAZY_POINTER(CSYSTEMSHIMS_SONAME, csystemshims_library, type, getter, name)
+    CSYSTEMSHIMS_LAZY_POINTER(CSYSTEMSHIMS_SONAME, CSYSTEMSHIMS_OWN_SCOPE, csystemshims_library, type, getter, name)
 #endif
 
 // The kernel's socket diagnostics (NETLINK_SOCK_DIAG, inet_diag): whose socket is the other end of a

@@ -23,7 +23,11 @@ package enum JSONCoding {
     /// Reads one of the cache root's JSON files; nil when it does not exist yet.
     package static func load<T: Decodable>(_ type: T.Type, from path: String) throws -> T? {
         guard FileSystem.exists(path) else { return nil }
-        let bytes = try FileSystem.read(path)
+        return try decode(type, from: FileSystem.read(path), path: path)
+    }
+
+    /// Decodes one of the cache root's JSON files; a failure is the root's corrupt state at `path`.
+    package static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8], path: String) throws -> T {
         do {
             return try decoder.decode(type, from: Data(bytes))
         } catch {

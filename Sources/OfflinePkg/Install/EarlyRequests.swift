@@ -56,7 +56,7 @@ package final class EarlyRequests: Sendable {
         _ installer: PackageInstaller, stored: Manifest, manifestURL: URL, current: ActiveSet, origins: OriginRanges,
         answer: ManifestAnswer
     ) -> EarlyRequests {
-        guard origins.http(for: manifestURL).map(Self.multiplexes) == true, let manifestOrigin = OriginRanges.key(manifestURL)
+        guard mayStart(manifestURL: manifestURL, origins: origins), let manifestOrigin = OriginRanges.key(manifestURL)
         else { return .none }
         var deltas = [String: Task<Fetched, Never>]()
         for package in current.packages where deltas.count < maximumPackages {
@@ -80,6 +80,13 @@ package final class EarlyRequests: Sendable {
         let early = EarlyRequests(deltas: deltas)
         answer.onAnswer { status in if status == 304 { early.cancel() } }
         return early
+    }
+
+    /// Whether early requests may go to the manifest's origin: it answered the last manifest over a
+    /// protocol that multiplexes. Asked before the stored manifest is read, which costs a sync over
+    /// HTTP/1.1 a parse it would not use.
+    package static func mayStart(manifestURL: URL, origins: OriginRanges) -> Bool {
+        origins.http(for: manifestURL).map(Self.multiplexes) == true
     }
 
     /// Whether `http` (an ALPN name) carries several requests on one connection.

@@ -140,7 +140,9 @@ package enum RouteSyntax {
         var labels = [String]()
         var internationalised = false
         for scalars in text.unicodeScalars.split(separator: ".", omittingEmptySubsequences: false) {
-            let label = String(String.UnicodeScalarView(scalars))
+            // `String(_:)` of the slice, not a new UnicodeScalarView appended to: that generic path's
+            // first use costs a sync more than reading the rest of the manifest.
+            let label = String(scalars)
             if label.unicodeScalars.allSatisfy(\.isASCII) {
                 labels.append(label.lowercased())
                 continue
@@ -152,7 +154,8 @@ package enum RouteSyntax {
             labels.append("xn--" + encoded)
             internationalised = true
         }
-        let host = labels.joined(separator: ".")
+        var host = labels[0]
+        for label in labels[1...] { host += "." + label }
         if internationalised { fixes.append("an international host is sent in its xn-- (IDNA) form") }
         if IPAddressText.endsInNumber(host) {
             guard let address = IPAddressText.parseIPv4(host) else {

@@ -15,9 +15,11 @@ struct JSONParser {
         /// Where this container's children start in `pending`.
         var pendingStart: Int
         var count = 0
-        /// For objects: the keys seen so far, as decoded bytes, and the key whose value is being read.
-        var keys = Set<[UInt8]>()
+        /// For objects of more than `linearKeyLimit` members: the keys seen so far, as decoded bytes.
+        var keys: Set<[UInt8]>? = nil
+        /// For objects: the key whose value is being read, once one is.
         var currentKey = ""
+        var hasKey = false
     }
 
     private var stack = [Frame]()
@@ -105,12 +107,13 @@ struct JSONParser {
         }
         let keyIndex = try readString()
         let key = texts[Int(keyIndex)]
-        guard stack[stack.count - 1].keys.insert(Array(key.utf8)).inserted else {
+        guard isNewKey(key) else {
             // RFC 8259 §4: with duplicate names "the behavior of software that receives such an object is
             // unpredictable". A signed document must read one way in every reader, so it is refused.
             throw Failure(path: path(includingCurrentMember: false), reason: "duplicate key \"\(OfflinePkgError.escaped(key))\"")
         }
         stack[stack.count - 1].currentKey = key
+        stack[stack.count - 1].hasKey = true
         pending.append(keyIndex)
         skipWhitespace()
         guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
@@ -118,6 +121,27 @@ struct JSONParser {
         }
         position += 1
         skipWhitespace()
+    }
+
+    /// Up to this many members, a key is compared with each earlier one of its object (in `pending`,
+    /// every other slot from the frame's start): no hashing, and no `Set<[UInt8]>`, whose first use in a
+    /// process costs more than parsing a small document. Larger objects hash their keys.
+    private static let linearKeyLimit = 16
+
+    /// Whether `key` is not among the earlier keys of the object being read, compared by their bytes.
+    private mutating func isNewKey(_ key: String) -> Bool {
+        let top = stack.count - 1
+        let (start, count) = (stack[top].pendingStart, stack[top].count)
+        if count < Self.linearKeyLimit {
+            for member in 0..<count where texts[Int(pending[start + 2 * member])].utf8.elementsEqual(key.utf8) {
+                return false
+            }
+            return true
+        }
+        if stack[top].keys == nil {
+            stack[top].keys = Set((0..<count).map { Array(texts[Int(pending[start + 2 * $0])].utf8) })
+        }
+        return stack[top].keys!.insert(Array(key.utf8)).inserted
     }
 
     private mutating func closeContainer() -> Int32 {
@@ -277,7 +301,7 @@ struct JSONParser {
         for (depth, frame) in stack.enumerated() {
             if !includingCurrentMember && depth == stack.count - 1 { break }
             if frame.isObject {
-                if frame.keys.isEmpty { break }
+                if !frame.hasKey { break }
                 text += (text.isEmpty ? "" : ".") + OfflinePkgError.escaped(frame.currentKey)
             } else {
                 text += "[\(frame.count)]"

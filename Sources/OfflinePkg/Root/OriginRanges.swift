@@ -50,7 +50,9 @@ package final class OriginRanges: Sendable {
     package init(layout: CacheLayout?, clock: WallClock = .system) {
         path = layout?.origins
         self.clock = clock
-        let loaded = layout.flatMap { try? JSONCoding.load([String: Record].self, from: $0.origins) }
+        let loaded = layout.flatMap { layout in
+            try? JSONCoding.load([String: Record].self, from: layout.origins) { try StateValue.dictionary($0, StateValue.object) }
+        }
         records = Mutex(loaded ?? [:])
     }
 

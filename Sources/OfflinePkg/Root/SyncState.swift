@@ -61,7 +61,7 @@ package struct SyncState: Codable, Sendable, Equatable {
     /// Writes the state atomically; `durable: false` leaves out the two flushes, for a state whose
     /// changes a power cut may take (`FileSystem.writeAtomically`).
     package func save(_ layout: CacheLayout, durable: Bool = true) throws {
-        try FileSystem.writeAtomically(JSONCoding.encode(self), to: layout.state, durable: durable)
+        try FileSystem.writeAtomically(stateJSON.text, to: layout.state, durable: durable)
     }
 
     /// What was last accepted from `url`. A state written before channels were kept has only the

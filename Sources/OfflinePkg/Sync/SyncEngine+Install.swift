@@ -41,7 +41,7 @@ extension SyncEngine {
     /// slow on an HTTP/2 origin (`EarlyRequests`), named from the manifest last accepted (its index URLs resolved against this
     /// sync's manifest URL: from another URL they are a guess like any other, checked all the same).
     func startEarlyRequests(_ start: Start) -> EarlyRequests {
-        guard !start.record.current.packages.isEmpty,
+        guard !start.record.current.packages.isEmpty, EarlyRequests.mayStart(manifestURL: manifestURL, origins: origins),
             let bytes = try? FileSystem.read(layout.storedManifest, limit: Manifest.maximumSize),
             let stored = try? Manifest(parsing: bytes, source: manifestURL.absoluteString)
         else { return .none }

@@ -70,6 +70,21 @@ struct ManifestStrictJSONTests {
         } throws: { "\($0)" == "invalid manifest m.json: packages[0]: duplicate key \"version\"" }
     }
 
+    /// Small objects compare each key with the earlier ones, larger ones hash them: a duplicate is
+    /// found on either side of the change, and wherever its twin is.
+    @Test(arguments: [3, 15, 16, 17, 40])
+    func duplicatesAreFoundInObjectsOfAnySize(_ members: Int) throws {
+        let keys = (0..<members).map { "\"k\($0)\": \($0)" }
+        let distinct = "{" + keys.joined(separator: ", ") + "}"
+        #expect(try JSONDocument(parsing: Array(distinct.utf8)).root.object?.members.count == members)
+        for twin in [0, members / 2, members - 1] {
+            let text = "{" + keys.joined(separator: ", ") + ", \"k\(twin)\": 0}"
+            #expect(throws: JSONDocument.Failure(path: "", reason: "duplicate key \"k\(twin)\"")) {
+                try JSONDocument(parsing: Array(text.utf8))
+            }
+        }
+    }
+
     /// Keys are compared by their bytes: the two Unicode normalisation forms of "café" are two keys.
     @Test func normalisationTwinsAreTwoKeys() throws {
         let text = Self.text(package: #""x": {"caf\u00e9": 1, "cafe\u0301": 2}, "#)
