@@ -166,6 +166,41 @@ struct CrashSafetyTests {
         }
     }
 
+    /// Killed right after a file of the second package was made a link to content the first package
+    /// brought in this sync, before anything was written at its name: release 1 stays active and whole,
+    /// the next sync installs 2, and no held content is left that no tree links.
+    @Test func killedAfterAFileIsLinkedToContentOfTheSameSync() async throws {
+        let repo = try TestRepository()
+        try Self.publish(repo, "1")
+        let root = try TemporaryDirectory(prefix: "offlinepkg-crash")
+        let layout = CacheLayout(root: root.path)
+        let manifest = "file://" + repo.manifestPath
+        try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("first sync")
+        // Release 2: both packages carry the same new licence, read whole by the unpacker.
+        let licence = SiteFile("LICENSE", bytes: try Self.randomBytes(5_000))
+        let files = try Self.release("2")
+        try repo.add("home", "2", routes: ["https://m.example.com/"], files: files.home + [licence])
+        try repo.add("docs", "2", routes: ["https://m.example.com/docs/"], files: files.docs + [licence])
+        try repo.publish()
+
+        var environment = ProcessInfo.processInfo.environment
+        environment["OFFLINEPKG_FAILPOINT"] = "held-link"
+        let killed = try OfflinePkgBinary.run(
+            ["sync", manifest, "--root", root.path, "--jobs", "1", "--quiet"], environment: environment)
+        #expect(killed.status == 128 + SIGKILL, "expected SIGKILL at held-link: \(killed.stderr)")
+        #expect(try await Self.servedRelease(root: root.path) == "1")
+        #expect(try await Self.activeSet(root: root.path).versions == ["home": "1", "docs": "1"])
+
+        try await InProcessCLI.run(["sync", manifest, "--root", root.path, "--quiet"]).checked("sync after the kill")
+        #expect(try await Self.servedRelease(root: root.path) == "2")
+        try await InProcessCLI.run(["verify", "--root", root.path]).checked("verify after the kill")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.path("staging")).isEmpty)
+        try await InProcessCLI.run(["gc", "--root", root.path]).checked("gc")
+        for sha256 in ContentStoreTests.held(layout) {
+            #expect(ContentStoreTests.inode(layout.content(sha256: sha256)).links > 1, "\(sha256) is held by no tree")
+        }
+    }
+
     /// Kills land while release 22 is really downloading: its two archives hold 4 MB of random bytes
     /// each, served at 500 kB/s per connection (nginx lets the first second's worth through at once, so
     /// all of it takes about 7 s). Each round starts a sync, waits until it has added bytes to what the

@@ -17,6 +17,9 @@ package enum FailPoint: String, Sendable {
     /// A file of an unpacking tree just linked into `content/`, the tree still in staging; or, at a
     /// sync's start, a file of an installed tree whose content was pending (`takeInPendingTrees`).
     case contentLink = "content-link"
+    /// A file of an unpacking tree just made a link to content this sync holds already, before anything
+    /// was written at its name (`ContentStore.linkHeld`), the tree still in staging.
+    case heldLink = "held-link"
     case beforeSwitch = "before-switch"
     case afterSwitch = "after-switch"
     /// A newer keys version verified (docs/protocol.md#keys-documents), the root's state not written yet.

@@ -72,11 +72,13 @@ extension FileDescriptor {
         _ = try valueOrErrno { fchmod(rawValue, mode) }
     }
 
-    /// Writes all of `buffer`, looping over short writes; throws the bare `Errno`.
+    /// Writes all of `buffer`, looping over short writes, `writeLimit` bytes a call; throws the bare `Errno`.
     package func writeAll(_ buffer: UnsafeRawBufferPointer) throws(Errno) {
         var offset = 0
         while offset < buffer.count {
-            offset += try valueOrErrno { Glibc.write(rawValue, buffer.baseAddress! + offset, buffer.count - offset) }
+            offset += try valueOrErrno {
+                Glibc.write(rawValue, buffer.baseAddress! + offset, min(buffer.count - offset, Self.writeLimit))
+            }
         }
     }
 }

@@ -30,13 +30,18 @@ package struct FileDescriptor: Sendable {
         return try body(self)
     }
 
-    /// Writes all of `buffer`, looping over short writes.
+    /// The most one `write(2)` is given. Linux (ext4 with large folios) backs a larger write with
+    /// high-order page-cache folios, whose allocation and first fill can cost several times the system
+    /// time per byte of 64 KiB pieces (compare `dd bs=256K` with `bs=64K`); a piece costs one syscall.
+    package static let writeLimit = 64 << 10
+
+    /// Writes all of `buffer`, looping over short writes, `writeLimit` bytes a call.
     package func writeAll(_ buffer: UnsafeRawBufferPointer, path: String) throws {
         var offset = 0
         while offset < buffer.count {
             do {
                 let written = try valueOrErrno {
-                    Glibc.write(rawValue, buffer.baseAddress! + offset, buffer.count - offset)
+                    Glibc.write(rawValue, buffer.baseAddress! + offset, min(buffer.count - offset, Self.writeLimit))
                 }
                 offset += written
             } catch {

@@ -47,6 +47,17 @@ package struct ContentStore: Sendable {
         try writer.linkFile(path.string, to: self.path(sha256: sha256))
     }
 
+    /// Makes `path` of the tree `writer` builds a link to the held file of `sha256` before anything is
+    /// written there, when this locked operation has hashed that content sound (it inserted the bytes,
+    /// or `checkedForReuse` read them): a file that repeats one of this sync is never written as a copy
+    /// only to be swapped for the link. False otherwise, or when the link cannot be made (the name
+    /// gone, the link limit): the caller writes the file and `insert` takes it in. Asks nothing of the
+    /// disk for content not known here, so a file with new bytes costs no extra call.
+    package func linkHeld(sha256: String, into writer: TreeWriter, at path: PackagePath) throws -> Bool {
+        guard ledger.isKnownSound(sha256) else { return false }
+        return try writer.linkFileIfPossible(path.string, to: self.path(sha256: sha256))
+    }
+
     /// Takes the file just written at `path` of the tree `writer` builds, whose bytes hash to `sha256`,
     /// into the store: its inode becomes the held file; or, when that content is held already, the
     /// tree's name is switched to the held inode and the new one dropped. Returns false when the tree
@@ -59,7 +70,9 @@ package struct ContentStore: Sendable {
             let shown = writer.root + "/" + path.string
             // A second round only after held content was found damaged and dropped (or raced away).
             for _ in 0..<3 {
-                if try linkNew(fd: parent.rawValue, name: name, to: held, sha256: sha256, size: size, shown: shown) { return true }
+                if try linkNew(fd: parent.rawValue, name: name, to: held, sha256: sha256, size: size, shown: shown) {
+                    return true
+                }
                 // Already the held inode (a delta's unchanged file linked from the old tree): nothing to do.
                 if let heldFile = Self.status(of: held), let own = Self.status(of: parent, name),
                     heldFile.st_ino == own.st_ino && heldFile.st_dev == own.st_dev
@@ -107,6 +120,11 @@ package struct ContentStore: Sendable {
     /// `insert(sha256:size:writtenBy:at:)` as the unpacker's `keepFile`.
     package var keepFile: (TreeWriter, PackagePath, TreeFile) throws -> Void {
         { writer, path, file in try insert(sha256: file.sha256, size: file.size, writtenBy: writer, at: path) }
+    }
+
+    /// `linkHeld(sha256:into:at:)` as the unpacker's `reuseFile`.
+    package var reuseFile: (TreeWriter, PackagePath, TreeFile) throws -> Bool {
+        { writer, path, file in try linkHeld(sha256: file.sha256, into: writer, at: path) }
     }
 
     /// A fresh name in `content/.tmp/` to write a file at before `insert(temporary:sha256:)` (the folder
@@ -165,7 +183,9 @@ package struct ContentStore: Sendable {
             for name in FileSystem.contents(of: folder) where name.utf8.count == 64 && name.hasPrefix(shard) {
                 let path = folder + "/" + name
                 guard let info = Self.status(of: path) else { continue }
-                if legacy, let new = Self.status(of: self.path(sha256: name)), new.st_ino == info.st_ino && new.st_dev == info.st_dev {
+                if legacy, let new = Self.status(of: self.path(sha256: name)),
+                    new.st_ino == info.st_ino && new.st_dev == info.st_dev
+                {
                     continue
                 }
                 try body(path, name, info)
@@ -307,7 +327,9 @@ package struct ContentStore: Sendable {
 
     static func status(of folder: FileDescriptor, _ name: String) -> stat? {
         var info = stat()
-        guard fstatat(folder.rawValue, name, &info, AT_SYMLINK_NOFOLLOW) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard fstatat(folder.rawValue, name, &info, AT_SYMLINK_NOFOLLOW) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            return nil
+        }
         return info
     }
 

@@ -148,7 +148,8 @@ package struct PackageInstaller: Sendable {
             let linkedHeld = HeldLinks()
             var unpacker = ArchiveUnpacker(
                 limits: limits, archiveName: archiveName,
-                keepFile: Self.keepFile(in: store, holdsAny: holdsAny, repeats: repeats, linkedHeld: linkedHeld))
+                keepFile: Self.keepFile(in: store, holdsAny: holdsAny, repeats: repeats, linkedHeld: linkedHeld),
+                reuseFile: Self.reuseFile(in: store, repeats: repeats, linkedHeld: linkedHeld))
             // Only the sync's one download is on disk, and no written file will be swapped for a held copy.
             let flush = defers && !holdsAny ? EarlyFlush(of: staging) : nil
             if let flush {
@@ -190,6 +191,24 @@ package struct PackageInstaller: Sendable {
             } else {
                 try repeats.keep(path, file, writtenBy: writer)
             }
+        }
+    }
+}
+
+extension PackageInstaller {
+    /// What the unpacker asks before it writes a file: a file whose bytes this sync has already hashed
+    /// into content/ becomes a link to them; with `repeats` (a sync of one package), one that repeats an
+    /// earlier file of the tree becomes a link to that file. Never a look at the disk for new bytes.
+    fileprivate static func reuseFile(
+        in store: ContentStore, repeats: RepeatedFiles?, linkedHeld: HeldLinks
+    ) -> (TreeWriter, PackagePath, TreeFile) throws -> Bool {
+        { writer, path, file in
+            if try store.linkHeld(sha256: file.sha256, into: writer, at: path) {
+                linkedHeld.note()
+                FailPoint.heldLink.hit()
+                return true
+            }
+            return try repeats?.reuse(path, file, writtenBy: writer) ?? false
         }
     }
 }

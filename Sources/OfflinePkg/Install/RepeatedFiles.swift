@@ -30,15 +30,23 @@ final class RepeatedFiles: Sendable {
             return nil
         }
         guard let original else { return }
-        try link(path, to: original, writer: writer)
+        _ = try link(path, to: original, writer: writer)
     }
 
-    /// Replaces the file at `path` with a link to `original`, in one step (a link in `content/.tmp/`,
-    /// renamed over the copy, so the name is never missing). Both names are reached through the writer's
-    /// folder descriptors, as the lanes wrote them: never a path walk that could follow a link, nor one
-    /// longer than PATH_MAX (a 4,000-byte path in a deep root). A file at the link limit (`EMLINK`)
-    /// keeps its copy.
-    private func link(_ path: PackagePath, to original: PackagePath, writer: TreeWriter) throws {
+    /// Makes `path`, not written yet, a link to the first finished file with its bytes; false when no
+    /// file with them is finished yet, or that one is at the link limit: the lane writes it and `keep`
+    /// notes it. A repeat then costs no create, no writes, and no copy deleted again.
+    func reuse(_ path: PackagePath, _ file: TreeFile, writtenBy writer: TreeWriter) throws -> Bool {
+        guard let original = first.withLock({ $0[file.sha256] }) else { return false }
+        return try link(path, to: original, writer: writer)
+    }
+
+    /// Makes `path` a link to `original`, replacing any copy there in one step (a link in
+    /// `content/.tmp/`, renamed over the copy, so the name is never missing). Both names are reached
+    /// through the writer's folder descriptors, as the lanes wrote them: never a path walk that could
+    /// follow a link, nor one longer than PATH_MAX (a 4,000-byte path in a deep root). False when
+    /// `original` is at the link limit (`EMLINK`): a copy there stays.
+    private func link(_ path: PackagePath, to original: PackagePath, writer: TreeWriter) throws -> Bool {
         let temporary = store.temporaryPath()
         let made = try writer.withParent(of: original.string) { parent, name in
             do throws(Errno) {
@@ -49,7 +57,7 @@ final class RepeatedFiles: Sendable {
                 throw OfflinePkgError.io(path: "\(writer.root)/\(original.string) -> \(temporary)", operation: "link", error)
             }
         }
-        guard made else { return }
+        guard made else { return false }
         do {
             try writer.withParent(of: path.string) { parent, name in
                 do throws(Errno) { _ = try valueOrErrno { renameat(AT_FDCWD, temporary, parent.rawValue, name) } } catch {
@@ -60,5 +68,6 @@ final class RepeatedFiles: Sendable {
             unlink(temporary)
             throw error
         }
+        return true
     }
 }

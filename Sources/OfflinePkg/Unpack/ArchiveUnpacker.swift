@@ -18,18 +18,24 @@ package struct ArchiveUnpacker {
     /// by content there (`ContentStore.insert`, a layer above). Nil writes plain files only (the
     /// publisher, tests of the format rules).
     package var keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)?
+    /// Runs for each file read whole, once hashed and before it is created, with its writer, path,
+    /// sha256 and size: true when it made the path a link to those bytes, held already (the sync's
+    /// `ContentStore.linkHeld`), so the file is neither written nor kept. Nil writes every file.
+    package var reuseFile: ((TreeWriter, PackagePath, TreeFile) throws -> Bool)?
     /// Runs once the archive has been read to its end and its file closed, while the lanes may still be
     /// writing: the installer deletes the download there and starts flushing the tree early.
     package var archiveRead: (() -> Void)?
 
     package init(
         limits: UnpackLimits, archiveName: String, isDelta: Bool = false,
-        keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? = nil
+        keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? = nil,
+        reuseFile: ((TreeWriter, PackagePath, TreeFile) throws -> Bool)? = nil
     ) {
         self.limits = limits
         self.archiveName = archiveName
         self.isDelta = isDelta
         self.keepFile = keepFile
+        self.reuseFile = reuseFile
     }
 
     /// Linux's PATH_MAX less its NUL, and NAME_MAX.
@@ -56,7 +62,7 @@ package struct ArchiveUnpacker {
         defer { if budgeted { laneBudget.end() } }
         let lanes = try WriterLanes(
             root: destination, replacesFiles: isDelta, count: count, archiveName: archiveName, bounds: bounds,
-            keepFile: keepFile)
+            keepFile: keepFile, reuseFile: reuseFile)
         let filters = archive_filter_count(reader)
 
         var state = UnpackState()

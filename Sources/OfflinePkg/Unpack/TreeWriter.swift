@@ -113,12 +113,28 @@ package final class TreeWriter {
     /// Makes the file `path` (relative, clean) a hard link to the existing file `source` (an absolute
     /// path the store controls, e.g. held content): a tree built from what is already on disk.
     package func linkFile(_ path: String, to source: String) throws {
+        if let error = try link(path, to: source) {
+            throw OfflinePkgError.io(path: "\(source) -> \(root)/\(path)", operation: "link", error)
+        }
+    }
+
+    /// `linkFile`, or false when `source` is missing or has as many links as the file system allows:
+    /// the caller then writes the file itself.
+    package func linkFileIfPossible(_ path: String, to source: String) throws -> Bool {
+        guard let error = try link(path, to: source) else { return true }
+        if error.rawValue == ENOENT || error.rawValue == EMLINK { return false }
+        throw OfflinePkgError.io(path: "\(source) -> \(root)/\(path)", operation: "link", error)
+    }
+
+    /// Links `path` to `source`; the error of the link, or nil when it was made.
+    private func link(_ path: String, to source: String) throws -> Errno? {
         let (parent, name) = try parentAndName(path)
         try clearName(name, in: parent, for: path)
         do throws(Errno) { _ = try valueOrErrno { linkat(AT_FDCWD, source, parent.rawValue, name, 0) } } catch {
             if error.rawValue == EEXIST { throw Conflict(reason: "path is both a file and a folder") }
-            throw OfflinePkgError.io(path: "\(source) -> \(root)/\(path)", operation: "link", error)
+            return error
         }
+        return nil
     }
 
     /// Runs `body` with the descriptor of the folder holding `path` and the last component: the content

@@ -27,6 +27,9 @@ final class WriterLanes: @unchecked Sendable {
     /// Called on the lane with each file it finished (its writer, path, sha256 and size): the content store's
     /// insert (`ContentStore.keepFile`), which links the new inode to its content name.
     private let keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)?
+    /// Called on the lane with a whole file's path, sha256 and size before it is created: true when the
+    /// file was made a link to bytes the root already holds, so it is not written at all (`ArchiveUnpacker.reuseFile`).
+    private let reuseFile: ((TreeWriter, PackagePath, TreeFile) throws -> Bool)?
 
     /// What a lane is asked to do, in the order the archive lists it.
     enum Item {
@@ -78,11 +81,13 @@ final class WriterLanes: @unchecked Sendable {
     /// `count` 0, no thread: every item is written by the caller of `send`.
     init(
         root: String, replacesFiles: Bool, count: Int, archiveName: String, bounds: UnpackBounds,
-        keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? = nil
+        keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? = nil,
+        reuseFile: ((TreeWriter, PackagePath, TreeFile) throws -> Bool)? = nil
     ) throws {
         self.archiveName = archiveName
         self.bounds = bounds
         self.keepFile = keepFile
+        self.reuseFile = reuseFile
         // Each lane opens the root before the first entry is read, so a missing staging folder fails here.
         lanes = try (0..<max(1, count)).map { _ in Lane(writer: try TreeWriter(root: root, replacesFiles: replacesFiles)) }
         inline = count == 0 ? lanes[0] : nil
@@ -221,19 +226,24 @@ final class WriterLanes: @unchecked Sendable {
                 throw refuse(raw, conflict.reason)
             }
         case .file(let path, let raw, let data):
+            // Hashed before it is created: a file whose bytes the root holds already becomes a link to
+            // them, where writing a copy and then swapping it for the link would cost a create, its
+            // writes and the copy's deletion (after which ext4 steps over the freed inode at every
+            // later create of the sync).
             let hasher = SHA256()
+            data.withUnsafeBytes { hasher.update($0) }
+            let done = TreeFile(sha256: hasher.finalize().hex, size: Int64(data.count))
+            if let reuseFile, try reuse(path, raw: raw, done, writer: writer, reuseFile) {
+                lane.results[path] = done
+                return
+            }
             let file = try create(path, raw: raw, writer: writer)
-            do {
-                try data.withUnsafeBytes { buffer in
-                    hasher.update(buffer)
-                    try Self.write(buffer, to: file)
-                }
-            } catch {
+            do { try data.withUnsafeBytes { try Self.write($0, to: file) } } catch {
                 file.abandon()
                 throw error
             }
             try file.close()
-            try finished(path, TreeFile(sha256: hasher.finalize().hex, size: Int64(data.count)), lane: lane)
+            try finished(path, done, lane: lane)
         case .begin(let path, let raw):
             lane.open = OpenFile(file: try create(path, raw: raw, writer: writer), path: path, raw: raw)
         case .chunk(let data):
@@ -254,6 +264,18 @@ final class WriterLanes: @unchecked Sendable {
     private func finished(_ path: PackagePath, _ file: TreeFile, lane: Lane) throws {
         try keepFile?(lane.writer, path, file)
         lane.results[path] = file
+    }
+
+    private func reuse(
+        _ path: PackagePath, raw: PackagePath, _ file: TreeFile, writer: TreeWriter,
+        _ reuseFile: (TreeWriter, PackagePath, TreeFile) throws -> Bool
+    ) throws -> Bool {
+        if let reason = bounds.exceeded(checkMemory: false) {
+            throw OfflinePkgError.archiveRefused(archive: archiveName, entry: nil, reason: reason)
+        }
+        do { return try reuseFile(writer, path, file) } catch let conflict as TreeWriter.Conflict {
+            throw refuse(raw, conflict.reason)
+        }
     }
 
     private func create(_ path: PackagePath, raw: PackagePath, writer: TreeWriter) throws -> TreeWriter.NewFile {
