@@ -27,7 +27,7 @@ struct FullDiskSyncTests {
             disk = try scratch.makeDirectory("disk")
             try run("mount", ["-t", "tmpfs", "-o", "size=\(size / 1024)k", "tmpfs", disk]).checked("mount a tmpfs (needs root)")
             repo = try TestRepository()
-            server = try FaultServer(documentRoot: repo.path, maxLifetime: 120)
+            server = try FaultServer(documentRoot: repo.path)
             try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")])
             try repo.publish()
             try await InProcessCLI.run(["sync", manifest, "--root", root, "--quiet"]).checked("first sync")

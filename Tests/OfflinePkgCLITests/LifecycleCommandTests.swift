@@ -156,7 +156,8 @@ struct LifecycleCommandTests {
         #expect(gc.stdout == "removed \(device.root.path)/trees/home/\(before.first ?? "")\n")
         #expect(try device.trees() == Array(before.dropFirst()))
         #expect(try await device.served() == "home 3")
-        #expect(try await device.run(["rollback"]).status == 0)
+        let rollback = try await device.run(["rollback"])
+        #expect(rollback.status == 0, "\(rollback.stderr)")
         #expect(try await device.served() == "home 2")
     }
 

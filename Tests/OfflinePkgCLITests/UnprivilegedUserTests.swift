@@ -33,7 +33,7 @@ struct UnprivilegedUserTests {
                 let nobody = try #require(getpwnam("nobody")).pointee
                 #expect(chown(scratch.path("root"), nobody.pw_uid, nobody.pw_gid) == 0)
             }
-            server = try FaultServer(documentRoot: scratch.path, maxLifetime: 120)
+            server = try FaultServer(documentRoot: scratch.path)
             // The binary under .build must be reachable and executable by nobody.
             let version = try Self.asUser([OfflinePkgBinary.path, "--version"])
             try #require(

@@ -22,13 +22,20 @@ final class DevToolsBrowser {
         profile = try TemporaryDirectory(prefix: "offlinepkg-chromium")
         var toBrowser: [Int32] = [0, 0]
         var fromBrowser: [Int32] = [0, 0]
-        guard pipe(&toBrowser) == 0, pipe(&fromBrowser) == 0 else { throw TestSupportError("pipe failed") }
+        // Close-on-exec before any other child can start, so none inherits them (a writer it kept would
+        // hold the browser's pipe open); the dup2s below give the browser its own copies.
+        let made = startingAlone {
+            guard pipe(&toBrowser) == 0, pipe(&fromBrowser) == 0 else { return false }
+            for fd in toBrowser + fromBrowser { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            return true
+        }
+        guard made else { throw TestSupportError("pipe failed") }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, toBrowser[0], 3)
         posix_spawn_file_actions_adddup2(&actions, fromBrowser[1], 4)
-        let null = open("/dev/null", O_WRONLY)
+        let null = open("/dev/null", O_WRONLY | O_CLOEXEC)
         posix_spawn_file_actions_adddup2(&actions, null, 1)
         posix_spawn_file_actions_adddup2(&actions, null, 2)
         var attributes = posix_spawnattr_t()
@@ -45,7 +52,10 @@ final class DevToolsBrowser {
         var cArguments = argv.map { strdup($0) } + [nil]
         defer { for argument in cArguments { free(argument) } }
         var child: pid_t = 0
-        let status = posix_spawn(&child, chromium, &actions, &attributes, &cArguments, environ)
+        let status = startingAlone {
+            SpawnedProcess.closeOnExecEverything()
+            return posix_spawn(&child, chromium, &actions, &attributes, &cArguments, environ)
+        }
         close(toBrowser[0])
         close(fromBrowser[1])
         close(null)

@@ -40,13 +40,7 @@ public enum ChunkedArchiveBuilder {
         try Data(count: 1024).write(to: URL(fileURLWithPath: scratch.path("end")))
         names.append("end")
         // One zstd run, one frame file per member.
-        let zstd = Process()
-        zstd.executableURL = URL(fileURLWithPath: "/usr/bin/zstd")
-        zstd.currentDirectoryURL = URL(fileURLWithPath: scratch.path)
-        zstd.arguments = ["-q", "-f", "-\(level)"] + names
-        try zstd.run()
-        zstd.waitUntilExit()
-        guard zstd.terminationStatus == 0 else { throw TestSupportError("zstd exited \(zstd.terminationStatus)") }
+        try run("/usr/bin/zstd", ["-q", "-f", "-\(level)"] + names, currentDirectory: scratch.path).checked("zstd")
 
         var archive = Data()
         var members = [Member]()

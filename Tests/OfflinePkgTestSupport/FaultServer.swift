@@ -78,7 +78,7 @@ public final class FaultServer: Sendable {
     // The threads hold the engine, not the server, so dropping the server stops them via deinit.
     private let engine: FaultEngine
 
-    public init(documentRoot: String, maxLifetime: Double = 60) throws {
+    public init(documentRoot: String, maxLifetime: Double = 600) throws {
         self.documentRoot = documentRoot
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard listener >= 0 else {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -23,9 +24,14 @@ public enum LocalUser: String, Sendable, CaseIterable {
     public func ids() throws -> (uid: uid_t, gid: gid_t) {
         if let entry = getpwnam(name) { return (entry.pointee.pw_uid, entry.pointee.pw_gid) }
         guard self == .hostile else { throw TestSupportError("user \(name) does not exist") }
-        // Another test may make it at the same moment: "already exists" (9) is as good as made.
-        let made = try OfflinePkgTestSupport.run(
-            "useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+        // Tests of this process that run side by side take turns: a second useradd while the first holds
+        // /etc/passwd's lock fails (10) rather than waiting. Another process (another engineer's run) may
+        // make it at the same moment: "already exists" (9) is as good as made.
+        let made = try userCreation.withLock { _ in
+            if getpwnam(name) != nil { return ProcessResult(status: 0, stdout: "", stderr: "") }
+            return try OfflinePkgTestSupport.run(
+                "useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+        }
         guard made.status == 0 || made.status == 9 else { throw TestSupportError("useradd \(name): \(made.stderr)") }
         guard let entry = getpwnam(name) else { throw TestSupportError("user \(name) missing after useradd") }
         return (entry.pointee.pw_uid, entry.pointee.pw_gid)
@@ -55,6 +61,9 @@ public enum LocalUser: String, Sendable, CaseIterable {
         guard lchown(path, uid, gid) == 0 else { throw TestSupportError("chown \(path) to \(name): errno \(errno)") }
     }
 }
+
+/// Held while this process makes a user (`LocalUser.ids`).
+private let userCreation = Mutex(())
 
 private func requireTool(_ name: String) throws -> String {
     guard let path = which(name) else { throw TestSupportError("\(name): not installed") }

@@ -38,7 +38,7 @@ public final class NginxServer: Sendable {
     public let documentRoot: String
     /// The folder holding the generated config, the logs and nginx's temp paths.
     public let prefix: TemporaryDirectory
-    private let process: Mutex<Process?>
+    private let process: Mutex<SpawnedProcess?>
     /// The config for a given `locations` text, everything else as started.
     private let configuration: @Sendable (String) -> String
 
@@ -133,18 +133,18 @@ public final class NginxServer: Sendable {
     }
 
     /// The pid of the nginx master process, while it runs.
-    public var masterPID: pid_t? { process.withLock { $0.map(\.processIdentifier) } }
+    public var masterPID: pid_t? { process.withLock { $0.map(\.pid) } }
 
     /// Stops nginx (fast shutdown: SIGTERM, which also ends workers mid-transfer) and waits for it.
     /// A master that does not exit within 5 s is killed with its workers. Safe to call more than once.
     public func stop() {
         guard
-            let running = process.withLock({ value -> Process? in
+            let running = process.withLock({ value -> SpawnedProcess? in
                 defer { value = nil }
                 return value
             })
         else { return }
-        let master = running.processIdentifier
+        let master = running.pid
         kill(master, SIGTERM)
         let deadline = Date().addingTimeInterval(5)
         while running.isRunning && Date() < deadline { usleep(5_000) }
@@ -238,25 +238,22 @@ public final class NginxServer: Sendable {
             """
     }
 
-    private static func launch(_ nginx: String, prefix: String) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: nginx)
-        // -e: errors found before the config is read also go to our log, not /var/log/nginx.
-        process.arguments = ["-p", prefix, "-c", prefix + "/nginx.conf", "-e", prefix + "/error.log"]
-        process.standardInput = FileHandle.nullDevice
+    private static func launch(_ nginx: String, prefix: String) throws -> SpawnedProcess {
         // A file, not a pipe: nobody drains a pipe while nginx runs.
         _ = FileManager.default.createFile(atPath: prefix + "/stdio.log", contents: nil)
-        let output = FileHandle(forWritingAtPath: prefix + "/stdio.log")
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        try? output?.close()
-        return process
+        guard let output = FileHandle(forWritingAtPath: prefix + "/stdio.log") else {
+            throw TestSupportError("cannot open \(prefix)/stdio.log")
+        }
+        defer { try? output.close() }
+        // -e: errors found before the config is read also go to our log, not /var/log/nginx.
+        return try SpawnedProcess(
+            nginx, ["-p", prefix, "-c", prefix + "/nginx.conf", "-e", prefix + "/error.log"], environment: nil,
+            currentDirectory: nil, output: output.fileDescriptor, error: output.fileDescriptor)
     }
 
     // nginx writes its pid file only after it has bound the listening socket, so a pid file naming
     // our child means the port is ours (a connect alone might reach another test's server).
-    private static func waitUntilServing(_ process: Process, prefix: String, port: Int) throws -> Bool {
+    private static func waitUntilServing(_ process: SpawnedProcess, prefix: String, port: Int) throws -> Bool {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             guard process.isRunning else {
@@ -264,14 +261,14 @@ public final class NginxServer: Sendable {
                 return false
             }
             let pidText = try? String(contentsOfFile: prefix + "/nginx.pid", encoding: .utf8)
-            if pidText?.trimmingCharacters(in: .whitespacesAndNewlines) == String(process.processIdentifier),
+            if pidText?.trimmingCharacters(in: .whitespacesAndNewlines) == String(process.pid),
                 canConnect(port: port)
             {
                 return true
             }
             usleep(5_000)
         }
-        kill(process.processIdentifier, SIGKILL)
+        kill(process.pid, SIGKILL)
         process.waitUntilExit()
         throw TestSupportError("nginx in \(prefix) did not come up within 10 s")
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -53,11 +54,19 @@ public func shell(_ script: String, environment: [String: String] = [:], timeout
     return result.stdout
 }
 
+/// Runs `start`, which starts a child process, while no other test of this process starts one: what
+/// is made inheritable for one child (its descriptors, a pipe's end) is never open while another starts.
+package func startingAlone<T>(_ start: () throws -> T) rethrows -> T {
+    try childStarts.withLock { _ in try start() }
+}
+
+private let childStarts = Mutex(())
+
 /// A child process left running while a test works beside it (a sync to kill, a reader to freeze, a
 /// server), with its output in files as `run` keeps it. Killed with SIGKILL on deinit if still running.
 public final class ChildProcess: @unchecked Sendable {
     // Only the test that started it touches it.
-    private let process = Process()
+    private let process: SpawnedProcess
     private let scratch: TemporaryDirectory
 
     /// Starts `executable` (a path, or a name looked up with `which`). `environment` replaces this
@@ -74,32 +83,27 @@ public final class ChildProcess: @unchecked Sendable {
         guard let stdoutHandle = FileHandle(forWritingAtPath: scratch.path("stdout")),
             let stderrHandle = FileHandle(forWritingAtPath: scratch.path("stderr"))
         else { throw TestSupportError("cannot open output files in \(scratch.path)") }
-        // Foundation starts the child as the leader of a new process group (pgid = pid), so one
-        // kill(-pid) ends it and every helper it spawned that kept the group.
-        process.executableURL = URL(fileURLWithPath: resolved)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = stdoutHandle
-        process.standardError = stderrHandle
         defer {
             try? stdoutHandle.close()
             try? stderrHandle.close()
         }
-        try process.run()
+        // The child leads a process group of its own (pgid = pid), so one kill(-pid) ends it and every
+        // helper it spawned that kept the group.
+        process = try SpawnedProcess(
+            resolved, arguments, environment: environment, currentDirectory: currentDirectory,
+            output: stdoutHandle.fileDescriptor, error: stderrHandle.fileDescriptor)
     }
 
     deinit {
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { Glibc.kill(process.pid, SIGKILL) }
         process.waitUntilExit()
     }
 
-    public var pid: pid_t { process.processIdentifier }
+    public var pid: pid_t { process.pid }
     public var isRunning: Bool { process.isRunning }
     /// Whether a signal ended the child (rather than an exit of its own, perhaps with 128 + N); valid
     /// once it has exited.
-    public var endedBySignal: Bool { !process.isRunning && process.terminationReason == .uncaughtSignal }
+    public var endedBySignal: Bool { !process.isRunning && process.endedBySignal }
 
     /// What the child wrote to stdout so far.
     public var stdout: String { String(decoding: FileManager.default.contents(atPath: scratch.path("stdout")) ?? Data(), as: UTF8.self) }
@@ -121,7 +125,7 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Sends `signal` to the child (SIGSTOP, SIGTERM, ...), if it still runs.
     public func signal(_ signal: Int32) {
-        if process.isRunning { Glibc.kill(process.processIdentifier, signal) }
+        if process.isRunning { Glibc.kill(process.pid, signal) }
     }
 
     /// SIGKILL, and waits until the child is gone; returns what it left.
@@ -137,11 +141,10 @@ public final class ChildProcess: @unchecked Sendable {
     public func wait(timeout: Double? = nil, killingGroup: Bool = false) -> ProcessResult {
         let deadline = timeout.map { Date().addingTimeInterval($0) } ?? .distantFuture
         while process.isRunning && Date() < deadline { usleep(2_000) }
-        if process.isRunning { Glibc.kill(killingGroup ? -process.processIdentifier : process.processIdentifier, SIGKILL) }
+        if process.isRunning { Glibc.kill(killingGroup ? -process.pid : process.pid, SIGKILL) }
         process.waitUntilExit()
-        if killingGroup { Glibc.kill(-process.processIdentifier, SIGKILL) }
-        let status =
-            process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        if killingGroup { Glibc.kill(-process.pid, SIGKILL) }
+        let status = process.endedBySignal ? 128 + process.code : process.code
         return ProcessResult(status: status, stdout: stdout, stderr: stderr)
     }
 }

@@ -36,13 +36,15 @@ struct ReaderLeaseTests {
         let root = try scratch.makeDirectory("root")
         try LocalUser.shell.own(root)
         // The checkout may sit in a folder only root can enter (a fresh clone in a mkdtemp folder):
-        // give the other user a copy of the binary it can reach.
+        // give the other user copies it can reach of the binary and of the repository it syncs.
         let bin = try TemporaryDirectory()
         chmod(bin.path, 0o755)
         let binary = bin.path("offlinepkg")
         try FileManager.default.copyItem(atPath: OfflinePkgBinary.path, toPath: binary)
         chmod(binary, 0o755)
-        try LocalUser.shell.run([binary, "sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root, "--quiet"]).checked()
+        let repo = scratch.path("demo-repo")
+        try shell("cp -R '\(Fixtures.url("demo-repo").path)' '\(repo)' && chmod -R a+rX '\(repo)'")
+        try LocalUser.shell.run([binary, "sync", repo + "/manifest.json", "--root", root, "--quiet"]).checked()
         // Nothing in it writable any more, by its user either.
         _ = try shell("chmod -R a-w '\(root)'")
         let lookup = try LocalUser.shell.run([binary, "lookup", "https://demo.offlinepkg.test/", "--root", root])
