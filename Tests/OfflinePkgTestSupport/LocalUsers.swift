@@ -43,16 +43,18 @@ public enum LocalUser: String, Sendable, CaseIterable {
         return [try requireTool("setpriv"), "--reuid=\(uid)", "--regid=\(gid)", "--clear-groups"] + command
     }
 
-    /// Runs `command` as this user to completion.
+    /// Runs `command` as this user to completion. It starts in `/`, as another user's process would:
+    /// the checkout the tests run from may be a folder only its owner can enter.
     public func run(_ command: [String], environment: [String: String]? = nil, timeout: Double = 60) throws -> ProcessResult {
         let full = try self.command(command)
-        return try OfflinePkgTestSupport.run(full[0], Array(full.dropFirst()), environment: environment, timeout: timeout)
+        return try OfflinePkgTestSupport.run(
+            full[0], Array(full.dropFirst()), environment: environment, currentDirectory: "/", timeout: timeout)
     }
 
-    /// Starts `command` as this user and leaves it running.
+    /// Starts `command` as this user, in `/`, and leaves it running.
     public func start(_ command: [String], environment: [String: String]? = nil) throws -> ChildProcess {
         let full = try self.command(command)
-        return try ChildProcess(full[0], Array(full.dropFirst()), environment: environment)
+        return try ChildProcess(full[0], Array(full.dropFirst()), environment: environment, currentDirectory: "/")
     }
 
     /// Gives `path` (not following a link) to this user.
