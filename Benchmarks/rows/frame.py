@@ -48,6 +48,13 @@ def xvfb(h):
 def first_paint(h, argv, env):
     err = h.path("shell.err")
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(err, "w"), env=env, start_new_session=True)
+    # A new session is a new autogroup, which the scheduler weighs against the others whatever the nice
+    # of its processes: the shell takes the bench's niceness (make test's smoke runs at nice 19).
+    try:
+        with open(f"/proc/{process.pid}/autogroup", "w") as f:
+            f.write(str(os.nice(0)))
+    except OSError:
+        pass
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
