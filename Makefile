@@ -39,35 +39,12 @@ demo: build
 # Testing starts every test at once: a hundred nginx servers, and more time polling than testing.
 TEST_WIDTH ?= 4
 
-test: build
-	scripts/check-layers
-	scripts/fuzz
-	$(MAKE) example
-	$(MAKE) example-webkit
-	scripts/readme-snippets
-	# docs/protocol.md's worked example is what the tools make today.
-	OFFLINEPKG=$$($(SWIFT) build --show-bin-path)/offlinepkg scripts/protocol-example
-	scripts/check-targets
-	# Every benchmark row end to end on tiny sizes: each must print all its figures (the figures of such
-	# a run mean nothing; `make bench` measures).
-	# The frame row launches the WebKit shell example-webkit built, rather than building it again (and the
-	# library under it) in a .build of its own.
-	$(SWIFT) build --product ResolveBenchmark
-	OFFLINEPKG_SHELL=$$($(SWIFT) build --package-path Examples/WebKitShell $(EXAMPLE_BUILD) --show-bin-path)/WebKitShell \
-		Benchmarks/bench --smoke --offlinepkg $$($(SWIFT) build --show-bin-path)/offlinepkg \
-		--resolve $$($(SWIFT) build --show-bin-path)/ResolveBenchmark --out .build/bench-smoke
-	$(SWIFT) build --build-tests
-	# Every suite side by side (Swift Testing's default), but for those that measure time (stall
-	# timeouts, a switch seen within a second, a lock held during a slow download, load tests): beside
-	# other tests they would measure the machine's load instead, so they run after, alone and one test
-	# at a time. Tests/serial-suites lists them, each with its reason; a new suite that measures time
-	# goes there. Last, so the test runner's summary closes the output.
-	@serial=$$(scripts/serial-suites) || exit 1; status=0; \
-	echo "$(SWIFT) test --skip-build --skip <Tests/serial-suites>  ($(TEST_WIDTH) at a time)"; \
-	SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(TEST_WIDTH) $(SWIFT) test --skip-build --skip "$$serial" || status=1; \
-	echo "$(SWIFT) test --skip-build --no-parallel --filter <Tests/serial-suites>"; \
-	$(SWIFT) test --skip-build --no-parallel --filter "$$serial" || status=1; \
-	exit $$status
+# Every check and every test; fails if any part fails. scripts/test-all gives the order and why: the
+# static checks; one build of everything; the suites that measure time, one test at a time, with
+# everything that measures no time beside them, niced (every other suite side by side, the examples,
+# the protocol example, the benchmark smoke, the fuzz run); last, the suites that need the machine alone.
+test: deps
+	SWIFT="$(SWIFT)" TEST_WIDTH=$(TEST_WIDTH) scripts/test-all
 
 # The examples and the README's snippets are packages of their own that depend on this one as a host
 # app's would. They build in this package's .build: SwiftPM finds the library's compile commands
