@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 /// `StartupPages` takes the pages of files mapped read-only out of the resident set, never a page the
-/// process wrote.
+/// process wrote, and an unpack does it once when armed (the CLI's sync arms it).
 @Suite("Start-up pages")
 struct StartupPagesTests {
     static let page = Int(sysconf(Int32(_SC_PAGESIZE)))
@@ -61,5 +61,22 @@ struct StartupPagesTests {
         let dropped = try #require(StartupPages.dropReadOnlyPages())
         #expect(dropped > 0)
         #expect(SHA256.hash(Array("abc".utf8)).hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
+    /// An armed unpack drops them before it reads and disarms: the drop is once a process.
+    @Test func anArmedUnpackDropsThemOnce() throws {
+        let dir = try TemporaryDirectory(prefix: "startup-pages")
+        try writeSite([SiteFile("index.html", "home\n")], to: dir.path("site"))
+        try run("bsdtar", ["-c", "--zstd", "-f", dir.path("a.tar.zst"), "-C", dir.path("site"), "."]).checked()
+        let pages = StartupPages()
+        pages.dropBeforeNextUnpack()
+        var unpacker = ArchiveUnpacker(limits: .init(), archiveName: "a")
+        unpacker.startupPages = pages
+        #expect(pages.isArmed)
+        let tree = try unpacker.unpack(archivePath: dir.path("a.tar.zst"), into: try dir.makeDirectory("first"))
+        #expect(!pages.isArmed)
+        #expect(tree.files["index.html"]?.size == 5)
+        _ = try unpacker.unpack(archivePath: dir.path("a.tar.zst"), into: try dir.makeDirectory("second"))
+        #expect(!pages.isArmed && !StartupPages().isArmed)
     }
 }
