@@ -1,6 +1,10 @@
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <dlfcn.h>
+#include <link.h>
+#include <stdint.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -50,6 +54,82 @@ int csystemshims_fix_malloc_thresholds(int mmap_threshold, int trim_threshold) {
 
 int csystemshims_name_thread(const char *name) {
     return pthread_setname_np(pthread_self(), name);
+}
+
+// /proc/self/pagemap: one 64-bit entry a page; bit 63 present, bit 61 a page of the file (not an
+// anonymous copy made by a write).
+#define PAGEMAP_PRESENT (1ULL << 63)
+#define PAGEMAP_FILE (1ULL << 61)
+
+static long drop_file_pages(int pagemap, uintptr_t start, uintptr_t end, uintptr_t page) {
+    long dropped = 0;
+    uintptr_t run = 0, address = start;
+    while (address < end) {
+        uint64_t entries[512];
+        size_t count = (end - address) / page;
+        if (count > 512) count = 512;
+        ssize_t got = pread(pagemap, entries, count * sizeof entries[0], (off_t)(address / page * sizeof entries[0]));
+        // Unreadable: what is not known to be the file's stays.
+        if (got < (ssize_t)sizeof entries[0]) break;
+        count = (size_t)got / sizeof entries[0];
+        for (size_t i = 0; i < count; i++, address += page) {
+            int file = (entries[i] & (PAGEMAP_PRESENT | PAGEMAP_FILE)) == (PAGEMAP_PRESENT | PAGEMAP_FILE);
+            if (file && !run) run = address;
+            if (!file && run) {
+                if (madvise((void *)run, address - run, MADV_DONTNEED) == 0) dropped += (long)(address - run);
+                run = 0;
+            }
+        }
+    }
+    if (run && madvise((void *)run, address - run, MADV_DONTNEED) == 0) dropped += (long)(address - run);
+    return dropped;
+}
+
+long csystemshims_drop_file_pages(void *start, unsigned long length) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), first = (uintptr_t)start;
+    if (first % page || length % page) {
+        errno = EINVAL;
+        return -1;
+    }
+    int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pagemap < 0) return -1;
+    long dropped = drop_file_pages(pagemap, first, first + length, page);
+    close(pagemap);
+    return dropped;
+}
+
+struct read_only_pages {
+    int pagemap;
+    uintptr_t page;
+    uintptr_t vdso;
+    long dropped;
+};
+
+static int drop_object_pages(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct read_only_pages *pages = data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *segment = &info->dlpi_phdr[i];
+        if (segment->p_type != PT_LOAD || (segment->p_flags & PF_W)) continue;
+        uintptr_t start = info->dlpi_addr + segment->p_vaddr, end = start + segment->p_filesz;
+        // The kernel's vDSO is no file.
+        if (pages->vdso >= start && pages->vdso < end) return 0;
+        // Whole pages only: a page shared with a writable segment may hold its written bytes.
+        start = (start + pages->page - 1) & ~(pages->page - 1);
+        end &= ~(pages->page - 1);
+        if (start < end) pages->dropped += drop_file_pages(pages->pagemap, start, end, pages->page);
+    }
+    return 0;
+}
+
+long csystemshims_drop_read_only_object_pages(void) {
+    struct read_only_pages pages = {.page = (uintptr_t)sysconf(_SC_PAGESIZE), .vdso = getauxval(AT_SYSINFO_EHDR)};
+    pages.pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pages.pagemap < 0) return -1;
+    // The loader's list lock is held through every callback: no object is unmapped meanwhile.
+    dl_iterate_phdr(drop_object_pages, &pages);
+    close(pages.pagemap);
+    return pages.dropped;
 }
 
 void *csystemshims_lazy_symbol(const char *soname, int own_scope, void **handle, const char *name, void **slot) {

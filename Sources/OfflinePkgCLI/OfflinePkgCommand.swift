@@ -53,8 +53,10 @@ package enum OfflinePkgCommand {
     /// What the process that runs `arguments` sets for itself before anything else: a sync's threads
     /// (reader, writer lanes, transfers) share one malloc arena. They hand buffers to one another a few
     /// hundred KiB at a time, so one arena costs them no time, and each arena of its own held the pages
-    /// its frees left; and blocks larger than those go back when freed (docs/design.md, "Memory"). The servers and the publisher, whose threads allocate
-    /// side by side all the time, keep glibc's arenas. The entry point calls it; tests and hosts never.
+    /// its frees left; blocks larger than those go back when freed; and the pages of code and read-only
+    /// data start-up read leave the resident set before the first unpack (docs/design.md, "Memory"). The
+    /// servers and the publisher, whose threads allocate side by side all the time, keep glibc's arenas.
+    /// The entry point calls it; tests and hosts never.
     package static func prepareProcess(for arguments: [String]) {
         if arguments.first == "sync" {
             MallocArenas.limit(to: 1)
@@ -64,6 +66,8 @@ package enum OfflinePkgCommand {
             // as it loads (priorities, PKCS #11) for a process that never calls it: curl speaks TLS
             // through OpenSSL here. A caller that does use GnuTLS (LDAP) initialises it explicitly.
             setenv("GNUTLS_NO_IMPLICIT_INIT", "1", 0)
+            // Start-up's code and read-only data, read once, out of the resident set before the unpacks.
+            StartupPages.shared.dropBeforeNextUnpack()
         }
         // A parent may hand its blocked signals down (a test runner's worker thread, some supervisors):
         // SIGINT and SIGTERM end or interrupt every command, so the main thread, and each thread made

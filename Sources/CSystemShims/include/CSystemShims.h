@@ -36,6 +36,18 @@ int csystemshims_fix_malloc_thresholds(int mmap_threshold, int trim_threshold);
 // GNU-only in glibc's headers.
 int csystemshims_name_thread(const char *name);
 
+// Takes pages of files mapped read-only out of this process's resident set (madvise MADV_DONTNEED):
+// the next read of one maps it again from the page cache, so nothing but the mapping is lost. Only the
+// pages /proc/self/pagemap reports present and still the file's are dropped; a page the process wrote
+// (an anonymous copy: a text relocation, a debugger's breakpoint) stays, and so does everything when
+// pagemap cannot be read. `drop_file_pages` does it for a page-aligned range of one such mapping (for
+// tests); `drop_read_only_object_pages` for every segment the executable and its loaded libraries map
+// without write access: code and read-only data, of which the kernel maps 64 KiB around each page
+// fault, and which start-up reads once (the loader's relocation tables, libraries' initialisation).
+// Both return the bytes dropped, or -1 with errno.
+long csystemshims_drop_file_pages(void *start, unsigned long length);
+long csystemshims_drop_read_only_object_pages(void);
+
 // Lazy loading of a shared library (CArchive, CCurl, CMicroHTTPD): the binary is not linked with the
 // library; each function of it the code calls is a stub of the same name that opens the library at its
 // first call (dlopen, by its soname) and jumps to the real function (dlsym), so a command that never

@@ -58,6 +58,8 @@ package struct ArchiveUnpacker {
         defer { if budgeted { laneBudget.end() } }
         guard let reader = archive_read_new() else { throw refuse(nil, "libarchive could not allocate a reader") }
         defer { archive_read_free(reader) }
+        // Once libarchive is loaded, and before the bound's baseline: what is dropped is not room to grow.
+        startupPages.dropIfArmed()
         let bounds = UnpackBounds(archiveName: archiveName, limits: limits)
         let source = try ArchiveSource(path: archivePath, bounds: bounds)
         if let reason = try source.open(reader) { throw refuse(nil, reason) }
@@ -95,6 +97,8 @@ package struct ArchiveUnpacker {
     package var laneCount: Int?
     /// Shares the cores among the unpacks running together (`LaneBudget`).
     package var laneBudget = LaneBudget.shared
+    /// Drops start-up's pages before the first unpack of a process that asked for it (`StartupPages`).
+    package var startupPages = StartupPages.shared
 
     /// Reads, checks and hands over every entry of the archive in order.
     private func readEntries(
