@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -55,6 +56,46 @@ int csystemshims_fix_malloc_thresholds(int mmap_threshold, int trim_threshold) {
 int csystemshims_name_thread(const char *name) {
     return pthread_setname_np(pthread_self(), name);
 }
+
+static volatile sig_atomic_t termination_fd = -1;
+
+static void forward_termination_signal(int number) {
+    int saved = errno;
+    unsigned char byte = (unsigned char)number;
+    int fd = termination_fd;
+    // A full pipe already holds a signal the reader has not taken: this one adds nothing.
+    if (fd >= 0) (void)!write(fd, &byte, 1);
+    errno = saved;
+}
+
+void csystemshims_restore_termination_signals(void) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    termination_fd = -1;
+}
+
+int csystemshims_termination_signal_pipe(int *read_end, int *write_end) {
+    int ends[2];
+    if (pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    termination_fd = ends[1];
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = forward_termination_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    if (sigaction(SIGINT, &action, NULL) != 0 || sigaction(SIGTERM, &action, NULL) != 0) {
+        int saved = errno;
+        csystemshims_restore_termination_signals();
+        close(ends[0]);
+        close(ends[1]);
+        errno = saved;
+        return -1;
+    }
+    *read_end = ends[0];
+    *write_end = ends[1];
+    return 0;
+}
+
 
 // /proc/self/pagemap: one 64-bit entry a page; bit 63 present, bit 61 a page of the file (not an
 // anonymous copy made by a write).

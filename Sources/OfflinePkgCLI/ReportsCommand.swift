@@ -56,7 +56,7 @@ enum ReportsCommand {
         } catch OfflinePkgError.invalidArgument(let reason) {
             throw UsageError(reason)
         }
-        let termination = TerminationSignals()
+        let termination = try TerminationSignals()
         try collector.start()
         context.output.print(collector.url.absoluteString)
         await termination.wait()

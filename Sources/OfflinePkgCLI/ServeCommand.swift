@@ -89,9 +89,9 @@ enum ServeCommand {
         } catch OfflinePkgError.invalidArgument(let reason) {
             throw UsageError(reason)
         }
-        // The signals are taken before the first answer: a SIGTERM sent as soon as serve answers (a
-        // supervisor, a benchmark) fell between `SIG_IGN` and the dispatch sources, and was lost.
-        let termination = TerminationSignals()
+        // The signals are taken before the first answer: a supervisor or a benchmark may send SIGTERM
+        // as soon as serve answers.
+        let termination = try TerminationSignals()
         try server.start()
         context.output.print(server.url.absoluteString)
         await termination.wait()
@@ -162,25 +162,33 @@ enum ServeCommand {
     }
 }
 
-/// SIGINT and SIGTERM, ignored from the moment this is made and taken by dispatch sources, so no
-/// handler runs in signal context and none that arrives before `wait()` is lost.
+/// SIGINT and SIGTERM, taken from the moment this is made: a handler writes each to a pipe
+/// (`TerminationSignalPipe`), which a dispatch source reads, so no handler code runs in signal context
+/// and none that arrives before `wait()`, or before the source is armed, is lost.
 final class TerminationSignals: @unchecked Sendable {
     private struct State {
         var fired = false
         var continuation: CheckedContinuation<Void, Never>?
     }
     private let state = Mutex(State())
-    private var sources: [any DispatchSourceSignal] = []
+    private let pipe: TerminationSignalPipe
+    private let source: any DispatchSourceRead
 
-    init() {
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [self] in fire() }
-            source.resume()
-            sources.append(source)
+    init() throws {
+        pipe = try TerminationSignalPipe()
+        source = DispatchSource.makeReadSource(fileDescriptor: pipe.readEnd, queue: .global())
+        source.setEventHandler { [self] in
+            var bytes = [UInt8](repeating: 0, count: 16)
+            while read(pipe.readEnd, &bytes, bytes.count) > 0 {}
+            fire()
         }
+        source.resume()
     }
+
+    deinit { source.cancel() }
+
+    /// Whether a signal came (for tests; `wait` is what a command uses).
+    var hasFired: Bool { state.withLock { $0.fired } }
 
     /// Returns at the first SIGINT or SIGTERM since `init`.
     func wait() async {
