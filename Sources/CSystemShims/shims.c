@@ -68,7 +68,8 @@ static void forward_termination_signal(int number) {
     errno = saved;
 }
 
-void csystemshims_restore_termination_signals(void) {
+void csystemshims_restore_termination_signals(int write_end) {
+    if (termination_fd != write_end) return;
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     termination_fd = -1;
@@ -85,7 +86,7 @@ int csystemshims_termination_signal_pipe(int *read_end, int *write_end) {
     action.sa_flags = SA_RESTART;
     if (sigaction(SIGINT, &action, NULL) != 0 || sigaction(SIGTERM, &action, NULL) != 0) {
         int saved = errno;
-        csystemshims_restore_termination_signals();
+        csystemshims_restore_termination_signals(ends[1]);
         close(ends[0]);
         close(ends[1]);
         errno = saved;

@@ -176,12 +176,15 @@ final class TerminationSignals: @unchecked Sendable {
 
     init() throws {
         pipe = try TerminationSignalPipe()
+        let pipe = self.pipe
         source = DispatchSource.makeReadSource(fileDescriptor: pipe.readEnd, queue: .global())
-        source.setEventHandler { [self] in
+        source.setEventHandler { [weak self] in
             var bytes = [UInt8](repeating: 0, count: 16)
             while read(pipe.readEnd, &bytes, bytes.count) > 0 {}
-            fire()
+            self?.fire()
         }
+        // The pipe is closed only once dispatch is done with its descriptor.
+        source.setCancelHandler { withExtendedLifetime(pipe) {} }
         source.resume()
     }
 

@@ -39,9 +39,10 @@ int csystemshims_name_thread(const char *name);
 // SIGINT and SIGTERM caught by a handler that writes the signal's number, one byte, to a new pipe
 // (both ends close-on-exec and non-blocking; the read end in *read_end, the write end in *write_end):
 // installed at once, so none is lost to a window in which no one takes it. 0, or -1 with errno.
-// `csystemshims_restore_termination_signals` puts back the default actions.
+// `csystemshims_restore_termination_signals(write_end)` puts back the default actions, if that pipe is
+// still the one the handler writes to (a later call made another).
 int csystemshims_termination_signal_pipe(int *read_end, int *write_end);
-void csystemshims_restore_termination_signals(void);
+void csystemshims_restore_termination_signals(int write_end);
 
 // Takes pages of files mapped read-only out of this process's resident set (madvise MADV_DONTNEED):
 // the next read of one maps it again from the page cache, so nothing but the mapping is lost. Only the

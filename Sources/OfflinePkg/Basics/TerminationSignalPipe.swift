@@ -8,8 +8,7 @@ import Glibc
 /// signal's number to the pipe, and whoever reads `readEnd` (a dispatch read source, a thread) learns of
 /// it whenever it looks. A signal that arrives before anyone listens waits in the pipe; with the signals
 /// ignored and taken by dispatch signal sources instead, one that arrived before the sources were armed
-/// (which happens later, on dispatch's own thread) was lost. One at a time in a process: the handler
-/// writes to the last one made.
+/// (which happens later, on dispatch's own thread) was lost. The handler writes to the last one made.
 package final class TerminationSignalPipe: Sendable {
     /// The end to read the signals' numbers from, one byte each.
     package let readEnd: Int32
@@ -23,9 +22,10 @@ package final class TerminationSignalPipe: Sendable {
         (readEnd, writeEnd) = (read, write)
     }
 
-    /// The default actions back, then the pipe closed.
+    /// The default actions back (unless a later pipe took the signals), then the pipe closed. Whoever
+    /// reads `readEnd` through a dispatch source keeps this alive until the source's cancel handler.
     deinit {
-        csystemshims_restore_termination_signals()
+        csystemshims_restore_termination_signals(writeEnd)
         close(writeEnd)
         close(readEnd)
     }
