@@ -171,19 +171,17 @@ final class TerminationSignals: @unchecked Sendable {
         var continuation: CheckedContinuation<Void, Never>?
     }
     private let state = Mutex(State())
-    private let pipe: TerminationSignalPipe
     private let source: any DispatchSourceRead
 
     init() throws {
-        pipe = try TerminationSignalPipe()
-        let pipe = self.pipe
+        let pipe = try TerminationSignalPipe()
         source = DispatchSource.makeReadSource(fileDescriptor: pipe.readEnd, queue: .global())
         source.setEventHandler { [weak self] in
             var bytes = [UInt8](repeating: 0, count: 16)
             while read(pipe.readEnd, &bytes, bytes.count) > 0 {}
             self?.fire()
         }
-        // The pipe is closed only once dispatch is done with its descriptor.
+        // The source's handlers hold the pipe: it is closed only once dispatch is done with its descriptor.
         source.setCancelHandler { withExtendedLifetime(pipe) {} }
         source.resume()
     }
