@@ -4,7 +4,7 @@ SWIFT ?= swift
 # Debian packages: build libraries, then the real parts the tests run against.
 APT_PACKAGES := libarchive-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev libzstd-dev libsqlite3-dev pkg-config \
 	libarchive-tools zstd curl openssl nginx minisign chromium wrk time jq strace \
-	libwebkit2gtk-4.1-dev xvfb xauth fonts-dejavu-core python3 lzop lrzip cpio valgrind iproute2 sqlite3 python3.11-doc
+	libwebkit2gtk-4.1-dev xvfb xauth fonts-dejavu-core python3 lzop lrzip cpio valgrind iproute2 sqlite3 python3.11-doc man-db
 DEMO_URL := https://demo.offlinepkg.test/
 
 .PHONY: deps build release demo test fuzz bench clean install fleet example-webkit readme-snippets
