@@ -79,7 +79,14 @@ struct DiskWriteTests {
         let rest = try (0..<12).map { n in SiteFile("d/rest-\(n).bin", bytes: try CrashSafetyTests.randomBytes(1 << 20)) }
         try repo.add("home", "1", routes: ["https://m.example.com/"], files: [SiteFile("index.html", "home 1")] + copies + rest)
         try repo.publish()
-        let root = try TemporaryDirectory()
+        // The counters count what goes to a disk: tmpfs, which /tmp is on some systems, writes nothing back.
+        // The build folder is where the tests' binary is, on a disk as the checkout is.
+        let build = (OfflinePkgBinary.path as NSString).deletingLastPathComponent
+        let fileSystem = try run("stat", ["-f", "-c", "%T", build]).checked("stat -f").stdout
+        try #require(
+            !fileSystem.hasPrefix("tmpfs"),
+            "\(build) is on tmpfs, which writes nothing back to count: run the tests from a checkout on a disk")
+        let root = try TemporaryDirectory(prefix: "offlinepkg-writes", in: build)
         let counted = try run(
             "/bin/sh",
             [

@@ -72,10 +72,14 @@ public enum BsdtarFormat: String, Sendable, CaseIterable {
     }
 }
 
-/// Archives the contents of `directory` with `bsdtar -C directory .`, so member names start with
-/// `./` as a publisher's would.
+/// Archives the contents of `directory` with bsdtar, member names starting with `./` as a publisher's
+/// would, in the byte order of their paths: `bsdtar -C directory .` takes the file system's order,
+/// the reverse of creation on tmpfs, and a test that counts on which of two files comes first would
+/// pass on one machine and fail on another.
 public func makeArchive(of directory: String, to archivePath: String, format: BsdtarFormat) throws {
-    try run("bsdtar", format.bsdtarFlags + [archivePath, "-C", directory, "."]).checked("bsdtar \(format)")
+    let script = #"cd "$1" && shift && find . -print0 | LC_ALL=C sort -z | bsdtar "$@" --null -n -T -"#
+    let archive = archivePath.hasPrefix("/") ? archivePath : FileManager.default.currentDirectoryPath + "/" + archivePath
+    try run("/bin/sh", ["-c", script, "sh", directory] + format.bsdtarFlags + [archive]).checked("bsdtar \(format)")
 }
 
 /// The sha256 of a file in lowercase hex, from coreutils `sha256sum`.

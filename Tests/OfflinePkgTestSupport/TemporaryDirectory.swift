@@ -4,7 +4,7 @@ import Foundation
 import Glibc
 #endif
 
-/// A fresh directory under `/tmp`, removed with everything in it when the value goes away.
+/// A fresh directory under `/tmp` (or another folder), removed with everything in it when the value goes away.
 ///
 /// Installed package trees are read-only (0500 folders, 0400 files), so removal first makes every
 /// folder writable again: without that, a non-root test run could not delete what it installed.
@@ -15,12 +15,12 @@ public final class TemporaryDirectory: Sendable {
     /// The directory as a file URL.
     public var url: URL { URL(fileURLWithPath: path, isDirectory: true) }
 
-    /// Creates a uniquely named directory, `/tmp/<prefix>.XXXXXX`, with mode 0700.
-    public init(prefix: String = "offlinepkg-test") throws {
-        var template = Array("/tmp/\(prefix).XXXXXX".utf8CString)
+    /// Creates a uniquely named directory, `<base>/<prefix>.XXXXXX`, with mode 0700.
+    public init(prefix: String = "offlinepkg-test", in base: String = "/tmp") throws {
+        var template = Array("\(base)/\(prefix).XXXXXX".utf8CString)
         let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         guard created != nil else {
-            throw TestSupportError("mkdtemp for /tmp/\(prefix).XXXXXX failed: \(String(cString: strerror(errno)))")
+            throw TestSupportError("mkdtemp for \(base)/\(prefix).XXXXXX failed: \(String(cString: strerror(errno)))")
         }
         path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
