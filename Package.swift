@@ -15,10 +15,9 @@ import PackageDescription
 // much again but need glibc 2.36 on the device; devices on glibc 2.35 (Ubuntu 22.04) keep running it.
 // The C++ library the Swift runtime needs is linked in too: the toolchain's link line asks for
 // `-lstdc++`, which Sources/offlinepkg/link answers with a linker script naming the static archive,
-// so a process no longer loads and relocates libstdc++.so's 4,300 symbols to start (half of what
-// `--version` executed). `--exclude-libs ALL`, also on the toolchain's line, keeps its symbols out of
-// the binary's exports: where libarchive brings libstdc++.so in (through libxml2 and ICU), each copy
-// binds to itself.
+// so a process no longer loads libstdc++.so and looks up its 3,300 symbols to start (half of what
+// `--version` executed). `--exclude-libs` keeps its symbols out of the binary's exports: where
+// libarchive brings libstdc++.so in (through libxml2 and ICU), each copy binds to itself.
 let staticSwiftRuntime: [LinkerSetting] = Context.environment["OFFLINEPKG_SHARED_SWIFT"] == "1" ? [] : [
     .unsafeFlags(
         [
@@ -29,8 +28,11 @@ let staticSwiftRuntime: [LinkerSetting] = Context.environment["OFFLINEPKG_SHARED
             // fault, so code spread over the whole text makes nearly all of it resident.
             "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/offlinepkg/hot-code.order",
             "-Xlinker", "--no-warn-symbol-ordering",
-            // `-lstdc++` finds link/libstdc++.so first, a linker script for libstdc++.a.
+            // `-lstdc++` finds link/libstdc++.so first, a linker script for libstdc++.a, whose symbols
+            // the binary keeps to itself (the toolchain's `--exclude-libs ALL` says so too; this line
+            // does not depend on it).
             "-L\(Context.packageDirectory)/Sources/offlinepkg/link",
+            "-Xlinker", "--exclude-libs", "-Xlinker", "libstdc++.a",
         ],
         .when(platforms: [.linux], configuration: .release)
     )
