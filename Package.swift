@@ -13,6 +13,11 @@ import PackageDescription
 // The release binary is linked by lld, whose layout maps less of the binary at start than gold's
 // (docs/design.md, "Start-up and memory"). Packed relative relocations (DT_RELR) would save about as
 // much again but need glibc 2.36 on the device; devices on glibc 2.35 (Ubuntu 22.04) keep running it.
+// The C++ library the Swift runtime needs is linked in too: the toolchain's link line asks for
+// `-lstdc++`, which Sources/offlinepkg/link answers with a linker script naming the static archive,
+// so a process no longer loads libstdc++.so and looks up its 3,300 symbols to start (half of what
+// `--version` executed). `--exclude-libs` keeps its symbols out of the binary's exports: where
+// libarchive brings libstdc++.so in (through libxml2 and ICU), each copy binds to itself.
 let staticSwiftRuntime: [LinkerSetting] = Context.environment["OFFLINEPKG_SHARED_SWIFT"] == "1" ? [] : [
     .unsafeFlags(
         [
@@ -23,6 +28,11 @@ let staticSwiftRuntime: [LinkerSetting] = Context.environment["OFFLINEPKG_SHARED
             // fault, so code spread over the whole text makes nearly all of it resident.
             "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/offlinepkg/hot-code.order",
             "-Xlinker", "--no-warn-symbol-ordering",
+            // `-lstdc++` finds link/libstdc++.so first, a linker script for libstdc++.a, whose symbols
+            // the binary keeps to itself (the toolchain's `--exclude-libs ALL` says so too; this line
+            // does not depend on it).
+            "-L\(Context.packageDirectory)/Sources/offlinepkg/link",
+            "-Xlinker", "--exclude-libs", "-Xlinker", "libstdc++.a",
         ],
         .when(platforms: [.linux], configuration: .release)
     )
@@ -68,7 +78,7 @@ let package = Package(
         .target(name: "OfflinePkgReports", dependencies: ["OfflinePkg", "OfflinePkgServer", "CSQLite"]),
         .target(name: "OfflinePkgCLI", dependencies: ["OfflinePkg", "OfflinePkgPublish", "OfflinePkgServer", "OfflinePkgReports"]),
         .executableTarget(
-            name: "offlinepkg", dependencies: ["OfflinePkgCLI"], exclude: ["hot-code.order"], linkerSettings: staticSwiftRuntime),
+            name: "offlinepkg", dependencies: ["OfflinePkgCLI"], exclude: ["hot-code.order", "link"], linkerSettings: staticSwiftRuntime),
         // `PackageStore.resolve` timed in process, for Benchmarks/bench's `resolve` row: public API only.
         .executableTarget(name: "ResolveBenchmark", dependencies: ["OfflinePkg"], path: "Benchmarks/Resolve"),
 

@@ -41,6 +41,14 @@ def shared_objects(h, binary):
     return len({os.path.basename(n) for n in re.findall(r"file=(\S+) \[0\]", loaded)}) + 2
 
 
+def cxx_exports(binary):
+    """The C++ library's symbols the binary exports: none, when the libstdc++ linked into the release
+    binary stays its own (docs/design.md, "libstdc++ is linked in"); an exported one would take the
+    bindings of the libstdc++.so that ICU brings into a sync."""
+    listing = subprocess.run(["nm", "-D", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
+    return sum(1 for line in listing.splitlines() if re.search(r" (_Z|__cxa|__gxx)", line))
+
+
 def peak_kib(h, argv):
     out = h.path("time.txt")
     h.run(["/usr/bin/time", "-f", "%M", "-o", out, *argv])
@@ -56,6 +64,7 @@ def run(h):
         sizes[name] = os.path.getsize(stripped) / 1e6
     h.figure("process-start.binary", "installed binary, stripped", sizes["offlinepkg"])
     h.figure("process-start.objects", "shared objects --version maps", shared_objects(h, h.offlinepkg))
+    h.figure("process-start.cxx-exports", "C++ library symbols the binary exports", cxx_exports(h.offlinepkg))
     if h.before:
         h.figure("process-start.binary.before", "installed binary: offlinepkg / --before", ratio(sizes["offlinepkg"], sizes["before"]),
                  ours=f"{sizes['offlinepkg']:.1f} MB", theirs=f"{sizes['before']:.1f} MB")

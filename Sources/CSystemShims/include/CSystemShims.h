@@ -65,7 +65,7 @@ long csystemshims_drop_read_only_object_pages(void);
 //
 // `own_scope` opens the library with RTLD_DEEPBIND: its dependencies look up symbols in its own tree
 // before the process's global scope. A library opened later is looked up after the executable and its
-// direct dependencies (libstdc++, libm, ...), which every one of its relocations checks first: for a tree
+// direct dependencies (libzstd, libm, libc ...), which every one of its relocations checks first: for a tree
 // as large as libcurl's (OpenSSL, GnuTLS, krb5, LDAP), a fifth of its loading, more than curl pays. It
 // also keeps the tree off this binary's own lazy stubs of the same names (libssl's calls into libcrypto
 // would bind to CCrypto's `EVP_*`). Not under AddressSanitizer, which refuses RTLD_DEEPBIND.
