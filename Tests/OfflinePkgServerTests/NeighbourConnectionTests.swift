@@ -20,10 +20,12 @@ struct NeighbourConnectionTests {
         #expect(page.reply.status == 200)
 
         // Another user: the connection closes without a byte, for the runtime cache and for packages.
+        // curl says so as 52 (empty reply), 56 (reset while receiving) or, when the close beats its
+        // request out, 55 (reset while sending); 7 if the kernel refused the connection outright.
         for (path, host) in [("v1/data.json", rig.apiHost), ("index.html", "app.neighbour.test")] {
             let hostile = try rig.request(path, host: host, as: .hostile)
             #expect(
-                hostile.reply.status == 0 && hostile.raw.isEmpty && [7, 52, 56].contains(hostile.exit),
+                hostile.reply.status == 0 && hostile.raw.isEmpty && [7, 52, 55, 56].contains(hostile.exit),
                 "opk-b got \(hostile.reply.status) for \(path) (curl exit \(hostile.exit)): \(hostile.raw.prefix(200))")
         }
         // Root is always admitted.
