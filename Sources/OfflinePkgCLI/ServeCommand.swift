@@ -164,11 +164,13 @@ enum ServeCommand {
 
 /// SIGINT and SIGTERM, taken from the moment this is made: a handler writes each to a pipe
 /// (`TerminationSignalPipe`), which a dispatch source reads, so no handler code runs in signal context
-/// and none that arrives before `wait()`, or before the source is armed, is lost.
+/// and none that arrives before `wait()` or `onSignal`, or before the source is armed, is lost. What
+/// `serve`, `reports serve` (which wait for one) and `sync` (which is cancelled by one) take them with.
 final class TerminationSignals: @unchecked Sendable {
     private struct State {
-        var fired = false
+        var received: Int32?
         var continuation: CheckedContinuation<Void, Never>?
+        var action: (@Sendable () -> Void)?
     }
     private let state = Mutex(State())
     private let source: any DispatchSourceRead
@@ -178,8 +180,9 @@ final class TerminationSignals: @unchecked Sendable {
         source = DispatchSource.makeReadSource(fileDescriptor: pipe.readEnd, queue: .global())
         source.setEventHandler { [weak self] in
             var bytes = [UInt8](repeating: 0, count: 16)
-            while read(pipe.readEnd, &bytes, bytes.count) > 0 {}
-            self?.fire()
+            var first: UInt8?
+            while case let count = read(pipe.readEnd, &bytes, bytes.count), count > 0 { first = first ?? bytes[0] }
+            if let first { self?.fire(Int32(first)) }
         }
         // The source's handlers hold the pipe: it is closed only once dispatch is done with its descriptor.
         source.setCancelHandler { withExtendedLifetime(pipe) {} }
@@ -188,14 +191,27 @@ final class TerminationSignals: @unchecked Sendable {
 
     deinit { source.cancel() }
 
+    /// The first signal that came, if one did.
+    var received: Int32? { state.withLock { $0.received } }
+
     /// Whether a signal came (for tests; `wait` is what a command uses).
-    var hasFired: Bool { state.withLock { $0.fired } }
+    var hasFired: Bool { received != nil }
+
+    /// Runs `action` once, at the first signal, or now if one came already.
+    func onSignal(_ action: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.received != nil { return true }
+            state.action = action
+            return false
+        }
+        if now { action() }
+    }
 
     /// Returns at the first SIGINT or SIGTERM since `init`.
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let resumeNow = state.withLock { state -> Bool in
-                if state.fired { return true }
+                if state.received != nil { return true }
                 state.continuation = continuation
                 return false
             }
@@ -203,12 +219,14 @@ final class TerminationSignals: @unchecked Sendable {
         }
     }
 
-    private func fire() {
-        let pending = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.fired = true
-            defer { state.continuation = nil }
-            return state.continuation
+    private func fire(_ number: Int32) {
+        let (pending, action) = state.withLock { state -> (CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?) in
+            guard state.received == nil else { return (nil, nil) }
+            state.received = number
+            defer { (state.continuation, state.action) = (nil, nil) }
+            return (state.continuation, state.action)
         }
         pending?.resume()
+        action?()
     }
 }

@@ -66,15 +66,13 @@ enum SyncCommand {
         // The root as it is, not made here: where a sync that never started, or was interrupted, is noted.
         let found = CacheRoot(layout: CacheLayout(root: path), world: context.world)
         // SIGINT/SIGTERM end the sync with one line and 130/143; the active set stays as it was.
-        let interruption = Interruption()
+        let interruption = try TerminationSignals()
+        defer { withExtendedLifetime(interruption) {} }
         let work = Task { try await sync(arguments, context, root: found, dryRun: dryRun) }
         interruption.onSignal { work.cancel() }
         do {
-            let status = try await work.value
-            interruption.stop()
-            return status
+            return try await work.value
         } catch {
-            interruption.stop()
             if let signal = interruption.received {
                 let name = signal == SIGINT ? "SIGINT" : "SIGTERM"
                 let message = "interrupted by \(name); the active set is unchanged, the next sync resumes"
@@ -256,37 +254,5 @@ enum SyncCommand {
                 "activated set \(report.generation) (sequence \(report.sequence), \(ProgressReporter.format(report.bytesFetched)) fetched): "
                 + changes.joined(separator: ", ")
         }
-    }
-}
-
-/// SIGINT and SIGTERM during a sync: taken by dispatch sources (no handler runs in signal context),
-/// remembered, and turned into a cancellation of the sync's task.
-final class Interruption: Sendable {
-    private let state = Mutex<(signal: Int32?, sources: [any DispatchSourceSignal])>((nil, []))
-
-    /// The signal that arrived, if one did.
-    var received: Int32? { state.withLock { $0.signal } }
-
-    func onSignal(_ action: @escaping @Sendable () -> Void) {
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [self] in
-                state.withLock { if $0.signal == nil { $0.signal = number } }
-                action()
-            }
-            source.resume()
-            state.withLock { $0.sources.append(source) }
-        }
-    }
-
-    func stop() {
-        state.withLock { state in
-            for source in state.sources { source.cancel() }
-            state.sources = []
-        }
-        // Ignored dispositions are inherited by children: a process that runs commands in process (the
-        // tests) must not leave SIGINT ignored for the next program it starts.
-        for number in [SIGINT, SIGTERM] { signal(number, SIG_DFL) }
     }
 }
