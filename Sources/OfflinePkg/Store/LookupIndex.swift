@@ -198,7 +198,9 @@ package final class LookupIndex: @unchecked Sendable {
         guard let fallback = route.fallback else { return nil }
         // A folder named without its slash is no navigation miss: its URL is answered by a redirect
         // to the slash (`isFolderWithoutSlash`), as static servers answer it, not by the fallback.
-        if !rest.isEmpty && rest[rest.count - 1] != UInt8(ascii: "/") && isFolderWithoutSlash(key) { return nil }
+        if !rest.isEmpty && rest[rest.count - 1] != UInt8(ascii: "/") && namesFolder(bytes, owner: (package, length)) {
+            return nil
+        }
         return package.fallbackPath.withUnsafeBytes { package.resource(fallback, path: $0) }
     }
 
@@ -216,21 +218,31 @@ package final class LookupIndex: @unchecked Sendable {
     /// Whether `key` names a folder without its final slash: with the slash added, it is a route or a
     /// folder of a package, and the package holds that folder's entry file. Static servers answer such
     /// a URL with a redirect to the slash (nginx's `301`), so that the page's relative links resolve
-    /// inside the folder. For misses only: not on the hot path.
+    /// inside the folder.
     package func isFolderWithoutSlash(_ key: LookupURL.Key) -> Bool {
-        let count = key.bytes.count
-        guard count > key.pathStart, key.bytes[count - 1] != UInt8(ascii: "/"), let start = key.bytes.baseAddress else {
-            return false
+        let bytes = UnsafeRawBufferPointer(key.bytes)
+        guard bytes.count > key.pathStart, bytes[bytes.count - 1] != UInt8(ascii: "/") else { return false }
+        return namesFolder(bytes, owner: longestRoute(bytes).map { (packages[$0.route.package], $0.length) })
+    }
+
+    /// `isFolderWithoutSlash` for a key that does not end in `/`, given the package and length of its
+    /// longest route (`owner`), which a resolve has already found: every navigation miss with a
+    /// fallback asks, so neither the key is copied nor its routes probed again. Only a route one byte
+    /// longer than the key can be the key with its slash: a shorter route that prefixes the key with a
+    /// slash prefixes the key, and `owner` is the longest of those.
+    private func namesFolder(_ bytes: UnsafeRawBufferPointer, owner: (package: PackageLookup, length: Int)?) -> Bool {
+        if routeLengths.contains(bytes.count + 1) {
+            let number = withUnsafeTemporaryAllocation(byteCount: bytes.count + 1, alignment: 1) { withSlash -> Int32? in
+                withSlash.copyMemory(from: bytes)
+                withSlash[bytes.count] = UInt8(ascii: "/")
+                return routeTable.value(for: UnsafeRawBufferPointer(withSlash))
+            }
+            if let number {
+                return packages[routes[Int(number)].package].holdsEntry(inFolder: UnsafeRawBufferPointer(start: nil, count: 0))
+            }
         }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count + 1) { buffer in
-            buffer.baseAddress!.initialize(from: start, count: count)
-            buffer[count] = UInt8(ascii: "/")
-            let bytes = UnsafeRawBufferPointer(buffer)
-            guard let (route, length) = longestRoute(bytes) else { return false }
-            // The folder is the rest without its slash (empty: the route itself).
-            let folder = UnsafeRawBufferPointer(rebasing: bytes[min(length, count)..<count])
-            return packages[route.package].holdsEntry(inFolder: folder)
-        }
+        guard let (package, length) = owner else { return false }
+        return package.holdsEntry(inFolder: UnsafeRawBufferPointer(rebasing: bytes[length...]))
     }
 }
 
