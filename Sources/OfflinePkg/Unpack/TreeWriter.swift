@@ -9,7 +9,12 @@ import Glibc
 /// entry a check let through could not reach outside staging.
 ///
 /// The descriptors of the last folder chain stay open: archives list a folder's files together, so a
-/// file costs one `openat` (which gives it its final mode), its writes and one `close`.
+/// file costs one `openat` (which gives it its final mode), its writes and one `close`. Only the first
+/// `chainLimit` levels of the chain are kept: a tree nested a thousand deep (the 4095 path bytes allow
+/// 2,047 levels) would otherwise hold a descriptor per level and lane and fail, under the common soft
+/// limit of 1,024, with "too many open files": an I/O error on every device, and nothing the publisher's
+/// `verify`, which opens no folder, could see. A folder deeper than that is reached again from the
+/// chain's last kept level for each file.
 package final class TreeWriter {
     /// The staging folder, for messages.
     package let root: String
@@ -19,6 +24,11 @@ package final class TreeWriter {
     private let rootFD: FileDescriptor
     private var chainNames: [Substring] = []
     private var chainFDs: [FileDescriptor] = []
+    /// The folder `folder` last returned when it lies deeper than the kept chain; closed by the next call.
+    private var beyondChain: FileDescriptor?
+    /// The chain's levels kept open: real sites nest a few levels, and four lanes of this many stay far
+    /// below a 1,024 descriptor limit.
+    static let chainLimit = 64
 
     /// An entry that cannot be written where the tree already has something else (a delta's file over
     /// an old folder, or a folder over an old file): a refusal of the archive, not a disk failure.
@@ -36,6 +46,7 @@ package final class TreeWriter {
 
     deinit {
         chainFDs.forEach { $0.close() }
+        beyondChain?.close()
         rootFD.close()
     }
 
@@ -164,6 +175,8 @@ package final class TreeWriter {
     /// The descriptor of the folder named by `components`, opening (and making) what the cached chain
     /// lacks. Components compare as bytes.
     private func folder(_ components: ArraySlice<Substring>, for path: String) throws -> FileDescriptor {
+        beyondChain?.close()
+        beyondChain = nil
         var depth = 0
         for (cached, wanted) in zip(chainNames, components) {
             guard cached.utf8.elementsEqual(wanted.utf8) else { break }
@@ -176,8 +189,14 @@ package final class TreeWriter {
         var current = chainFDs.last ?? rootFD
         for name in components.dropFirst(depth) {
             current = try openOrMake(String(name), in: current, for: path)
-            chainFDs.append(current)
-            chainNames.append(name)
+            if chainFDs.count < Self.chainLimit {
+                chainFDs.append(current)
+                chainNames.append(name)
+            } else {
+                // `current` was opened from the one before it, which is no longer needed.
+                beyondChain?.close()
+                beyondChain = current
+            }
         }
         return current
     }

@@ -48,6 +48,34 @@ struct WriterLanesTests {
         #expect(trees.allSatisfy { $0 == trees[0] })
     }
 
+    /// A file nested 1,500 folders deep unpacks holding a few dozen descriptors, not one per level: a
+    /// writer that kept them all failed on devices under the usual soft limit of 1,024 open files ("too
+    /// many open files", exit 1 at every sync), while the publisher's `verify`, which opens no folder,
+    /// accepted the release. Counted while the deep file is kept, its folder chain still open.
+    @Test func aDeeplyNestedFileUnpacksWithABoundedChainOfDescriptors() throws {
+        let dir = try TemporaryDirectory()
+        let deep = Array(repeating: "a", count: 1500).joined(separator: "/")
+        try writeSite([SiteFile("index.html", "top\n"), SiteFile(deep + "/f.txt", "deep\n")], to: dir.path("site"))
+        try run("bsdtar", ["-c", "-z", "-f", dir.path("a.tar.gz"), "-C", dir.path("site"), "."]).checked()
+        let staging = try dir.makeDirectory("staging")
+        let opened = Mutex<Int?>(nil)
+        var unpacker = ArchiveUnpacker(
+            limits: .init(), archiveName: "deep",
+            keepFile: { _, path, _ in
+                guard path.string.hasSuffix("/f.txt") else { return }
+                let below = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter { fd in
+                    let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + fd)
+                    return target?.hasPrefix(staging + "/") == true
+                }
+                opened.withLock { $0 = below.count }
+            })
+        unpacker.laneCount = 0
+        let tree = try unpacker.unpack(archivePath: dir.path("a.tar.gz"), into: staging)
+        #expect(tree.files[PackagePath(deep + "/f.txt")]?.size == 5)
+        let count = try #require(opened.withLock { $0 }, "the deep file was never kept")
+        #expect(count <= TreeWriter.chainLimit + 1, "\(count) descriptors open below staging")
+    }
+
     /// A file five times the memory bound unpacks, and verifies: it went through its lane in pieces,
     /// each let go of once written (or hashed), even while the reader keeps the queue from draining.
     @Test(arguments: [false, true])
