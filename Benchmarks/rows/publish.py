@@ -4,11 +4,16 @@ size.
 
 The site: the first 10,000 regular files under 2 MiB of /usr/share/doc and /usr/include (documentation
 and C headers). A publish does more than bsdtar (hashes every file, writes the file index and the
-manifest), so the target allows it half as long again.
+manifest), so the target allows it half as long again. With `--before`, the build before publishes the
+chunked layout in the same race, into a repository of its own.
 """
 import glob, os
 import sites
 from harness import median, ratio
+
+
+def measures(h, id):
+    return not id.endswith(".before") or h.before
 
 
 def run(h):
@@ -19,15 +24,23 @@ def run(h):
         f.write("<title>bench</title>\n")
     chunked, solid, tarball = h.path("repo"), h.path("repo-solid"), h.path("b.tar.zst")
     publish = [h.offlinepkg, "publish", site, "--id", "site", "--version", "1", "--route", "https://m.example.com/", "--quiet"]
-    samples = h.race({
+    sides = {
         "chunked": (publish + ["--repo", chunked], lambda: h.wipe(chunked)),
         "solid": (publish + ["--repo", solid, "--layout", "solid"], lambda: h.wipe(solid)),
         "bsdtar": (["bsdtar", "--zstd", "-cf", tarball, "-C", site, "."], lambda: h.wipe(tarball)),
-    }, h.runs(5))
+    }
+    if h.before:
+        before = h.path("repo-before")
+        sides["before"] = ([h.before] + publish[1:] + ["--repo", before], lambda: h.wipe(before))
+    samples = h.race(sides, h.runs(5))
     a, b, c = (median(samples[s]) for s in ("chunked", "solid", "bsdtar"))
     s = lambda t: f"{t:.2f} s"
     h.figure("publish.chunked", f"publish tar.zst (chunked), {count} files / bsdtar --zstd -cf", ratio(a, c),
              ours=s(a), theirs=s(c), samples=samples)
+    if h.before:
+        d = median(samples["before"])
+        h.figure("publish.chunked.before", f"publish tar.zst (chunked), {count} files: offlinepkg / --before", ratio(a, d),
+                 ours=s(a), theirs=s(d), samples={k: samples[k] for k in ("chunked", "before")})
     h.figure("publish.solid", f"publish tar.zst --layout solid, {count} files / bsdtar --zstd -cf", ratio(b, c),
              ours=s(b), theirs=s(c))
     chunked_size = os.path.getsize(glob.glob(f"{chunked}/archives/site/1/*.tar.zst")[0])

@@ -2,28 +2,30 @@ import OfflinePkg
 
 /// The checks a device makes on a release, made by the publisher on what it built before anything takes
 /// a published name, with the device's own code: the full archive through the device's unpacker (its
-/// format, entry and size rules, and `UnpackLimits`: the devices' defaults unless told otherwise) into a scratch folder, the tree it unpacks to
-/// against the tree hash the manifest will carry, and a chunked archive's file index through the
-/// device's index reader. A device that refuses a package's archive refuses its whole release, every
-/// other package's update with it, so a release devices would refuse is never published.
+/// format, entry and size rules, and `UnpackLimits`: the devices' defaults unless told otherwise), the
+/// tree it unpacks to against the tree hash the manifest will carry, and a chunked archive's file index
+/// through the device's index reader. A device that refuses a package's archive refuses its whole
+/// release, every other package's update with it, so a release devices would refuse is never published.
+///
+/// The unpacker verifies (`ArchiveUnpacker.verify`): every rule of an unpack and every file hashed, no
+/// file created. Writing the tree out would double the publish's file work and check nothing more about
+/// the archive: every refusal that is the archive's fault (a duplicate path, a path both a file and a
+/// folder, a name too long) is made before a byte is written; what only writing meets (a full disk, a
+/// file system that folds case) belongs to the device, not the release.
 ///
 /// Deltas and the file index are not needed for an install (a device falls back to the full archive
-/// when they fail); the full archive is, so it is the one unpacked.
+/// when they fail); the full archive is, so it is the one verified.
 extension Publisher {
-    /// Unpacks the archive at `archive` (listed as `url`) as a device would, and checks that it yields
-    /// `files`, whose tree hash is `tree`; `fileIndex` (its scratch path and the reference the manifest
-    /// will hold) is read and checked against the same tree.
+    /// Verifies the archive at `archive` (listed as `url`) as a device would unpack it, and checks that
+    /// the tree it unpacks to has the hash `tree`; `fileIndex` (its scratch path and the reference the
+    /// manifest will hold) is read and checked against the same tree.
     func checkAsDevice(
         archive: String, url: String, tree: String, archiveSize: Int64, fileIndex: (path: String, reference: FileIndexReference)?,
         limits: UnpackLimits = UnpackLimits()
     ) throws {
-        let folder = layout.temporary("device-check")
-        if FileSystem.exists(folder) { try FileSystem.removeTree(folder) }
-        try FileSystem.makeDirectories(folder)
-        defer { try? FileSystem.removeTree(folder) }
         let unpacked: UnpackedTree
         do {
-            unpacked = try ArchiveUnpacker(limits: limits, archiveName: url).unpack(archivePath: archive, into: folder)
+            unpacked = try ArchiveUnpacker(limits: limits, archiveName: url).verify(archivePath: archive)
         } catch let error as OfflinePkgError {
             throw OfflinePkgError.publishRefused(reason: "devices would refuse this release: \(error)")
         }

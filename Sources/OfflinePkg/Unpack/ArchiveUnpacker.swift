@@ -8,6 +8,7 @@ import Glibc
 /// staging folder, streaming, hashing each file as it is written, and refusing the whole archive on
 /// anything docs/protocol.md#archives forbids. Each entry is checked here first; `TreeWriter`, which cannot follow a link,
 /// stands behind that as a second line of defence. Every libarchive warning refuses the archive.
+/// `verify` runs all of it but the writing: the publisher's check of what devices would refuse.
 package struct ArchiveUnpacker {
     package var limits: UnpackLimits
     /// The archive's name in error messages (its URL as the manifest wrote it).
@@ -49,6 +50,21 @@ package struct ArchiveUnpacker {
     /// Unpacks the archive at `archivePath` into `destination`, an existing folder. For a delta,
     /// `destination` already holds the old tree (hard-linked) and changed files replace their links.
     package func unpack(archivePath: String, into destination: String) throws -> UnpackedTree {
+        try run(archivePath: archivePath, target: .tree(root: destination, replacesFiles: isDelta))
+    }
+
+    /// Reads the archive at `archivePath` as `unpack` does, with every rule, limit and bound it applies,
+    /// and hashes every file as `unpack` would write it, creating nothing: the tree it returns is the
+    /// one `unpack` would write, and it throws what `unpack` would refuse, but for what only writing can
+    /// meet: a full disk, a name the device's file system will not take (such as two names that differ
+    /// only in case on one that folds case), and for a delta a path the old tree holds as the other kind
+    /// of entry. `keepFile` and `reuseFile` do not run. Its memory is `unpack`'s: a large file streams
+    /// through its lane in pieces.
+    package func verify(archivePath: String) throws -> UnpackedTree {
+        try run(archivePath: archivePath, target: .hashOnly)
+    }
+
+    private func run(archivePath: String, target: WriterLanes.Target) throws -> UnpackedTree {
         // Names are bytes (docs/protocol.md#conventions): under the C locale libarchive converts none (see ArchiveEntryName).
         let previousLocale = CLocale.activate()
         defer { CLocale.restore(previousLocale) }
@@ -64,8 +80,7 @@ package struct ArchiveUnpacker {
         let source = try ArchiveSource(path: archivePath, bounds: bounds)
         if let reason = try source.open(reader) { throw refuse(nil, reason) }
         let lanes = try WriterLanes(
-            root: destination, replacesFiles: isDelta, count: count, archiveName: archiveName, bounds: bounds,
-            keepFile: keepFile, reuseFile: reuseFile)
+            target: target, count: count, archiveName: archiveName, bounds: bounds, keepFile: keepFile, reuseFile: reuseFile)
         let filters = archive_filter_count(reader)
 
         var state = UnpackState()

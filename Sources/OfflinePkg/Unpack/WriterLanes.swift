@@ -19,6 +19,10 @@ import Glibc
 /// handed over, and the lanes only write what was checked. Each lane's queue is bounded in bytes, so an
 /// unpack's memory stays a few MiB whatever the archive; the first failure of any lane stops the reader
 /// at its next hand-over and is the unpack's error.
+///
+/// With the target `.hashOnly` (`ArchiveUnpacker.verify`) the lanes take the same items, hash them
+/// with the same code and keep the same results, and create nothing: the publisher's check of what
+/// devices would refuse costs no file of its own.
 final class WriterLanes: @unchecked Sendable {
     // The state below is guarded by `condition`; each lane's `results` is its thread's alone until `finish`.
     private let condition = ThreadCondition()
@@ -33,6 +37,14 @@ final class WriterLanes: @unchecked Sendable {
     /// Called on the lane with a whole file's path, sha256 and size before it is created: true when the
     /// file was made a link to bytes the root already holds, so it is not written at all (`ArchiveUnpacker.reuseFile`).
     private let reuseFile: ((TreeWriter, PackagePath, TreeFile) throws -> Bool)?
+
+    /// Where the lanes put what they are handed.
+    enum Target {
+        /// Each file created below `root` by a `TreeWriter` of its lane's (`replacesFiles` as it takes it).
+        case tree(root: String, replacesFiles: Bool)
+        /// Nothing created: each file is hashed and let go.
+        case hashOnly
+    }
 
     /// What a lane is asked to do, in the order the archive lists it.
     enum Item {
@@ -53,8 +65,9 @@ final class WriterLanes: @unchecked Sendable {
     static let queueLimit = 512 << 10
 
     private final class Lane {
-        let writer: TreeWriter
-        init(writer: TreeWriter) { self.writer = writer }
+        /// Nil for the target `.hashOnly`.
+        let writer: TreeWriter?
+        init(writer: TreeWriter?) { self.writer = writer }
         var queue: [Item] = []
         var head = 0
         var queuedBytes = 0
@@ -67,7 +80,8 @@ final class WriterLanes: @unchecked Sendable {
 
     /// A file of `begin` while its `chunk`s arrive.
     private struct OpenFile {
-        var file: TreeWriter.NewFile
+        /// Nil for the target `.hashOnly`.
+        var file: TreeWriter.NewFile?
         var path: PackagePath
         var raw: PackagePath
         var hasher = SHA256()
@@ -86,10 +100,10 @@ final class WriterLanes: @unchecked Sendable {
     /// With no lane threads (`count` 0) the reading thread writes each item as it hands it over.
     private let inline: Lane?
 
-    /// Starts `count` lanes writing below `root` (`replacesFiles` as `TreeWriter` takes it); with
-    /// `count` 0, no thread: every item is written by the caller of `send`.
+    /// Starts `count` lanes putting what they are handed to `target`; with `count` 0, no thread: every
+    /// item is written by the caller of `send`. `keepFile` and `reuseFile` run for a `.tree` only.
     init(
-        root: String, replacesFiles: Bool, count: Int, archiveName: String, bounds: UnpackBounds,
+        target: Target, count: Int, archiveName: String, bounds: UnpackBounds,
         keepFile: ((TreeWriter, PackagePath, TreeFile) throws -> Void)? = nil,
         reuseFile: ((TreeWriter, PackagePath, TreeFile) throws -> Bool)? = nil
     ) throws {
@@ -97,8 +111,16 @@ final class WriterLanes: @unchecked Sendable {
         self.bounds = bounds
         self.keepFile = keepFile
         self.reuseFile = reuseFile
-        // Each lane opens the root before the first entry is read, so a missing staging folder fails here.
-        lanes = try (0..<max(1, count)).map { _ in Lane(writer: try TreeWriter(root: root, replacesFiles: replacesFiles)) }
+        let shownPath: String
+        switch target {
+        case .tree(let root, let replacesFiles):
+            shownPath = root
+            // Each lane opens the root before the first entry is read, so a missing staging folder fails here.
+            lanes = try (0..<max(1, count)).map { _ in Lane(writer: try TreeWriter(root: root, replacesFiles: replacesFiles)) }
+        case .hashOnly:
+            shownPath = archiveName
+            lanes = (0..<max(1, count)).map { _ in Lane(writer: nil) }
+        }
         inline = count == 0 ? lanes[0] : nil
         threadsRunning = count
         for index in 0..<count {
@@ -106,7 +128,7 @@ final class WriterLanes: @unchecked Sendable {
                 // No thread to be had: the unpack fails at its first hand-over instead of waiting for ever.
                 condition.lock()
                 threadsRunning -= 1
-                failure = failure ?? OfflinePkgError.io(path: root, operation: "pthread_create", Errno(EAGAIN))
+                failure = failure ?? OfflinePkgError.io(path: shownPath, operation: "pthread_create", Errno(EAGAIN))
                 condition.unlock()
                 continue
             }
@@ -190,7 +212,7 @@ final class WriterLanes: @unchecked Sendable {
     /// queued is still written (the caller removes the staging folder once no lane can create in it).
     func stop() {
         if let inline {
-            inline.open?.file.abandon()
+            inline.open?.file?.abandon()
             inline.open = nil
             return
         }
@@ -240,7 +262,7 @@ final class WriterLanes: @unchecked Sendable {
             if failure == nil { failure = error }
             condition.unlock()
         }
-        lane.open?.file.abandon()
+        lane.open?.file?.abandon()
         lane.open = nil
         condition.lock()
         threadsRunning -= 1
@@ -249,13 +271,14 @@ final class WriterLanes: @unchecked Sendable {
     }
 
     private func write(_ item: Item, lane: Lane) throws {
-        let writer = lane.writer
         switch item {
         case .folder(let path, let raw):
+            guard let writer = lane.writer else { return }
             do { try writer.makeFolder(path.string) } catch let conflict as TreeWriter.Conflict {
                 throw refuse(raw, conflict.reason)
             }
         case .file(let path, let raw, let data):
+            try checkBounds()
             // Hashed before it is created: a file whose bytes the root holds already becomes a link to
             // them, where writing a copy and then swapping it for the link would cost a create, its
             // writes and the copy's deletion (after which ext4 steps over the freed inode at every
@@ -263,6 +286,10 @@ final class WriterLanes: @unchecked Sendable {
             let hasher = SHA256()
             data.withUnsafeBytes { hasher.update($0) }
             let done = TreeFile(sha256: hasher.finalize().hex, size: Int64(data.count))
+            guard let writer = lane.writer else {
+                lane.results[path] = done
+                return
+            }
             if let reuseFile, try reuse(path, raw: raw, done, writer: writer, reuseFile) {
                 lane.results[path] = done
                 return
@@ -275,43 +302,46 @@ final class WriterLanes: @unchecked Sendable {
             try file.close()
             try finished(path, done, lane: lane)
         case .begin(let path, let raw):
-            lane.open = OpenFile(file: try create(path, raw: raw, writer: writer), path: path, raw: raw)
+            try checkBounds()
+            let file = try lane.writer.map { try create(path, raw: raw, writer: $0) }
+            lane.open = OpenFile(file: file, path: path, raw: raw)
         case .chunk(let data):
             guard let open = lane.open else { return }
             try data.withUnsafeBytes { buffer in
                 open.hasher.update(buffer)
-                try Self.write(buffer, to: open.file)
+                if let file = open.file { try Self.write(buffer, to: file) }
             }
             lane.open?.size += Int64(data.count)
         case .end:
             guard let open = lane.open else { return }
             lane.open = nil
-            try open.file.close()
+            try open.file?.close()
             try finished(open.path, TreeFile(sha256: open.hasher.finalize().hex, size: open.size), lane: lane)
         }
     }
 
     private func finished(_ path: PackagePath, _ file: TreeFile, lane: Lane) throws {
-        try keepFile?(lane.writer, path, file)
+        if let writer = lane.writer { try keepFile?(writer, path, file) }
         lane.results[path] = file
+    }
+
+    /// The unpack's deadline, checked as each file begins, whether or not it is written.
+    private func checkBounds() throws {
+        if let reason = bounds.exceeded(checkMemory: false) {
+            throw OfflinePkgError.archiveRefused(archive: archiveName, entry: nil, reason: reason)
+        }
     }
 
     private func reuse(
         _ path: PackagePath, raw: PackagePath, _ file: TreeFile, writer: TreeWriter,
         _ reuseFile: (TreeWriter, PackagePath, TreeFile) throws -> Bool
     ) throws -> Bool {
-        if let reason = bounds.exceeded(checkMemory: false) {
-            throw OfflinePkgError.archiveRefused(archive: archiveName, entry: nil, reason: reason)
-        }
         do { return try reuseFile(writer, path, file) } catch let conflict as TreeWriter.Conflict {
             throw refuse(raw, conflict.reason)
         }
     }
 
     private func create(_ path: PackagePath, raw: PackagePath, writer: TreeWriter) throws -> TreeWriter.NewFile {
-        if let reason = bounds.exceeded(checkMemory: false) {
-            throw OfflinePkgError.archiveRefused(archive: archiveName, entry: nil, reason: reason)
-        }
         // No early writeback here: `sync_file_range(SYNC_FILE_RANGE_WRITE)` per file tripled the
         // unpack's system time (one small write-out per file instead of the syncfs's merged one).
         do { return try writer.create(path.string) } catch let conflict as TreeWriter.Conflict {

@@ -135,12 +135,44 @@ struct HostileArchiveTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["staging"])
     }
 
+    /// `verify`, the publisher's check of what devices would refuse, refuses every case and every
+    /// damaged input with the very error `unpack` gives, though it writes nothing.
+    @Test(arguments: matrix)
+    func verifyRefusesWithUnpacksError(_ hostile: Case, format: String) throws {
+        let dir = try TemporaryDirectory()
+        let archive = try Self.archive(try Self.baseTar(hostile, in: dir), format: format, in: dir, name: hostile.name)
+        try Self.expectVerifyRefusesAsUnpack(
+            ArchiveUnpacker(limits: hostile.limits, archiveName: "hostile.\(format)"), archive: archive, in: dir)
+    }
+
+    @Test(arguments: damagedInputs)
+    func verifyRefusesDamagedInputAsUnpack(_ kind: String, format: String) throws {
+        let dir = try TemporaryDirectory()
+        let archive = try Self.damaged(kind, format: format, in: dir)
+        try Self.expectVerifyRefusesAsUnpack(ArchiveUnpacker(limits: .init(), archiveName: "input"), archive: archive, in: dir)
+    }
+
+    static func expectVerifyRefusesAsUnpack(_ unpacker: ArchiveUnpacker, archive: String, in dir: TemporaryDirectory) throws {
+        let staging = try dir.makeDirectory("staging")
+        let unpacked = Result { try unpacker.unpack(archivePath: archive, into: staging) }
+        let verified = Result { try unpacker.verify(archivePath: archive) }
+        guard case .failure(let unpackError) = unpacked else {
+            Issue.record("unpack accepted \(archive)")
+            return
+        }
+        guard case .failure(let verifyError) = verified else {
+            Issue.record("verify accepted \(archive)")
+            return
+        }
+        #expect((verifyError as? OfflinePkgError)?.category == .refused)
+        #expect("\(verifyError)" == "\(unpackError)")
+    }
+
     static let damagedInputs: [(String, String)] =
         cleanFormats.map { ("truncated", $0) } + [("not an archive", "tar.gz"), ("empty file", "tar.gz")]
 
-    @Test(arguments: damagedInputs)
-    func refusesDamagedInput(_ kind: String, format: String) throws {
-        let dir = try TemporaryDirectory()
+    /// A clean archive of `format` made `kind` of damaged, in `dir/input`.
+    static func damaged(_ kind: String, format: String, in dir: TemporaryDirectory) throws -> String {
         _ = try dir.write([UInt8]((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7919) }), to: "site/data.bin")
         let good = dir.path("good.\(format)")
         try run("bsdtar", Self.createFlags(format, keepAbsolutePaths: false) + [good, "-C", dir.path("site"), "."]).checked()
@@ -153,6 +185,13 @@ struct HostileArchiveTests {
             }
         let archive = try dir.write(bytes, to: "input")
         HostileCorpus.keep(archive, as: "damaged-\(kind).\(format)")
+        return archive
+    }
+
+    @Test(arguments: damagedInputs)
+    func refusesDamagedInput(_ kind: String, format: String) throws {
+        let dir = try TemporaryDirectory()
+        let archive = try Self.damaged(kind, format: format, in: dir)
         let staging = try dir.makeDirectory("staging")
         #expect {
             _ = try ArchiveUnpacker(limits: .init(), archiveName: "input").unpack(archivePath: archive, into: staging)

@@ -6,7 +6,7 @@ import Testing
 @testable import OfflinePkg
 
 /// The unpacker writes files on lanes of their own (`WriterLanes`): the tree is the same
-/// whatever the number of lanes, and a large file streams
+/// whatever the number of lanes, `verify` hashes the very tree `unpack` writes, and a large file streams
 /// through a lane in pieces instead of being held whole in memory (`UnpackThreadTests` watches the
 /// lanes run on threads of their own).
 @Suite("Writer lanes")
@@ -37,6 +37,8 @@ struct WriterLanesTests {
             trees.append(tree.files)
             #expect(tree.files.count == 301)
             #expect(tree.folders.contains("a/d29") && tree.folders.contains("big"))
+            let verified = try unpacker.verify(archivePath: archive)
+            #expect(verified.files == tree.files && verified.folders == tree.folders)
             // What is on disk is what was hashed, byte for byte the site.
             for (path, file) in tree.files {
                 #expect(try FileHasher.sha256(ofFile: staging + "/" + path.string) == file.sha256, "\(path)")
@@ -54,7 +56,7 @@ struct WriterLanesTests {
         let dir = try TemporaryDirectory()
         let release = DispatchSemaphore(value: 0)
         let lanes = try WriterLanes(
-            root: dir.path, replacesFiles: false, count: 2, archiveName: "a",
+            target: .tree(root: dir.path, replacesFiles: false), count: 2, archiveName: "a",
             bounds: UnpackBounds(archiveName: "a", limits: .init()),
             keepFile: { _, path, _ in if path == "slow/first.txt" { release.wait() } })
         defer {
@@ -76,9 +78,10 @@ struct WriterLanesTests {
         #expect(Set(files.keys) == ["slow/first.txt", "slow/second.txt", "slow/third.txt"])
     }
 
-    /// A file five times the memory bound unpacks: it went through its lane in pieces, each let go of once
-    /// written, even while the reader keeps the queue from draining.
-    @Test func aFileLargerThanTheMemoryBoundStreamsThroughItsLane() throws {
+    /// A file five times the memory bound unpacks, and verifies: it went through its lane in pieces,
+    /// each let go of once written (or hashed), even while the reader keeps the queue from draining.
+    @Test(arguments: [false, true])
+    func aFileLargerThanTheMemoryBoundStreamsThroughItsLane(verifying: Bool) throws {
         let dir = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: dir.path("site"), withIntermediateDirectories: true)
         try run("sh", ["-c", "head -c \(160 << 20) /dev/zero > \(dir.path("site/zeros.bin"))"]).checked()
@@ -86,7 +89,11 @@ struct WriterLanesTests {
         let staging = try dir.makeDirectory("staging")
         var unpacker = ArchiveUnpacker(limits: UnpackLimits(maxMemoryGrowth: 32 << 20), archiveName: "a")
         unpacker.laneCount = 2
-        let tree = try unpacker.unpack(archivePath: dir.path("a.tar.gz"), into: staging)
+        let tree =
+            verifying
+            ? try unpacker.verify(archivePath: dir.path("a.tar.gz"))
+            : try unpacker.unpack(archivePath: dir.path("a.tar.gz"), into: staging)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: staging).isEmpty == verifying)
         #expect(tree.files["zeros.bin"]?.size == 160 << 20)
         #expect(tree.files["zeros.bin"]?.sha256 == (try FileHasher.sha256(ofFile: dir.path("site/zeros.bin"))))
     }
