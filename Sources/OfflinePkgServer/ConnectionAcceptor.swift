@@ -22,6 +22,9 @@ final class ConnectionAcceptor: Sendable {
     /// idle keep-alive connections longest idle are closed for clients waiting, and if every held one
     /// is busy, new ones wait in the kernel's queue until one closes.
     let connectionLimit: Int
+    /// The address the listener is bound to, its port the kernel's pick for port 0: every connection's
+    /// own end, since the listener is bound to one address.
+    let localAddress: sockaddr_storage
     /// A pipe whose write end wakes the accepting thread to stop.
     private let wake: (read: Int32, write: Int32)
     private let held: Mutex<Held>
@@ -77,7 +80,7 @@ final class ConnectionAcceptor: Sendable {
         if address.isIPv6 { setsockopt(listener, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
         Self.avoidPacing(listener)
         let bound = address.withSockaddr { bind(listener, $0, address.length) }
-        guard bound == 0, Glibc.listen(listener, backlog) == 0 else {
+        guard bound == 0, Glibc.listen(listener, backlog) == 0, let local = Self.boundAddress(listener) else {
             let code = errno
             close(listener)
             throw Errno(code)
@@ -90,6 +93,7 @@ final class ConnectionAcceptor: Sendable {
         }
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         self.listener = listener
+        localAddress = local
         wake = (pipeEnds[0], pipeEnds[1])
         self.connectionLimit = connectionLimit
         self.spreading = spreading
@@ -99,6 +103,16 @@ final class ConnectionAcceptor: Sendable {
     }
 
     deinit { closeSockets() }
+
+    /// The address `listener` is bound to, or nil (errno set).
+    private static func boundAddress(_ listener: Int32) -> sockaddr_storage? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let named = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        return named == 0 ? storage : nil
+    }
 
     /// Congestion controls for loopback connections, the first the kernel takes: neither paces.
     private static let loopbackCongestionControls = ["cubic", "reno"]
@@ -124,15 +138,8 @@ final class ConnectionAcceptor: Sendable {
 
     /// The bound port (the kernel's pick for port 0).
     var port: UInt16 {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let named = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
-        }
-        guard named == 0 else { return 0 }
-        return withUnsafePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
-        }
+        // `sin_port` and `sin6_port` lie at the same place.
+        withUnsafeBytes(of: localAddress) { UInt16(bigEndian: $0.load(fromByteOffset: 2, as: UInt16.self)) }
     }
 
     /// Where new connections go from now on (a re-issued certificate's daemons); connections already
@@ -212,9 +219,7 @@ final class ConnectionAcceptor: Sendable {
                     break
                 }
                 // (MHD makes it non-blocking.)
-                withUnsafePointer(to: &storage) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { hand(client, address: $0, length: length) }
-                }
+                hand(client, peer: storage, length: length)
             }
         }
     }
@@ -244,8 +249,8 @@ final class ConnectionAcceptor: Sendable {
 
     /// To the open lane (`Spreading`) with the fewest connections, ties taken in turn (a burst is
     /// accepted faster than the lanes' threads register it).
-    private func hand(_ client: Int32, address: UnsafePointer<sockaddr>, length: socklen_t) {
-        if let admission, !admission.admit(client) { return }
+    private func hand(_ client: Int32, peer: sockaddr_storage, length: socklen_t) {
+        if let admission, !admission.admit(client, peer: peer, local: localAddress) { return }
         let lanes = held.withLock { $0.lanes }
         guard !lanes.isEmpty else {
             close(client)
@@ -262,7 +267,11 @@ final class ConnectionAcceptor: Sendable {
         let lane = lanes[chosen]
         lane.connections.add(1, ordering: .relaxed)
         // MHD closes the socket when it cannot take it.
-        if MHD_add_connection(lane.pointer, client, address, length) != .YES {
+        var peer = peer
+        let added = withUnsafePointer(to: &peer) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { MHD_add_connection(lane.pointer, client, $0, length) }
+        }
+        if added != .YES {
             lane.connections.subtract(1, ordering: .relaxed)
         }
     }

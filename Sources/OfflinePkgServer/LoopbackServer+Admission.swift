@@ -41,10 +41,11 @@ final class PeerAdmission: Sendable {
         refused = admission.refused
     }
 
-    /// Whether the connection `socket` may be served; a refused one is reset (no lingering close, so a
-    /// flood of them leaves no TIME_WAIT behind) and closed.
-    func admit(_ socket: Int32) -> Bool {
-        let owner = owners.owner(ofPeerOf: socket)
+    /// Whether the connection `socket`, from `peer` (as `accept` gave it) to `local` (the address its
+    /// listener is bound to), may be served; a refused one is reset (no lingering close, so a flood of
+    /// them leaves no TIME_WAIT behind) and closed.
+    func admit(_ socket: Int32, peer: sockaddr_storage, local: sockaddr_storage) -> Bool {
+        let owner = owners.owner(peer: peer, local: local)
         if let owner, admitted.contains(owner) { return true }
         var reset = linger(l_onoff: 1, l_linger: 0)
         setsockopt(socket, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))

@@ -13,6 +13,9 @@ package final class LookupIndex: @unchecked Sendable {
     /// Every tree this index answers from: a reader's lease keeps them from garbage collection.
     package let trees: [String]
     private let packages: [PackageLookup]
+    /// `packages` again, unretained, for the hot path: taking a class reference out of an array retains
+    /// and releases it around its use, two atomic operations per resolve. `packages` owns them.
+    private let borrowedPackages: [Unmanaged<PackageLookup>]
     /// Route key → number in `routes`.
     private let routeTable: ByteKeyTable
     private let routes: [RouteLookup]
@@ -116,6 +119,7 @@ package final class LookupIndex: @unchecked Sendable {
             packages.append(lookup)
         }
         self.packages = packages
+        borrowedPackages = packages.map { Unmanaged.passUnretained($0) }
         self.routes = routes
         trees = packages.map(\.tree)
         routeTable = ByteKeyTable(keys)
@@ -173,7 +177,13 @@ package final class LookupIndex: @unchecked Sendable {
     package func resolve(_ key: LookupURL.Key) -> Resource? {
         let bytes = UnsafeRawBufferPointer(key.bytes)
         guard let (route, length) = longestRoute(bytes) else { return nil }
-        let package = packages[route.package]
+        return borrowedPackages[route.package]._withUnsafeGuaranteedRef { resolve(key, route: route, length: length, in: $0) }
+    }
+
+    /// `resolve` once the route is known: the key's first `length` bytes are `route`, of `package`.
+    @inline(__always)
+    private func resolve(_ key: LookupURL.Key, route: RouteLookup, length: Int, in package: PackageLookup) -> Resource? {
+        let bytes = UnsafeRawBufferPointer(key.bytes)
         let rest = UnsafeRawBufferPointer(rebasing: bytes[length...])
         if rest.isEmpty || rest[rest.count - 1] == UInt8(ascii: "/") {
             // A folder URL answers with the folder's entry file.
@@ -198,7 +208,11 @@ package final class LookupIndex: @unchecked Sendable {
         guard let fallback = route.fallback else { return nil }
         // A folder named without its slash is no navigation miss: its URL is answered by a redirect
         // to the slash (`isFolderWithoutSlash`), as static servers answer it, not by the fallback.
-        if !rest.isEmpty && rest[rest.count - 1] != UInt8(ascii: "/") && isFolderWithoutSlash(key) { return nil }
+        if !rest.isEmpty && rest[rest.count - 1] != UInt8(ascii: "/")
+            && namesFolder(bytes, owner: (Unmanaged.passUnretained(package), length))
+        {
+            return nil
+        }
         return package.fallbackPath.withUnsafeBytes { package.resource(fallback, path: $0) }
     }
 
@@ -216,21 +230,33 @@ package final class LookupIndex: @unchecked Sendable {
     /// Whether `key` names a folder without its final slash: with the slash added, it is a route or a
     /// folder of a package, and the package holds that folder's entry file. Static servers answer such
     /// a URL with a redirect to the slash (nginx's `301`), so that the page's relative links resolve
-    /// inside the folder. For misses only: not on the hot path.
+    /// inside the folder.
     package func isFolderWithoutSlash(_ key: LookupURL.Key) -> Bool {
-        let count = key.bytes.count
-        guard count > key.pathStart, key.bytes[count - 1] != UInt8(ascii: "/"), let start = key.bytes.baseAddress else {
-            return false
+        let bytes = UnsafeRawBufferPointer(key.bytes)
+        guard bytes.count > key.pathStart, bytes[bytes.count - 1] != UInt8(ascii: "/") else { return false }
+        return namesFolder(bytes, owner: longestRoute(bytes).map { (borrowedPackages[$0.route.package], $0.length) })
+    }
+
+    /// `isFolderWithoutSlash` for a key that does not end in `/`, given the package and length of its
+    /// longest route (`owner`), which a resolve has already found: every navigation miss with a
+    /// fallback asks, so neither the key is copied nor its routes probed again. Only a route one byte
+    /// longer than the key can be the key with its slash: a shorter route that prefixes the key with a
+    /// slash prefixes the key, and `owner` is the longest of those.
+    private func namesFolder(_ bytes: UnsafeRawBufferPointer, owner: (package: Unmanaged<PackageLookup>, length: Int)?) -> Bool {
+        if routeLengths.contains(bytes.count + 1) {
+            let number = withUnsafeTemporaryAllocation(byteCount: bytes.count + 1, alignment: 1) { withSlash -> Int32? in
+                withSlash.copyMemory(from: bytes)
+                withSlash[bytes.count] = UInt8(ascii: "/")
+                return routeTable.value(for: UnsafeRawBufferPointer(withSlash))
+            }
+            if let number {
+                let route = borrowedPackages[routes[Int(number)].package]
+                return route._withUnsafeGuaranteedRef { $0.holdsEntry(inFolder: UnsafeRawBufferPointer(start: nil, count: 0)) }
+            }
         }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count + 1) { buffer in
-            buffer.baseAddress!.initialize(from: start, count: count)
-            buffer[count] = UInt8(ascii: "/")
-            let bytes = UnsafeRawBufferPointer(buffer)
-            guard let (route, length) = longestRoute(bytes) else { return false }
-            // The folder is the rest without its slash (empty: the route itself).
-            let folder = UnsafeRawBufferPointer(rebasing: bytes[min(length, count)..<count])
-            return packages[route.package].holdsEntry(inFolder: folder)
-        }
+        guard let (package, length) = owner else { return false }
+        let folder = UnsafeRawBufferPointer(rebasing: bytes[length...])
+        return package._withUnsafeGuaranteedRef { $0.holdsEntry(inFolder: folder) }
     }
 }
 

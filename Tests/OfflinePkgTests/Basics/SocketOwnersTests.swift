@@ -15,6 +15,9 @@ import Glibc
     final class Connection {
         private var sockets: [Int32]
         var accepted: Int32 { sockets[2] }
+        /// The client's address as `accept` gave it, and the listener's (the accepted end's own).
+        let peer: sockaddr_storage
+        let listenerAddress: sockaddr_storage
 
         /// The client closes its end.
         func closeClient() {
@@ -52,9 +55,15 @@ import Glibc
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) == 0 }
             }
             guard connected else { throw TestSupportError("connect: \(errno)") }
-            let accepted = accept(listener, nil, nil)
+            var peer = sockaddr_storage()
+            var peerLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let accepted = withUnsafeMutablePointer(to: &peer) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(listener, $0, &peerLength) }
+            }
             guard accepted >= 0 else { throw TestSupportError("accept: \(errno)") }
             sockets = [listener, client, accepted]
+            self.peer = peer
+            listenerAddress = storage
         }
 
         deinit { for socket in sockets where socket >= 0 { close(socket) } }
@@ -76,6 +85,22 @@ import Glibc
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(connection.accepted, $0, &length) }
         }
         #expect(SocketOwners.ownerFromProc(peer: peer, local: local) == geteuid())
+    }
+
+    /// The server's look: the peer's address from `accept`, its own end the listener's address, with no
+    /// call to ask the kernel for either again. Both ports name the socket: with the listener's port one
+    /// off, the kernel finds no such connection, and there is no owner.
+    @Test(arguments: [false, true])
+    func theOwnerFromAcceptsAddressAndTheListenersIsThisProcesssUser(ipv6: Bool) throws {
+        let connection = try Connection(ipv6: ipv6)
+        let owners = try SocketOwners()
+        #expect(owners.owner(peer: connection.peer, local: connection.listenerAddress) == geteuid())
+        var elsewhere = connection.listenerAddress
+        withUnsafeMutableBytes(of: &elsewhere) { bytes in
+            let port = UInt16(bigEndian: bytes.load(fromByteOffset: 2, as: UInt16.self))
+            bytes.storeBytes(of: (port &+ 1).bigEndian, toByteOffset: 2, as: UInt16.self)
+        }
+        #expect(owners.owner(peer: connection.peer, local: elsewhere) == nil)
     }
 
     /// A peer that closed its end before the look has no owner: the kernel keeps a closed socket as

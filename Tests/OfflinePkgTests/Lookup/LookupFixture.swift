@@ -26,7 +26,7 @@ actor LookupFixture {
         try writeSite(
             [
                 "index.html": "home index", "css/site.css": "body{}", "js/app.js": "app()", "a b.html": "space", "100%.txt": "percent",
-                "docs/only-in-home.js": "shadowed", "caf\u{e9}.txt": "accent",
+                "docs/only-in-home.js": "shadowed", "caf\u{e9}.txt": "accent", "help/index.html": "help",
             ], to: home)
         try writeSite(["index.html": "docs index", "guide/index.html": "guide", "page.html": "page"], to: docs)
         try writeSite(["index.html": "v6 index"], to: v6)

@@ -61,6 +61,14 @@ import Testing
         ("https://app.example.com/some/route/", "home:index.html"),
         ("https://app.example.com/missing.png", nil),
         ("https://app.example.com/js/", "home:index.html"),
+        // A folder (or route) named without its slash is no navigation miss: it is redirected to the slash
+        // (`redirect(for:)`). A folder without the entry file, or a prefix of a folder's name, is one.
+        ("https://app.example.com/help", nil),
+        ("https://app.example.com/help/", "home:help/index.html"),
+        ("https://app.example.com/docs", nil),
+        ("https://app.example.com/js", "home:index.html"),
+        ("https://app.example.com/hel", "home:index.html"),
+        ("https://app.example.com/do", "home:index.html"),
         // IPv6 literal with a port.
         ("http://[::1]:8080/", "v6:index.html"),
         ("http://[::1]:8080/index.html?x", "v6:index.html"),
@@ -87,6 +95,20 @@ import Testing
             #expect(FileManager.default.fileExists(atPath: hit.path))
             #expect(!hit.path.contains("/../"))
         }
+    }
+
+    /// docs/protocol.md#lookups, step 4: the URL a folder named without its slash is redirected to.
+    @Test(arguments: [
+        ("https://app.example.com/help", "https://app.example.com/help/"),
+        ("https://app.example.com/help?tab=2#top", "https://app.example.com/help/?tab=2#top"),
+        ("https://app.example.com/docs", "https://app.example.com/docs/"),
+        ("https://app.example.com/docs/guide", "https://app.example.com/docs/guide/"),
+        ("https://app.example.com/js", nil), ("https://app.example.com/help/", nil), ("https://app.example.com/some/route", nil),
+        ("https://app.example.com/docs/page.html", nil), ("https://other.example.com/help", nil),
+    ])
+    func redirectsAFolderWithoutItsSlash(url: String, location: String?) async throws {
+        let fixture = try await LookupFixture.shared.get()
+        #expect(fixture.store.redirect(for: url) == location, "\(url)")
     }
 
     @Test func answerCarriesTypeSizeVersionAndETag() async throws {
