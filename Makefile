@@ -49,7 +49,9 @@ test: deps
 # The examples and the README's snippets are packages of their own that depend on this one as a host
 # app's would. They build in this package's .build: SwiftPM finds the library's compile commands
 # unchanged and reuses what `swift build` made, where a .build of their own compiled it again for each.
-EXAMPLE_BUILD := --scratch-path $(CURDIR)/.build
+# Sharing it, SwiftPM must plan each package's build anew: its cached plan is the last package's, and
+# with it an example's build reports "Build complete!" having linked nothing.
+EXAMPLE_BUILD := --scratch-path $(CURDIR)/.build --disable-build-manifest-caching
 
 # The host-app example links the OfflinePkg product as an outside package would, and runs against
 # the demo repository (scripts/example-host).

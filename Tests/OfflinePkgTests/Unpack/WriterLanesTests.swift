@@ -76,6 +76,36 @@ struct WriterLanesTests {
         #expect(count <= TreeWriter.chainLimit + 1, "\(count) descriptors open below staging")
     }
 
+    /// A folder met first goes to the lane with the fewest bytes queued, and keeps its lane: while one
+    /// lane is held up with files queued, every new folder goes to another, where hashing folders to
+    /// lanes sent about half of them to the held-up one, the reader then waiting on it while the other
+    /// lane had nothing to write.
+    @Test func aNewFolderGoesToTheLaneWithTheFewestBytesQueued() throws {
+        let dir = try TemporaryDirectory()
+        let release = DispatchSemaphore(value: 0)
+        let lanes = try WriterLanes(
+            target: .tree(root: dir.path, replacesFiles: false), count: 2, archiveName: "a",
+            bounds: UnpackBounds(archiveName: "a", limits: .init()),
+            keepFile: { _, path, _ in if path == "slow/first.txt" { release.wait() } })
+        defer {
+            release.signal()
+            lanes.stop()
+        }
+        let slow = lanes.lane(for: "slow")
+        let bytes = Array("queued\n".utf8)
+        for name in ["first", "second", "third"] {
+            try lanes.send(.file(PackagePath("slow/\(name).txt"), raw: PackagePath("slow/\(name).txt"), bytes), to: slow)
+        }
+        // The slow lane is held in its first file's keepFile: at least the third file is still queued.
+        for n in 0..<16 {
+            #expect(lanes.lane(for: PackagePath("new\(n)")) != slow, "new\(n)")
+        }
+        #expect(lanes.lane(for: "slow") == slow)
+        release.signal()
+        let files = try lanes.finish()
+        #expect(Set(files.keys) == ["slow/first.txt", "slow/second.txt", "slow/third.txt"])
+    }
+
     /// A file five times the memory bound unpacks, and verifies: it went through its lane in pieces,
     /// each let go of once written (or hashed), even while the reader keeps the queue from draining.
     @Test(arguments: [false, true])
