@@ -198,7 +198,7 @@ package enum FileSystem {
         }
     }
 
-    private static func entryNames(cPath path: UnsafePointer<CChar>) -> [[UInt8]] {
+    fileprivate static func entryNames(cPath path: UnsafePointer<CChar>) -> [[UInt8]] {
         guard let dir = opendir(path) else { return [] }
         defer { closedir(dir) }
         return entryNames(stream: dir)
@@ -214,27 +214,6 @@ package enum FileSystem {
             if name != [0x2e] && name != [0x2e, 0x2e] { names.append(name) }
         }
         return names
-    }
-
-    /// Removes a tree, read-only installed trees included (their folders are made writable first).
-    package static func removeTree(_ path: String) throws {
-        try removeTree(bytes: Array(path.utf8))
-    }
-
-    /// The same by the path's bytes, so that a name that is not UTF-8 goes too.
-    private static func removeTree(bytes path: [UInt8]) throws {
-        try withCPath(path) { cPath in
-            var info = stat()
-            guard lstat(cPath, &info) == 0 else { return }
-            let shown = PackagePath(bytes: path).description
-            if (info.st_mode & S_IFMT) == S_IFDIR {
-                chmod(cPath, 0o700)
-                for child in entryNames(cPath: cPath) { try removeTree(bytes: path + [UInt8(ascii: "/")] + child) }
-                if rmdir(cPath) != 0 { throw OfflinePkgError.io(path: shown, operation: "rmdir", Errno.current) }
-            } else if unlink(cPath) != 0 {
-                throw OfflinePkgError.io(path: shown, operation: "unlink", Errno.current)
-            }
-        }
     }
 
     /// Makes the folders under `root` named in `folders` (relative paths) read-only, 0500, but not `root`
