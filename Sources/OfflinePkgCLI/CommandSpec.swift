@@ -28,9 +28,11 @@ struct CommandSpec: Sendable {
 
     var help: String {
         var lines = ["usage: \(usage)", "", summary, ""]
-        for option in options {
-            let flag = option.value.map { "--\(option.name) \($0)" } ?? "--\(option.name)"
-            lines.append("  " + Self.padded(flag, to: 26) + option.help)
+        let flags = options.map { option in option.value.map { "--\(option.name) \($0)" } ?? "--\(option.name)" }
+        // Two spaces at least between the longest flag and its help.
+        let column = max(26, (flags.map(\.count).max() ?? 0) + 2)
+        for (flag, option) in zip(flags, options) {
+            lines.append("  " + Self.padded(flag, to: column) + option.help)
         }
         return lines.joined(separator: "\n")
     }

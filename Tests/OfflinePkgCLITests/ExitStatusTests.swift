@@ -73,6 +73,17 @@ struct ExitStatusTests {
         for command in OfflinePkgCommand.commands { #expect(help.stdout.contains("  \(command.name)")) }
     }
 
+    @Test func everyFlagStandsApartFromItsHelp() async throws {
+        for command in OfflinePkgCommand.commands where !command.options.isEmpty {
+            let help = try await InProcessCLI.run([command.name, "--help"]).checked()
+            for option in command.options {
+                let flag = "  --" + option.name + (option.value.map { " " + $0 } ?? "")
+                let line = try #require(help.stdout.split(separator: "\n").first { $0.hasPrefix(flag + " ") }, "\(command.name) --\(option.name)")
+                #expect(line.dropFirst(flag.count).hasPrefix("  "), "\(line)")
+            }
+        }
+    }
+
     @Test func lookupJSONPrintsTheWholeAnswer() async throws {
         let root = try TemporaryDirectory()
         try await InProcessCLI.run(["sync", Fixtures.url("demo-repo/manifest.json").path, "--root", root.path, "--quiet"]).checked()
