@@ -221,9 +221,22 @@ package enum FileSystem {
     /// folder (its `..` changes), so a tree's top folder stays writable until it is in place (`seal`).
     /// The files need nothing: the unpacker creates them 0400, so a finished tree is read-only without a walk.
     /// Read-only, and this user's alone, like everything in a cache root (docs/protocol.md#neighbours-on-the-device).
+    ///
+    /// Each folder is named relative to a descriptor of `root`, never by `root + path`: the archive rules
+    /// bound a path inside the tree (4,095 bytes), not the root's own path before it, so a full path
+    /// could pass PATH_MAX on a device whose root is long (`ENAMETOOLONG`).
     package static func makeFoldersReadOnly(_ folders: some Sequence<PackagePath>, under root: String) throws {
-        for folder in folders where chmod(root + "/" + folder.string, 0o500) != 0 {
-            throw OfflinePkgError.io(path: root + "/" + folder.string, operation: "chmod", Errno.current)
+        let top: FileDescriptor
+        do { top = try FileDescriptor.openFolder(path: root) } catch {
+            throw OfflinePkgError.io(path: root, operation: "open", error)
+        }
+        try top.closeAfter { (top) throws in
+            for folder in folders {
+                let failure = withCPath(folder.bytes) { fchmodat(top.rawValue, $0, 0o500, 0) == 0 ? 0 : errno }
+                if failure != 0 {
+                    throw OfflinePkgError.io(path: root + "/" + folder.description, operation: "chmod", Errno(failure))
+                }
+            }
         }
     }
 
